@@ -1,0 +1,218 @@
+"""The internal interchange format: the BEIR layout.
+
+``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl`` (``_id``, ``text``) and
+``qrels/<split>.tsv`` (header ``query-id corpus-id score``). Every dataset, embedded or imported,
+becomes a :class:`RetrievalDataset`, so every notebook runs on any of them.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from longdoc.data.errors import DataFormatError
+from longdoc.io import atomic_write
+
+Qrels = dict[str, dict[str, int]]  # query id -> document id -> graded relevance
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str
+    title: str
+    text: str
+
+    @property
+    def full_text(self) -> str:
+        """Title and body, the input the papers' encoders see (Longtriever: ``title + ' ' + text``)."""
+        return f"{self.title} {self.text}".strip() if self.title else self.text
+
+
+@dataclass
+class RetrievalDataset:
+    """A corpus, its queries and relevance judgements per split (``train``/``dev``/``test``)."""
+
+    name: str
+    corpus: dict[str, Document]
+    queries: dict[str, str]
+    qrels: dict[str, Qrels]
+    manifest: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for split, judged in self.qrels.items():
+            for qid, docs in judged.items():
+                if qid not in self.queries:
+                    raise ValueError(f"{self.name}: qrels/{split} names unknown query id {qid!r}")
+                for doc_id in docs:
+                    if doc_id not in self.corpus:
+                        raise ValueError(f"{self.name}: qrels/{split} names unknown document id {doc_id!r}")
+
+    @property
+    def doc_ids(self) -> list[str]:
+        return list(self.corpus)
+
+    @property
+    def checksum(self) -> str:
+        return self.manifest.get("checksum", "unknown")
+
+    def split(self, split: str) -> tuple[dict[str, str], Qrels]:
+        """Queries and qrels of one split; queries without a relevant document are dropped."""
+        if split not in self.qrels:
+            raise KeyError(f"{self.name} has no split {split!r}; it has {sorted(self.qrels)}")
+        qrels = {q: d for q, d in self.qrels[split].items() if any(r > 0 for r in d.values())}
+        return {q: self.queries[q] for q in qrels}, qrels
+
+    def subsample(self, max_docs: int, seed: int = 0) -> "RetrievalDataset":
+        """A smaller dataset for smoke runs: queries are kept with all their relevant documents until
+        ``max_docs`` documents are used, then the corpus is filled up with random other documents."""
+        if max_docs <= 0 or max_docs >= len(self.corpus):
+            return self
+        rng = random.Random(seed)
+        keep: set[str] = set()
+        kept_queries: set[str] = set()
+        qids = sorted({q for judged in self.qrels.values() for q in judged})
+        rng.shuffle(qids)
+        relevant = {q: set() for q in qids}
+        for judged in self.qrels.values():
+            for q, docs in judged.items():
+                relevant[q].update(d for d, r in docs.items() if r > 0)
+        for q in qids:
+            if len(keep | relevant[q]) > max_docs:
+                continue
+            keep |= relevant[q]
+            kept_queries.add(q)
+        others = [d for d in self.corpus if d not in keep]
+        rng.shuffle(others)
+        keep.update(others[: max_docs - len(keep)])
+        corpus = {d: doc for d, doc in self.corpus.items() if d in keep}
+        qrels = {
+            split: {q: {d: r for d, r in docs.items() if d in keep} for q, docs in judged.items() if q in kept_queries}
+            for split, judged in self.qrels.items()
+        }
+        queries = {q: t for q, t in self.queries.items() if q in kept_queries}
+        manifest = dict(self.manifest, subsample={"max_docs": max_docs, "seed": seed})
+        return RetrievalDataset(f"{self.name}[{max_docs}]", corpus, queries, qrels, manifest)
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict]]:
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataFormatError(path, f"not valid JSON ({err.msg})", number) from None
+            if not isinstance(row, dict) or "_id" not in row:
+                raise DataFormatError(path, "expected a JSON object with an '_id' field", number)
+            yield number, row
+
+
+def read_corpus(path: str | Path, on_empty: str = "error", stats: dict | None = None) -> dict[str, Document]:
+    """Read ``corpus.jsonl``. Duplicate ids are an error; empty documents are an error or, with
+    ``on_empty='skip'``, skipped and counted in ``stats['skipped_empty']``."""
+    path = Path(path)
+    corpus: dict[str, Document] = {}
+    skipped = 0
+    for number, row in _jsonl_rows(path):
+        doc_id = str(row["_id"])
+        if doc_id in corpus:
+            raise DataFormatError(path, f"duplicate document id {doc_id!r}", number)
+        title, text = str(row.get("title") or ""), str(row.get("text") or "")
+        if not (title.strip() or text.strip()):
+            if on_empty == "skip":
+                skipped += 1
+                continue
+            raise DataFormatError(path, f"document {doc_id!r} is empty (no title and no text)", number)
+        corpus[doc_id] = Document(doc_id, title, text)
+    if not corpus:
+        raise DataFormatError(path, "the corpus holds no documents")
+    if stats is not None:
+        stats["skipped_empty"] = skipped
+    return corpus
+
+
+def read_queries(path: str | Path) -> dict[str, str]:
+    path = Path(path)
+    queries: dict[str, str] = {}
+    for number, row in _jsonl_rows(path):
+        qid = str(row["_id"])
+        if qid in queries:
+            raise DataFormatError(path, f"duplicate query id {qid!r}", number)
+        text = str(row.get("text") or "").strip()
+        if not text:
+            raise DataFormatError(path, f"query {qid!r} has no text", number)
+        queries[qid] = text
+    return queries
+
+
+def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | None = None) -> Qrels:
+    """Read a BEIR qrels TSV (header ``query-id corpus-id score``), checking ids when given."""
+    path = Path(path)
+    qrels: Qrels = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            fields = line.rstrip("\n").split("\t")
+            if number == 1 and fields[0] == "query-id":
+                continue
+            if not line.strip():
+                continue
+            if len(fields) != 3:
+                raise DataFormatError(path, f"expected 3 tab-separated fields, found {len(fields)}", number)
+            qid, doc_id, score = fields
+            try:
+                relevance = int(score)
+            except ValueError:
+                raise DataFormatError(path, f"relevance {score!r} is not an integer", number) from None
+            if queries is not None and qid not in queries:
+                raise DataFormatError(path, f"unknown query id {qid!r}", number)
+            if corpus is not None and doc_id not in corpus:
+                raise DataFormatError(path, f"unknown document id {doc_id!r}", number)
+            if doc_id in qrels.setdefault(qid, {}):
+                raise DataFormatError(path, f"duplicate judgement for ({qid!r}, {doc_id!r})", number)
+            qrels[qid][doc_id] = relevance
+    return qrels
+
+
+def load_beir(directory: str | Path, name: str | None = None, on_empty: str = "error") -> RetrievalDataset:
+    directory = Path(directory)
+    for required in ("corpus.jsonl", "queries.jsonl", "qrels"):
+        if not (directory / required).exists():
+            raise DataFormatError(directory / required, "missing (not a BEIR-layout dataset directory)")
+    corpus = read_corpus(directory / "corpus.jsonl", on_empty=on_empty)
+    queries = read_queries(directory / "queries.jsonl")
+    qrels = {
+        p.stem: read_qrels(p, queries, corpus) for p in sorted((directory / "qrels").glob("*.tsv"))
+    }
+    manifest_path = directory / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    return RetrievalDataset(name or directory.name, corpus, queries, qrels, manifest)
+
+
+def write_jsonl(path: Path, rows: Iterable[dict]) -> None:
+    with atomic_write(path) as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def write_qrels(path: Path, qrels: Qrels) -> None:
+    with atomic_write(path) as handle:
+        handle.write("query-id\tcorpus-id\tscore\n")
+        for qid in sorted(qrels):
+            for doc_id in sorted(qrels[qid]):
+                handle.write(f"{qid}\t{doc_id}\t{qrels[qid][doc_id]}\n")
+
+
+def save_beir(dataset: RetrievalDataset, directory: str | Path) -> None:
+    """Write a dataset in the BEIR layout (sorted, so the bytes depend only on the content)."""
+    directory = Path(directory)
+    write_jsonl(
+        directory / "corpus.jsonl",
+        ({"_id": d.doc_id, "title": d.title, "text": d.text} for _, d in sorted(dataset.corpus.items())),
+    )
+    write_jsonl(directory / "queries.jsonl", ({"_id": q, "text": t} for q, t in sorted(dataset.queries.items())))
+    for split, judged in dataset.qrels.items():
+        write_qrels(directory / "qrels" / f"{split}.tsv", judged)

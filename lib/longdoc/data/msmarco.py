@@ -1,0 +1,82 @@
+"""MS MARCO Document Ranking in its published formats, and TREC DL 2019/2020 document judgements.
+
+- ``msmarco-docs.tsv``: ``docid <TAB> url <TAB> title <TAB> body`` (one document per line)
+- ``msmarco-doc{train,dev}-queries.tsv`` and TREC DL ``msmarco-test2019-queries.tsv``: ``qid <TAB> text``
+- ``msmarco-doc{train,dev}-qrels.tsv``: ``qid 0 docid 1``; TREC DL ``2019qrels-docs.txt``: ``qid Q0 docid rel``
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from longdoc.data.beir import Document, RetrievalDataset
+from longdoc.data.errors import DataFormatError
+from longdoc.data.trec import read_trec_qrels
+
+
+def read_msmarco_docs(path: str | Path, stats: dict | None = None) -> dict[str, Document]:
+    """Documents with an empty title and body (a few hundred exist in MS MARCO) are skipped and
+    counted in ``stats['skipped_empty']``; a wrong field count or a repeated docid is an error."""
+    path = Path(path)
+    corpus: dict[str, Document] = {}
+    skipped = 0
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) != 4:
+                raise DataFormatError(path, f"expected 4 tab-separated fields 'docid url title body', found {len(fields)}", number)
+            doc_id, _url, title, body = fields
+            if not doc_id:
+                raise DataFormatError(path, "empty docid", number)
+            if doc_id in corpus:
+                raise DataFormatError(path, f"duplicate docid {doc_id!r}", number)
+            if not (title.strip() or body.strip()):
+                skipped += 1
+                continue
+            corpus[doc_id] = Document(doc_id, title.strip(), body.strip())
+    if stats is not None:
+        stats["skipped_empty"] = skipped
+    return corpus
+
+
+def read_queries_tsv(path: str | Path) -> dict[str, str]:
+    path = Path(path)
+    queries: dict[str, str] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) != 2:
+                raise DataFormatError(path, f"expected 2 tab-separated fields 'qid text', found {len(fields)}", number)
+            qid, text = fields[0].strip(), fields[1].strip()
+            if not text:
+                raise DataFormatError(path, f"query {qid!r} has no text", number)
+            if qid in queries:
+                raise DataFormatError(path, f"duplicate query id {qid!r}", number)
+            queries[qid] = text
+    return queries
+
+
+def load_msmarco_documents(
+    docs: str | Path,
+    splits: dict[str, tuple[str | Path, str | Path]],
+    name: str = "msmarco-doc",
+    on_unknown_doc: str = "error",
+) -> RetrievalDataset:
+    """Build a dataset from ``msmarco-docs.tsv`` and ``{split: (queries.tsv, qrels)}``, e.g.
+    ``{"train": (train queries, train qrels), "dev": (...), "test": (TREC DL 2019 queries, 2019qrels-docs.txt)}``."""
+    stats: dict = {}
+    corpus = read_msmarco_docs(docs, stats)
+    queries: dict[str, str] = {}
+    qrels = {}
+    for split, (query_path, qrels_path) in splits.items():
+        split_queries = read_queries_tsv(query_path)
+        for qid, text in split_queries.items():
+            if queries.get(qid, text) != text:
+                raise DataFormatError(query_path, f"query id {qid!r} has another text in an earlier split")
+        queries.update(split_queries)
+        split_stats: dict = {}
+        qrels[split] = read_trec_qrels(qrels_path, split_queries, corpus, on_unknown_doc, split_stats)
+        stats[f"{split}_skipped_unknown"] = split_stats["skipped_unknown"]
+    return RetrievalDataset(name, corpus, queries, qrels, {"source": str(docs), "import_stats": stats})

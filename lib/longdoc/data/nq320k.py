@@ -1,0 +1,85 @@
+"""NQ320k as the NCI authors distribute it (``Data_process/NQ_dataset``).
+
+``nq_train_doc_newid.tsv`` / ``nq_dev_doc_newid.tsv``: tab-separated, no header, columns
+``query, queryid, oldid, bert_k30_c30_1 … bert_k30_c30_5`` (the last five are semantic-id variants;
+files with fewer id columns are accepted). ``nq_title_abs.tsv`` has the same columns with the
+document's title + abstract in the first column: it is the document text NCI releases. The dev file
+is NCI's test set (7,830 queries); there is no separate dev split, so ours is carved from train.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from longdoc.data.beir import Document, RetrievalDataset
+from longdoc.data.errors import DataFormatError
+
+
+def _rows(path: Path, min_fields: int = 3):
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) < min_fields:
+                raise DataFormatError(path, f"expected at least {min_fields} tab-separated fields 'query queryid oldid ...', found {len(fields)}", number)
+            yield number, fields
+
+
+def read_nci_documents(path: str | Path) -> tuple[dict[str, Document], dict[str, list[str]]]:
+    """Corpus from ``nq_title_abs.tsv``, plus each document's semantic ids (one per id column)."""
+    path = Path(path)
+    corpus: dict[str, Document] = {}
+    semantic_ids: dict[str, list[str]] = {}
+    for number, fields in _rows(path):
+        text, _qid, doc_id = fields[0].strip(), fields[1], fields[2].strip()
+        if not text:
+            raise DataFormatError(path, f"document {doc_id!r} is empty", number)
+        if doc_id in corpus:
+            if corpus[doc_id].text != text:
+                raise DataFormatError(path, f"document {doc_id!r} appears twice with different text", number)
+            continue
+        corpus[doc_id] = Document(doc_id, "", text)
+        semantic_ids[doc_id] = fields[3:]
+    return corpus, semantic_ids
+
+
+def read_nci_queries(path: str | Path, corpus: dict) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    path = Path(path)
+    queries: dict[str, str] = {}
+    qrels: dict[str, dict[str, int]] = {}
+    for number, fields in _rows(path):
+        text, qid, doc_id = fields[0].strip(), fields[1].strip(), fields[2].strip()
+        if not text:
+            raise DataFormatError(path, f"query {qid!r} has no text", number)
+        if doc_id not in corpus:
+            raise DataFormatError(path, f"unknown document id (oldid) {doc_id!r}", number)
+        if queries.get(qid, text) != text:
+            raise DataFormatError(path, f"query id {qid!r} appears with two different texts", number)
+        queries[qid] = text
+        qrels.setdefault(qid, {})[doc_id] = 1
+    return queries, qrels
+
+
+def load_nq320k(directory: str | Path, dev_fraction: float = 0.05) -> RetrievalDataset:
+    """``train``/``dev`` from the NCI train file (dev = a deterministic hash share of its queries),
+    ``test`` from the NCI dev file."""
+    directory = Path(directory)
+    corpus, semantic_ids = read_nci_documents(directory / "nq_title_abs.tsv")  # ids: for NCI (read again there)
+    train_queries, train_qrels = read_nci_queries(directory / "nq_train_doc_newid.tsv", corpus)
+    test_queries, test_qrels = read_nci_queries(directory / "nq_dev_doc_newid.tsv", corpus)
+    clash = set(train_queries) & set(test_queries)
+    if clash:
+        raise DataFormatError(directory / "nq_dev_doc_newid.tsv", f"{len(clash)} query ids also occur in the train file, e.g. {sorted(clash)[0]!r}")
+
+    def in_dev(qid: str) -> bool:
+        return int(hashlib.sha256(qid.encode()).hexdigest(), 16) % 10_000 < dev_fraction * 10_000
+
+    qrels = {
+        "train": {q: d for q, d in train_qrels.items() if not in_dev(q)},
+        "dev": {q: d for q, d in train_qrels.items() if in_dev(q)},
+        "test": test_qrels,
+    }
+    manifest = {"source": str(directory), "semantic_id_columns": max((len(v) for v in semantic_ids.values()), default=0)}
+    return RetrievalDataset("nq320k", corpus, {**train_queries, **test_queries}, qrels, manifest)
