@@ -1,0 +1,57 @@
+"""TREC run files: ``qid Q0 docid rank score tag``.
+
+Written runs have strictly decreasing scores within a query, so any tool that re-sorts by score
+(trec_eval does) sees exactly our ranking: tied scores are ordered as :func:`ranking` orders them
+and nudged apart by the smallest representable step.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from longdoc.data.errors import DataFormatError
+from longdoc.eval.metrics import Run, ranking
+from longdoc.io import atomic_write
+
+
+def distinct_scores(scores: dict[str, float], depth: int | None = None) -> list[tuple[str, float]]:
+    """Ranked ``(doc, score)`` with ties separated so that the scores strictly decrease."""
+    ordered = ranking(scores)[:depth]
+    out: list[tuple[str, float]] = []
+    for doc in ordered:
+        score = float(scores[doc])
+        if out and score >= out[-1][1]:
+            score = math.nextafter(out[-1][1], -math.inf)
+        out.append((doc, score))
+    return out
+
+
+def write_run(run: Run, path: str | Path, tag: str = "longdoc", depth: int | None = None) -> None:
+    if any(c.isspace() for c in tag) or not tag:
+        raise ValueError(f"tag={tag!r}: a run tag must be one word")
+    with atomic_write(path) as handle:
+        for qid in sorted(run):
+            for rank, (doc, score) in enumerate(distinct_scores(run[qid], depth), start=1):
+                handle.write(f"{qid} Q0 {doc} {rank} {score!r} {tag}\n")
+
+
+def read_run(path: str | Path) -> Run:
+    path = Path(path)
+    run: Run = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            fields = line.split()
+            if len(fields) != 6:
+                raise DataFormatError(path, f"expected 6 fields 'qid Q0 docid rank score tag', found {len(fields)}", number)
+            qid, _, doc, _, score, _ = fields
+            try:
+                value = float(score)
+            except ValueError:
+                raise DataFormatError(path, f"score {score!r} is not a number", number) from None
+            if doc in run.setdefault(qid, {}):
+                raise DataFormatError(path, f"document {doc!r} appears twice for query {qid!r}", number)
+            run[qid][doc] = value
+    return run

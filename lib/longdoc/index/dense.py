@@ -1,0 +1,110 @@
+"""Inner-product search over document vectors with FAISS.
+
+One vector per document (FirstP, Longtriever) or several (MaxP, SeDR: one per segment). With several,
+a document's score is the maximum over its vectors (MaxP, Dai & Callan 2019); the search asks FAISS
+for more and more segment hits until ``k`` distinct documents are found, which is exact for a flat
+index: a document not among the hits cannot beat the lowest hit.
+
+``factory`` is a FAISS index-factory string: ``Flat`` (exact, default), ``IVF256,Flat``, ``HNSW32``,
+``IVF256,PQ16``... Indexes move to the GPUs when faiss-gpu and CUDA are present (``use_gpu='auto'``).
+Queries are searched in chunks so the score buffers stay bounded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import faiss
+
+
+def gpu_count() -> int:
+    return faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
+
+
+class DenseIndex:
+    def __init__(self, dim: int, factory: str = "Flat", use_gpu: str | bool = "auto", nprobe: int = 16):
+        self.dim = dim
+        self.factory = factory
+        self.index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+        self.owners = np.zeros(0, dtype=np.int64)  # document number of every stored vector
+        self.num_docs = 0
+        self.max_vectors_per_doc = 0
+        self.nprobe = nprobe
+        self._want_gpu = gpu_count() > 0 if use_gpu == "auto" else bool(use_gpu)
+        if self._want_gpu and gpu_count() == 0:
+            raise RuntimeError("use_gpu=True but faiss sees no GPU (is faiss-gpu installed and CUDA visible?)")
+
+    @property
+    def on_gpu(self) -> bool:
+        return self._want_gpu and hasattr(faiss, "index_cpu_to_all_gpus")
+
+    def add(self, vectors: np.ndarray, owners: np.ndarray | None = None) -> None:
+        """Add vectors; ``owners[i]`` is the document number (0..D-1, counting from the first document
+        ever added) of vector i. Without ``owners`` every vector is its own document."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
+            raise ValueError(f"vectors must have shape [n, {self.dim}], got {vectors.shape}")
+        if owners is None:
+            owners = np.arange(self.num_docs, self.num_docs + len(vectors))
+        owners = np.asarray(owners, dtype=np.int64)
+        if owners.shape != (len(vectors),):
+            raise ValueError(f"owners must have one entry per vector ({len(vectors)}), got {owners.shape}")
+        if len(owners) and owners.min() < 0:
+            raise ValueError("owners must be document numbers >= 0")
+        if not self.index.is_trained:
+            self.index.train(vectors)
+            if "IVF" in self.factory:
+                faiss.ParameterSpace().set_index_parameter(self.index, "nprobe", self.nprobe)
+        if self.on_gpu and not getattr(self, "_moved", False):
+            try:
+                self.index = faiss.index_cpu_to_all_gpus(self.index)
+            except RuntimeError as err:  # e.g. HNSW has no GPU version
+                raise RuntimeError(f"index {self.factory!r} cannot run on the GPU: {err}; pass use_gpu=False") from err
+            self._moved = True
+        self.index.add(vectors)
+        self.owners = np.concatenate([self.owners, owners])
+        counts = np.bincount(self.owners)
+        self.num_docs = len(counts)
+        self.max_vectors_per_doc = int(counts.max()) if len(counts) else 0
+
+    def search(self, queries: np.ndarray, k: int, chunk_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` documents per query: ``(scores [Q, k], doc numbers [Q, k])``, padded with
+        ``-inf`` / ``-1`` when fewer than ``k`` documents exist."""
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        if queries.ndim != 2 or queries.shape[1] != self.dim:
+            raise ValueError(f"queries must have shape [n, {self.dim}], got {queries.shape}")
+        if k <= 0:
+            raise ValueError(f"k must be positive, got {k}")
+        out_scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
+        out_docs = np.full((len(queries), k), -1, dtype=np.int64)
+        for start in range(0, len(queries), chunk_size):
+            chunk = queries[start : start + chunk_size]
+            scores, docs = self._search_chunk(chunk, k)
+            out_scores[start : start + len(chunk)] = scores
+            out_docs[start : start + len(chunk)] = docs
+        return out_scores, out_docs
+
+    def _search_chunk(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        k_docs = min(k, self.num_docs)
+        depth = k_docs if self.max_vectors_per_doc <= 1 else 2 * k_docs
+        while True:
+            scores, ids = self.index.search(queries, depth)
+            pooled = [self._max_pool(s, i, k) for s, i in zip(scores, ids)]
+            enough = all(len(p[0]) >= k_docs for p in pooled)
+            if enough or depth >= self.index.ntotal:
+                break
+            depth = min(self.index.ntotal, depth * 2)
+        out_scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
+        out_docs = np.full((len(queries), k), -1, dtype=np.int64)
+        for row, (s, d) in enumerate(pooled):
+            out_scores[row, : len(s)] = s
+            out_docs[row, : len(d)] = d
+        return out_scores, out_docs
+
+    def _max_pool(self, scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        valid = ids >= 0
+        docs = self.owners[ids[valid]]
+        scores = scores[valid]
+        # hits arrive sorted by score, so a document's first hit is its maximum
+        _, first = np.unique(docs, return_index=True)
+        first = np.sort(first)[:k]
+        return scores[first], docs[first]

@@ -1,0 +1,24 @@
+import numpy as np
+import pytest
+
+from longdoc.eval import classification_metrics, paired_bootstrap, paired_t_test
+
+
+def test_clearly_better_system_is_significant_and_identical_is_not():
+    rng = np.random.default_rng(0)
+    base = {f"q{i}": float(v) for i, v in enumerate(rng.random(200))}
+    better = {q: min(1.0, v + 0.2) for q, v in base.items()}
+    assert paired_t_test(better, base)["p_value"] < 1e-6
+    boot = paired_bootstrap(better, base, samples=2000)
+    assert boot["ci_low"] > 0 and boot["p_value"] < 0.01
+    assert paired_t_test(base, base)["p_value"] == 1.0
+
+
+def test_different_query_sets_are_refused():
+    with pytest.raises(ValueError, match="different queries"):
+        paired_t_test({"a": 1.0}, {"b": 1.0})
+
+
+def test_classification_metrics():
+    m = classification_metrics([1, 1, 0, 0], [0.9, 0.2, 0.7, 0.1])
+    assert m == {"Accuracy": 0.5, "Precision": 0.5, "Recall": 0.5, "F1": 0.5}

@@ -1,0 +1,73 @@
+import numpy as np
+import pytest
+
+from longdoc.index import BM25Retriever, DenseIndex
+
+
+def brute_force_maxp(queries, vectors, owners, k):
+    scores = queries @ vectors.T  # [Q, V]
+    num_docs = owners.max() + 1
+    doc_scores = np.full((len(queries), num_docs), -np.inf)
+    for v, d in enumerate(owners):
+        doc_scores[:, d] = np.maximum(doc_scores[:, d], scores[:, v])
+    order = np.argsort(-doc_scores, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(doc_scores, order, axis=1), order
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_multivector_maxpool_equals_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    segments = rng.integers(1, 6, size=80)  # ragged: 1..5 vectors per document
+    owners = np.repeat(np.arange(80), segments)
+    vectors = rng.normal(size=(len(owners), 16)).astype(np.float32)
+    queries = rng.normal(size=(13, 16)).astype(np.float32)
+    index = DenseIndex(16)
+    half = len(owners) // 2
+    index.add(vectors[:half], owners[:half])
+    index.add(vectors[half:], owners[half:])
+    scores, docs = index.search(queries, k=20, chunk_size=5)
+    want_scores, want_docs = brute_force_maxp(queries, vectors, owners, 20)
+    np.testing.assert_allclose(scores, want_scores, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(docs, want_docs)
+
+
+def test_single_vector_search_equals_brute_force_and_pads():
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(7, 8)).astype(np.float32)
+    queries = rng.normal(size=(3, 8)).astype(np.float32)
+    index = DenseIndex(8)
+    index.add(vectors)
+    scores, docs = index.search(queries, k=10)
+    want_scores, want_docs = brute_force_maxp(queries, vectors, np.arange(7), 7)
+    np.testing.assert_array_equal(docs[:, :7], want_docs)
+    np.testing.assert_allclose(scores[:, :7], want_scores, rtol=1e-5)
+    assert (docs[:, 7:] == -1).all() and np.isneginf(scores[:, 7:]).all()
+
+
+@pytest.mark.parametrize("factory", ["HNSW16", "IVF4,Flat"])
+def test_approximate_indexes_find_most_true_neighbours(factory):
+    rng = np.random.default_rng(2)
+    vectors = rng.normal(size=(400, 16)).astype(np.float32)
+    queries = vectors[:20] + 0.01 * rng.normal(size=(20, 16)).astype(np.float32)
+    index = DenseIndex(16, factory=factory, nprobe=4)
+    index.add(vectors)
+    _, docs = index.search(queries, k=10)
+    _, want = brute_force_maxp(queries, vectors, np.arange(400), 10)
+    overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(docs, want)])
+    assert overlap > 0.8
+
+
+def test_bad_shapes_are_named():
+    index = DenseIndex(4)
+    with pytest.raises(ValueError, match="shape"):
+        index.add(np.zeros((2, 5)))
+    index.add(np.zeros((2, 4)))
+    with pytest.raises(ValueError, match="k must be positive"):
+        index.search(np.zeros((1, 4)), k=0)
+
+
+def test_bm25_ranks_the_matching_document_first():
+    bm25 = BM25Retriever().index(["a", "b", "c"], ["open and possibly create a file", "close a file descriptor", "send a signal to a process"])
+    run = bm25.search({"q": "create files", "r": "signals processes"}, k=3)
+    assert max(run["q"], key=run["q"].get) == "a"
+    assert max(run["r"], key=run["r"].get) == "c"
