@@ -1,0 +1,101 @@
+"""Retrieval experiments: runs of BM25 and dense models, fine-tuning with cached checkpoints, tables.
+
+The notebooks are thin: everything they compute goes through these functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+
+from longdoc.data.beir import RetrievalDataset
+from longdoc.eval.metrics import Run, evaluate, per_query
+from longdoc.eval.significance import paired_t_test
+from longdoc.experiments.cache import cached_directory
+from longdoc.index.bm25 import BM25Retriever
+from longdoc.index.dense import DenseIndex
+from longdoc.models.biencoder import BiEncoder, EncoderConfig, FirstP, MaxP
+from longdoc.text.segments import SegmentedCorpus
+from longdoc.train.loop import TrainConfig, train_biencoder
+from longdoc.train.negatives import negatives_from_run
+
+MODELS = {"FirstP": FirstP, "MaxP": MaxP}
+
+
+def bm25_run(dataset: RetrievalDataset, queries: dict[str, str], k: int = 100, **params) -> Run:
+    doc_ids = dataset.doc_ids
+    retriever = BM25Retriever(**params).index(doc_ids, [dataset.corpus[d].full_text for d in doc_ids])
+    return retriever.search(queries, k)
+
+
+def segment_corpus(model: BiEncoder, dataset: RetrievalDataset) -> SegmentedCorpus:
+    doc_ids = dataset.doc_ids
+    return SegmentedCorpus.build(model.tokenizer, doc_ids, [dataset.corpus[d].full_text for d in doc_ids],
+                                 model.config.segment_length, model.config.max_segments)
+
+
+def dense_run(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str, str], k: int = 100,
+              index_factory: str = "Flat", progress: bool = True) -> Run:
+    """Encode the corpus (one vector per segment), search, max-pool segment hits into documents."""
+    vectors, owners = model.encode_corpus(corpus, progress=progress)
+    index = DenseIndex(vectors.shape[1], factory=index_factory)
+    index.add(vectors, owners)
+    qids = list(queries)
+    scores, docs = index.search(model.encode_queries([queries[q] for q in qids]), k)
+    return {
+        qid: {corpus.doc_ids[d]: float(s) for s, d in zip(scores[row], docs[row]) if d >= 0}
+        for row, qid in enumerate(qids)
+    }
+
+
+def dev_mrr(dataset: RetrievalDataset, corpus: SegmentedCorpus, measure: str = "MRR@100"):
+    """A dev-set scorer for the training loop's model selection (never the test split)."""
+    queries, qrels = dataset.split("dev")
+
+    def score(model: BiEncoder) -> float:
+        return evaluate(dense_run(model, corpus, queries, progress=False), qrels, [measure])[measure]
+
+    return score
+
+
+def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig, train: TrainConfig,
+             negatives: str = "bm25", negative_depth: int = 100, progress: bool = True) -> tuple[BiEncoder, dict]:
+    """Fine-tune a baseline on the train split with BM25 hard negatives; the checkpoint is cached under
+    a key of the dataset checksum, both configs and the negative source."""
+    model_class = MODELS[model_name]
+    train_queries, train_qrels = dataset.split("train")
+
+    def build(directory: Path) -> None:
+        model = model_class(encoder)
+        corpus = segment_corpus(model, dataset)
+        if negatives == "bm25":
+            mined = negatives_from_run(bm25_run(dataset, train_queries, negative_depth), train_qrels, negative_depth)
+        elif negatives == "none":
+            mined = {}
+        else:
+            raise ValueError(f"negatives must be 'bm25' or 'none', got {negatives!r}")
+        result = train_biencoder(model, dataset.queries, train_qrels, corpus, mined, train,
+                                 dev_eval=dev_mrr(dataset, corpus), progress=progress)
+        model.save(directory / "model")
+        (directory / "history.json").write_text(pd.Series(asdict(result)).to_json(indent=2))
+
+    directory = cached_directory(
+        "finetune", build, model=model_name, dataset=dataset.name, data_checksum=dataset.checksum,
+        subsample=dataset.manifest.get("subsample"), encoder=asdict(encoder), train=asdict(train),
+        negatives=negatives, negative_depth=negative_depth,
+    )
+    history = pd.read_json(directory / "history.json", typ="series").to_dict()
+    return model_class.load(directory / "model"), history
+
+
+def metrics_table(runs: dict[str, Run], qrels: dict, measures: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({name: evaluate(run, qrels, measures) for name, run in runs.items()}).T[measures]
+
+
+def significance_against(runs: dict[str, Run], qrels: dict, baseline: str, measure: str) -> pd.DataFrame:
+    """Paired t-test of every system against ``baseline`` on per-query ``measure``."""
+    values = {name: per_query(run, qrels, [measure])[measure] for name, run in runs.items()}
+    rows = {name: paired_t_test(values[name], values[baseline]) for name in runs if name != baseline}
+    return pd.DataFrame(rows).T.rename(columns={"mean_difference": f"Δ{measure} vs {baseline}"})

@@ -1,0 +1,189 @@
+"""The shared bi-encoder interface, and the FirstP and MaxP baselines built on it.
+
+A query becomes one vector; a document becomes one vector per segment, ``[D, S, d]`` with a mask.
+Relevance is the dot product, max-pooled over a document's segments (for one segment this is the
+plain dot product). Subclasses change how documents are cut (``max_segments``) and, for the systems
+that follow, how segments are encoded; the training loop, indexing and evaluation see only this
+interface.
+
+- :class:`FirstP`: the first ``segment_length`` tokens only (the papers' "BERT-Passage", STAR, DPR).
+- :class:`MaxP`: up to ``max_segments`` independent segments, score = max over segments (Dai & Callan
+  2019; ANCE(MaxP)/STAR(MaxP) in SeDR Table 1).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from longdoc.models.backbone import DEFAULT_BACKBONE, load_backbone
+from longdoc.text.segments import SegmentedCorpus
+
+
+@dataclass
+class EncoderConfig:
+    backbone: str = DEFAULT_BACKBONE
+    segment_length: int = 512  # tokens per segment including [CLS] and [SEP]
+    max_segments: int = 1
+    max_query_length: int = 32
+    pooling: str = "cls"  # "cls" as in the papers; "mean" is how all-MiniLM-L6-v2 was trained
+
+    def __post_init__(self) -> None:
+        if self.pooling not in ("cls", "mean"):
+            raise ValueError(f"pooling must be 'cls' or 'mean', got {self.pooling!r}")
+        if self.segment_length < 3 or self.max_segments < 1 or self.max_query_length < 3:
+            raise ValueError(f"segment_length >= 3, max_segments >= 1 and max_query_length >= 3 are required: {self}")
+
+
+@dataclass
+class DocBatch:
+    """Segments of a batch of documents, flattened: ``owner[s]`` is the document of segment s."""
+
+    input_ids: torch.Tensor  # [S, L]
+    attention_mask: torch.Tensor  # [S, L]
+    owner: torch.Tensor  # [S]
+    position: torch.Tensor  # [S] segment index within its document
+    num_docs: int
+    max_segments: int
+
+
+class BiEncoder(nn.Module):
+    """Dual encoder with shared weights for queries and documents (template for every dense model)."""
+
+    name = "bi-encoder"
+
+    def __init__(self, config: EncoderConfig, model=None, tokenizer=None):
+        super().__init__()
+        self.config = config
+        if model is None:
+            model, tokenizer = load_backbone(config.backbone)
+        self.backbone = model
+        self.tokenizer = tokenizer
+
+    # -- inputs -------------------------------------------------------------------------------
+    def query_inputs(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        return self.tokenizer(texts, padding=True, truncation=True, max_length=self.config.max_query_length, return_tensors="pt")
+
+    def doc_inputs(self, documents: list[list[list[int]]]) -> DocBatch:
+        """``documents[i]`` is a list of content-token segments; only the first ``max_segments`` are used."""
+        cls_id, sep_id, pad_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id, self.tokenizer.pad_token_id
+        rows, owners, positions = [], [], []
+        for doc, segments in enumerate(documents):
+            for position, content in enumerate(segments[: self.config.max_segments]):
+                rows.append([cls_id, *content[: self.config.segment_length - 2], sep_id])
+                owners.append(doc)
+                positions.append(position)
+        width = max(map(len, rows))
+        input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, row in enumerate(rows):
+            input_ids[i, : len(row)] = torch.tensor(row)
+            attention_mask[i, : len(row)] = 1
+        max_segments = max(positions) + 1
+        return DocBatch(input_ids, attention_mask, torch.tensor(owners), torch.tensor(positions), len(documents), max_segments)
+
+    # -- encoding ------------------------------------------------------------------------------
+    def pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if self.config.pooling == "cls":
+            return hidden[:, 0]
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+    def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self.pool(hidden, attention_mask)
+
+    def encode_segments(self, batch: DocBatch) -> torch.Tensor:
+        """One vector per segment, ``[S, d]``. Segment-interaction models override this."""
+        return self.embed(batch.input_ids, batch.attention_mask)
+
+    def documents_tensor(self, batch: DocBatch, vectors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Segment vectors as ``[D, max_segments, d]`` plus a boolean mask of real segments."""
+        out = vectors.new_zeros((batch.num_docs, batch.max_segments, vectors.shape[-1]))
+        out = out.index_put((batch.owner, batch.position), vectors)
+        mask = torch.zeros((batch.num_docs, batch.max_segments), dtype=torch.bool, device=vectors.device)
+        mask[batch.owner, batch.position] = True
+        return out, mask
+
+    def forward(self, query_inputs: dict, doc_batch: DocBatch):
+        """Training forward: ``(queries [B, d], documents [D, S, d], document mask [D, S])``."""
+        queries = self.embed(query_inputs["input_ids"], query_inputs["attention_mask"])
+        docs, mask = self.documents_tensor(doc_batch, self.encode_segments(doc_batch))
+        return queries, docs, mask
+
+    # -- inference -----------------------------------------------------------------------------
+    def _device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @torch.no_grad()
+    def encode_queries(self, texts: list[str], batch_size: int = 128, progress: bool = False) -> np.ndarray:
+        self.eval()
+        out = []
+        for start in tqdm(range(0, len(texts), batch_size), desc="encoding queries", disable=not progress):
+            inputs = {k: v.to(self._device()) for k, v in self.query_inputs(texts[start : start + batch_size]).items()}
+            out.append(self.embed(inputs["input_ids"], inputs["attention_mask"]).float().cpu().numpy())
+        return np.concatenate(out) if out else np.zeros((0, self.backbone.config.hidden_size), np.float32)
+
+    @torch.no_grad()
+    def encode_corpus(self, corpus: SegmentedCorpus, batch_size: int = 32, progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Segment vectors ``[S, d]`` and their document numbers ``[S]``, documents batched by length."""
+        self.eval()
+        order = sorted(range(len(corpus)), key=lambda i: -sum(map(len, corpus.segments[i][: self.config.max_segments])))
+        vectors, owners = [], []
+        for start in tqdm(range(0, len(order), batch_size), desc=f"encoding corpus ({self.name})", disable=not progress):
+            chosen = order[start : start + batch_size]
+            batch = self.doc_inputs([corpus.segments[i] for i in chosen])
+            batch = _to(batch, self._device())
+            vectors.append(self.encode_segments(batch).float().cpu().numpy())
+            owners.append(np.asarray(chosen)[batch.owner.cpu().numpy()])
+        return np.concatenate(vectors), np.concatenate(owners)
+
+    # -- persistence ---------------------------------------------------------------------------
+    def save(self, directory: str | Path) -> None:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.backbone.save_pretrained(directory / "backbone")
+        self.tokenizer.save_pretrained(directory / "backbone")
+        (directory / "encoder_config.json").write_text(json.dumps({"class": type(self).__name__, **asdict(self.config)}, indent=2))
+
+    @classmethod
+    def load(cls, directory: str | Path) -> "BiEncoder":
+        directory = Path(directory)
+        saved = json.loads((directory / "encoder_config.json").read_text())
+        saved.pop("class", None)
+        config = EncoderConfig(**{**saved, "backbone": str(directory / "backbone")})
+        return cls(config)
+
+
+def _to(batch: DocBatch, device: torch.device) -> DocBatch:
+    return DocBatch(batch.input_ids.to(device), batch.attention_mask.to(device), batch.owner.to(device),
+                    batch.position.to(device), batch.num_docs, batch.max_segments)
+
+
+def maxp_scores(queries: torch.Tensor, documents: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``[B, D]`` relevance: dot product of each query with each segment, max over real segments."""
+    scores = torch.einsum("bh,dsh->bds", queries, documents)
+    return scores.masked_fill(~mask.unsqueeze(0), float("-inf")).amax(dim=-1)
+
+
+class FirstP(BiEncoder):
+    """First ``segment_length`` tokens of the document ("BERT-Passage" in Longtriever Table 2)."""
+
+    name = "FirstP"
+
+    def __init__(self, config: EncoderConfig, model=None, tokenizer=None):
+        if config.max_segments != 1:
+            raise ValueError(f"FirstP reads one segment; got max_segments={config.max_segments}")
+        super().__init__(config, model, tokenizer)
+
+
+class MaxP(BiEncoder):
+    """Independent segments, document score = max over segment scores (SeDR Table 1 "(MaxP)")."""
+
+    name = "MaxP"

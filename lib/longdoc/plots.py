@@ -1,0 +1,52 @@
+"""Matplotlib figures shared by the notebooks (saved under ``figures/<profile>/``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg") if not matplotlib.get_backend().lower().startswith(("module://", "nbagg", "widget")) else None
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from longdoc.data.registry import REPO_ROOT  # noqa: E402
+
+FIGURES_DIR = REPO_ROOT / "figures"
+
+
+def figure_path(profile: str, name: str) -> Path:
+    path = FIGURES_DIR / profile / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def length_histogram(lengths: pd.DataFrame, path: Path, limit: int = 512, bins: int = 40):
+    """Document length distribution in words and in WordPiece tokens (cf. SeDR Figure 1), with the
+    512-token limit of BERT-style encoders marked."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for ax, column in zip(axes, ["words", "tokens"]):
+        values = lengths[column].clip(upper=lengths[column].quantile(0.99))
+        ax.hist(values, bins=bins, color="#4C72B0", edgecolor="white")
+        ax.set_xlabel(f"document length ({'WordPiece tokens' if column == 'tokens' else 'words'}, clipped at p99)")
+        ax.set_ylabel("documents")
+        if column == "tokens":
+            share = (lengths[column] <= limit).mean()
+            ax.axvline(limit, color="#C44E52", linestyle="--", label=f"{limit} tokens ({share:.1%} of documents fit)")
+            ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return fig
+
+
+def metric_bars(table: pd.DataFrame, path: Path, title: str = ""):
+    """Grouped bars: systems (rows) by metrics (columns)."""
+    ax = table.plot.bar(figsize=(8, 3.8), rot=0, width=0.8)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("score")
+    ax.set_title(title)
+    ax.legend(loc="lower right", ncols=len(table.columns))
+    fig = ax.get_figure()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return fig

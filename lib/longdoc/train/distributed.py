@@ -1,0 +1,35 @@
+"""Cross-device in-batch negatives: gather embeddings from every process, keeping the local gradient.
+
+``torch.distributed.all_gather`` returns tensors without gradient; putting the local tensor back in
+its slot lets gradients flow to this process's encoder. Each process then scores its own queries
+against all devices' documents; because DDP averages gradients over processes, the loss is multiplied
+by the world size so the update equals one big batch on one device (tested with two gloo processes).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+
+def world_size() -> int:
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def gather_with_grad(tensor: torch.Tensor) -> torch.Tensor:
+    """Concatenate ``tensor`` from all processes along dim 0 (equal shapes required)."""
+    if world_size() == 1:
+        return tensor
+    parts = [torch.empty_like(tensor) for _ in range(world_size())]
+    dist.all_gather(parts, tensor.contiguous())
+    parts[dist.get_rank()] = tensor
+    return torch.cat(parts, dim=0)
+
+
+def gather_ids(tensor: torch.Tensor) -> torch.Tensor:
+    """Gather integer bookkeeping tensors (no gradient)."""
+    if world_size() == 1:
+        return tensor
+    parts = [torch.empty_like(tensor) for _ in range(world_size())]
+    dist.all_gather(parts, tensor.contiguous())
+    return torch.cat(parts, dim=0)

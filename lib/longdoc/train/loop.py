@@ -1,0 +1,190 @@
+"""The one training loop for dense retrievers (HF Accelerate: one CPU process or N GPUs, same code).
+
+Each step takes B training queries per process, one sampled positive each and ``hard_negatives``
+sampled from each query's mined list; every process's documents are negatives for every query
+(cross-device in-batch negatives, :mod:`longdoc.train.distributed`). AdamW with linear warm-up and
+decay, gradient clipping, fixed seeds, a dev-set evaluation after every epoch; the best epoch's
+weights are kept (model selection on dev only) and optionally written as a checkpoint.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from tqdm.auto import tqdm
+from transformers import get_linear_schedule_with_warmup
+
+from longdoc.losses.contrastive import contrastive_loss
+from longdoc.models.biencoder import BiEncoder, DocBatch, maxp_scores
+from longdoc.text.segments import SegmentedCorpus
+from longdoc.train.distributed import gather_ids, gather_with_grad, world_size
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 1
+    batch_size: int = 8  # queries per process and step
+    hard_negatives: int = 1  # per query (0 = in-batch negatives only)
+    learning_rate: float = 2e-5
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    temperature: float = 1.0
+    max_grad_norm: float = 1.0
+    max_steps: int = 0  # > 0 stops early (smoke runs)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.batch_size < 1 or self.hard_negatives < 0:
+            raise ValueError(f"epochs >= 1, batch_size >= 1 and hard_negatives >= 0 are required: {self}")
+
+
+@dataclass
+class TrainResult:
+    history: list[dict] = field(default_factory=list)
+    best_epoch: int = 0
+    best_dev: float = float("nan")
+    config: dict = field(default_factory=dict)
+
+
+class _Sampler:
+    """Positives and hard negatives per query, drawn with one seeded generator."""
+
+    def __init__(self, qrels: dict, negatives: dict, corpus: SegmentedCorpus, seed: int):
+        self.index = {d: i for i, d in enumerate(corpus.doc_ids)}
+        self.positives = {
+            q: sorted(self.index[d] for d, r in judged.items() if r > 0 and d in self.index) for q, judged in qrels.items()
+        }
+        self.positives = {q: p for q, p in self.positives.items() if p}
+        self.negatives = {q: [self.index[d] for d in negatives.get(q, []) if d in self.index] for q in self.positives}
+        self.num_docs = len(corpus)
+        self.rng = random.Random(seed)
+
+    def positive(self, qid: str) -> int:
+        return self.rng.choice(self.positives[qid])
+
+    def hard_negatives(self, qid: str, n: int) -> list[int]:
+        pool = self.negatives[qid]
+        chosen = self.rng.sample(pool, min(n, len(pool)))
+        relevant = set(self.positives[qid])
+        while len(chosen) < n:  # too few mined negatives: fill with random non-relevant documents
+            candidate = self.rng.randrange(self.num_docs)
+            if candidate not in relevant and candidate not in chosen:
+                chosen.append(candidate)
+        return chosen
+
+
+def _false_negative_mask(query_ids: list[str], doc_numbers: torch.Tensor, labels: torch.Tensor, sampler: _Sampler) -> torch.Tensor:
+    mask = torch.zeros((len(query_ids), len(doc_numbers)), dtype=torch.bool)
+    numbers = doc_numbers.tolist()
+    for row, qid in enumerate(query_ids):
+        relevant = set(sampler.positives[qid])
+        for col, number in enumerate(numbers):
+            mask[row, col] = number in relevant and col != labels[row]
+    return mask
+
+
+def _pad_segments(docs: torch.Tensor, mask: torch.Tensor, max_segments: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad the segment axis to a fixed size so every process gathers tensors of one shape."""
+    extra = max_segments - docs.shape[1]
+    return F.pad(docs, (0, 0, 0, extra)), F.pad(mask, (0, extra), value=False)
+
+
+def train_biencoder(
+    model: BiEncoder,
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    corpus: SegmentedCorpus,
+    negatives: dict[str, list[str]],
+    config: TrainConfig,
+    dev_eval: Callable[[BiEncoder], float] | None = None,
+    output_dir: str | Path | None = None,
+    progress: bool = True,
+) -> TrainResult:
+    """Fine-tune ``model`` in place; on return it holds the weights of the best dev epoch."""
+    set_seed(config.seed)
+    accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    world, rank = world_size(), accelerator.process_index
+    sampler = _Sampler(qrels, negatives, corpus, config.seed + rank)
+    qids = sorted(sampler.positives)
+    if not qids:
+        raise ValueError("no training query has a relevant document in the corpus")
+    global_batch = config.batch_size * world
+    steps_per_epoch = max(1, len(qids) // global_batch if world > 1 else math.ceil(len(qids) / global_batch))
+    total_steps = steps_per_epoch * config.epochs
+    if config.max_steps:
+        total_steps = min(total_steps, config.max_steps)
+    decay = [p for n, p in model.named_parameters() if not any(k in n for k in ("bias", "LayerNorm", "layer_norm"))]
+    no_decay = [p for n, p in model.named_parameters() if any(k in n for k in ("bias", "LayerNorm", "layer_norm"))]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.learning_rate,
+    )
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
+    wrapped, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    result = TrainResult(config=asdict(config))
+    best_state, step = None, 0
+    bar = tqdm(total=total_steps, desc=f"training {model.name}", disable=not (progress and accelerator.is_main_process))
+    for epoch in range(1, config.epochs + 1):
+        wrapped.train()
+        order = list(qids)
+        random.Random(config.seed + epoch).shuffle(order)  # same order on every process
+        losses = []
+        for batch_start in range(0, steps_per_epoch * global_batch, global_batch):
+            if config.max_steps and step >= config.max_steps:
+                break
+            local = order[batch_start : batch_start + global_batch][rank * config.batch_size : (rank + 1) * config.batch_size]
+            if not local:
+                break
+            positives = [sampler.positive(q) for q in local]
+            negative_numbers = [n for q in local for n in sampler.hard_negatives(q, config.hard_negatives)]
+            numbers = torch.tensor(positives + negative_numbers)
+            doc_batch: DocBatch = model.doc_inputs([corpus.segments[i] for i in numbers.tolist()])
+            query_inputs = model.query_inputs([queries[q] for q in local])
+            device = accelerator.device
+            query_inputs = {k: v.to(device) for k, v in query_inputs.items()}
+            doc_batch = DocBatch(doc_batch.input_ids.to(device), doc_batch.attention_mask.to(device), doc_batch.owner.to(device),
+                                 doc_batch.position.to(device), doc_batch.num_docs, doc_batch.max_segments)
+            q, docs, mask = wrapped(query_inputs, doc_batch)
+            docs, mask = _pad_segments(docs, mask, model.config.max_segments)
+            all_docs, all_mask = gather_with_grad(docs), gather_ids(mask)
+            all_numbers = gather_ids(numbers.to(device)).cpu()
+            labels = torch.arange(len(local)) + rank * len(numbers)
+            fn_mask = _false_negative_mask(local, all_numbers, labels, sampler).to(device)
+            scores = maxp_scores(q, all_docs, all_mask)
+            loss = contrastive_loss(scores, labels.to(device), fn_mask, config.temperature) * world
+            accelerator.backward(loss)
+            if config.max_grad_norm:
+                accelerator.clip_grad_norm_(wrapped.parameters(), config.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            losses.append(loss.item() / world)
+            step += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", epoch=epoch)
+        record = {"epoch": epoch, "steps": step, "train_loss": sum(losses) / max(1, len(losses))}
+        if dev_eval is not None:
+            record["dev"] = float(dev_eval(accelerator.unwrap_model(wrapped)))
+            if best_state is None or record["dev"] > result.best_dev:
+                result.best_dev, result.best_epoch = record["dev"], epoch
+                best_state = copy.deepcopy(accelerator.unwrap_model(wrapped).state_dict())
+        result.history.append(record)
+        if config.max_steps and step >= config.max_steps:
+            break
+    bar.close()
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    else:
+        result.best_epoch = result.history[-1]["epoch"]
+    if output_dir is not None and accelerator.is_main_process:
+        model.save(output_dir)
+    return result
