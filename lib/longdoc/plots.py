@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
 
-matplotlib.use("Agg") if not matplotlib.get_backend().lower().startswith(("module://", "nbagg", "widget")) else None
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from longdoc.data.registry import REPO_ROOT  # noqa: E402
+from longdoc.data.registry import REPO_ROOT
 
 FIGURES_DIR = REPO_ROOT / "figures"
 

@@ -11,12 +11,17 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 DATA_DIR = Path(os.environ.get("LONGDOC_DATA", REPO_ROOT / "data"))
 
 
+def dataset_directory(name: str) -> Path:
+    """Where a dataset's files are: ``data/<name>`` for embedded benchmarks, else the path itself."""
+    return DATA_DIR / name if name == "manpages" else Path(name)
+
+
 def load_dataset(name: str = "manpages", max_docs: int = 0, seed: int = 0) -> RetrievalDataset:
     """``manpages`` is built on first use (into ``data/manpages``); anything else is a path to a BEIR
     directory (see the importers in ``longdoc.data`` for the papers' own formats). ``max_docs`` > 0
     subsamples for smoke runs."""
     if name == "manpages":
-        directory = DATA_DIR / "manpages"
+        directory = dataset_directory(name)
         if not (directory / "manifest.json").exists():
             from longdoc.data.manpages import build_manpages
 
