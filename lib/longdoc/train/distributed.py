@@ -1,9 +1,10 @@
 """Cross-device in-batch negatives: gather embeddings from every process, keeping the local gradient.
 
 ``torch.distributed.all_gather`` returns tensors without gradient; putting the local tensor back in
-its slot lets gradients flow to this process's encoder. Each process then scores its own queries
-against all devices' documents; because DDP averages gradients over processes, the loss is multiplied
-by the world size so the update equals one big batch on one device (tested with two gloo processes).
+its slot lets gradients flow to this process's encoder. Every process gathers queries *and*
+documents and computes the loss of the whole global batch, so the gradients of all processes sum to
+the global batch's gradient; DDP averages them, so the loss is multiplied by the world size (tested
+with two gloo processes against one big batch on one process).
 """
 
 from __future__ import annotations

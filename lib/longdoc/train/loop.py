@@ -1,8 +1,9 @@
 """The one training loop for dense retrievers (HF Accelerate: one CPU process or N GPUs, same code).
 
 Each step takes B training queries per process, one sampled positive each and ``hard_negatives``
-sampled from each query's mined list; every process's documents are negatives for every query
-(cross-device in-batch negatives, :mod:`longdoc.train.distributed`). AdamW with linear warm-up and
+sampled from each query's mined list; queries and documents of all processes are gathered and every
+document is a negative for every other query (cross-device in-batch negatives,
+:mod:`longdoc.train.distributed`). AdamW with linear warm-up and
 decay, gradient clipping, fixed seeds, a dev-set evaluation after every epoch; the best epoch's
 weights are kept (model selection on dev only) and optionally written as a checkpoint.
 """
@@ -115,6 +116,7 @@ def train_biencoder(
     world, rank = world_size(), accelerator.process_index
     sampler = _Sampler(qrels, negatives, corpus, config.seed + rank)
     qids = sorted(sampler.positives)
+    qid_index = {q: i for i, q in enumerate(qids)}
     if not qids:
         raise ValueError("no training query has a relevant document in the corpus")
     global_batch = config.batch_size * world
@@ -155,11 +157,13 @@ def train_biencoder(
                                  doc_batch.position.to(device), doc_batch.num_docs, doc_batch.max_segments)
             q, docs, mask = wrapped(query_inputs, doc_batch)
             docs, mask = _pad_segments(docs, mask, model.config.max_segments)
-            all_docs, all_mask = gather_with_grad(docs), gather_ids(mask)
+            all_queries, all_docs, all_mask = gather_with_grad(q), gather_with_grad(docs), gather_ids(mask)
             all_numbers = gather_ids(numbers.to(device)).cpu()
-            labels = torch.arange(len(local)) + rank * len(numbers)
-            fn_mask = _false_negative_mask(local, all_numbers, labels, sampler).to(device)
-            scores = maxp_scores(q, all_docs, all_mask)
+            all_qids = [qids[i] for i in gather_ids(torch.tensor([qid_index[q] for q in local], device=device)).tolist()]
+            # process r's documents are [its B positives, its hard negatives]: query j of r -> r * D + j
+            labels = torch.cat([torch.arange(len(local)) + r * len(numbers) for r in range(world)])
+            fn_mask = _false_negative_mask(all_qids, all_numbers, labels, sampler).to(device)
+            scores = maxp_scores(all_queries, all_docs, all_mask)
             loss = contrastive_loss(scores, labels.to(device), fn_mask, config.temperature) * world
             accelerator.backward(loss)
             if config.max_grad_norm:

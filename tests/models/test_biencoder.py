@@ -1,0 +1,71 @@
+import numpy as np
+import pytest
+import torch
+
+from longdoc.models import EncoderConfig, FirstP, MaxP
+from longdoc.models.biencoder import maxp_scores
+from longdoc.text import SegmentedCorpus
+
+
+def make(cls, tiny_bert, tokenizer, **kw):
+    config = EncoderConfig(**{"segment_length": 16, "max_segments": 3, "max_query_length": 8, **kw})
+    return cls(config, tiny_bert, tokenizer)
+
+
+TEXTS = ["short page", "a somewhat longer page " * 6, "the longest page of them all with many words " * 9]
+
+
+def test_firstp_reads_one_segment(tiny_bert, tokenizer):
+    with pytest.raises(ValueError, match="one segment"):
+        make(FirstP, tiny_bert, tokenizer)
+    model = make(FirstP, tiny_bert, tokenizer, max_segments=1)
+    corpus = SegmentedCorpus.build(tokenizer, ["a", "b", "c"], TEXTS, 16, 1)
+    vectors, owners = model.encode_corpus(corpus, progress=False)
+    assert vectors.shape == (3, 32) and sorted(owners) == [0, 1, 2]
+
+
+def test_ragged_segments_shapes_and_masks(tiny_bert, tokenizer):
+    model = make(MaxP, tiny_bert, tokenizer)
+    corpus = SegmentedCorpus.build(tokenizer, ["a", "b", "c"], TEXTS, 16, 3)
+    assert [len(s) for s in corpus.segments] == [1, 2, 3]
+    batch = model.doc_inputs(corpus.segments)
+    assert batch.input_ids.shape[0] == 6 and batch.input_ids.shape[1] <= 16
+    assert (batch.input_ids[:, 0] == tokenizer.cls_token_id).all()
+    q, docs, mask = model(model.query_inputs(["a query"]), batch)
+    assert docs.shape == (3, 3, 32) and mask.tolist() == [[True, False, False], [True, True, False], [True] * 3]
+    assert torch.all(docs[0, 1:] == 0)
+
+
+def test_batched_equals_per_document_encoding(tiny_bert, tokenizer):
+    model = make(MaxP, tiny_bert, tokenizer)
+    corpus = SegmentedCorpus.build(tokenizer, ["a", "b", "c"], TEXTS, 16, 3)
+    vectors, owners = model.encode_corpus(corpus, batch_size=3, progress=False)
+    for doc in range(3):
+        alone, _ = model.encode_corpus(SegmentedCorpus(["x"], [corpus.segments[doc]]), progress=False)
+        np.testing.assert_allclose(vectors[owners == doc], alone, atol=1e-5)
+
+
+def test_maxp_scores_is_max_over_real_segments():
+    torch.manual_seed(1)
+    q, docs = torch.randn(4, 8), torch.randn(5, 3, 8)
+    mask = torch.tensor([[1, 0, 0], [1, 1, 0], [1, 1, 1], [1, 0, 1], [1, 1, 1]], dtype=torch.bool)
+    got = maxp_scores(q, docs, mask)
+    for i in range(4):
+        for d in range(5):
+            want = max(float(q[i] @ docs[d, s]) for s in range(3) if mask[d, s])
+            assert got[i, d].item() == pytest.approx(want, abs=1e-5)
+
+
+def test_save_and_load_round_trip(tiny_bert, tokenizer, tmp_path):
+    model = make(MaxP, tiny_bert, tokenizer)
+    model.save(tmp_path / "m")
+    again = MaxP.load(tmp_path / "m")
+    assert again.config.max_segments == 3
+    a = model.encode_queries(["hello there"])
+    b = again.encode_queries(["hello there"])
+    np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_bad_config_is_named():
+    with pytest.raises(ValueError, match="pooling"):
+        EncoderConfig(pooling="max")

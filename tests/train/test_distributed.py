@@ -1,0 +1,45 @@
+"""Two CPU processes with the gloo backend: gathered in-batch negatives give the single-process gradient."""
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+
+from longdoc.losses import contrastive_loss
+from longdoc.train.distributed import gather_with_grad
+
+DIM, BATCH = 6, 4
+
+
+def data():
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(DIM, DIM, generator=generator)
+    return weight, torch.randn(BATCH, DIM, generator=generator), torch.randn(BATCH, DIM, generator=generator)
+
+
+def worker(rank, world, init_file, out_file):
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    weight, queries, docs = data()
+    weight.requires_grad_(True)
+    local = slice(rank * BATCH // world, (rank + 1) * BATCH // world)
+    q, d = queries[local] @ weight, docs[local] @ weight
+    scores = gather_with_grad(q) @ gather_with_grad(d).T  # every query of every process
+    loss = contrastive_loss(scores, torch.arange(BATCH)) * world
+    loss.backward()
+    dist.all_reduce(weight.grad)  # what DDP does, then divides by the world size
+    weight.grad /= world
+    if rank == 0:
+        torch.save(weight.grad, out_file)
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_two_gloo_processes_match_one_big_batch(tmp_path):
+    mp.spawn(worker, args=(2, str(tmp_path / "init"), str(tmp_path / "grad.pt")), nprocs=2, join=True)
+    distributed_grad = torch.load(tmp_path / "grad.pt")
+    weight, queries, docs = data()
+    weight.requires_grad_(True)
+    loss = F.cross_entropy((queries @ weight) @ (docs @ weight).T, torch.arange(BATCH))
+    loss.backward()
+    torch.testing.assert_close(distributed_grad, weight.grad, rtol=1e-5, atol=1e-6)

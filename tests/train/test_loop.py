@@ -1,0 +1,65 @@
+import pytest
+import torch
+
+from longdoc.losses import contrastive_loss
+from longdoc.models import EncoderConfig, MaxP
+from longdoc.models.biencoder import maxp_scores
+from longdoc.text import SegmentedCorpus
+from longdoc.train import TrainConfig, negatives_from_run, train_biencoder
+
+WORDS = ["kernel", "socket", "thread", "signal", "memory", "file", "clock", "locale"]
+
+
+def toy_data(tokenizer):
+    doc_ids = [f"d{i}" for i in range(8)]
+    texts = [f"{w} " * 12 + "page about " + w for w in WORDS]
+    queries = {f"q{i}": f"{w}" for i, w in enumerate(WORDS)}
+    qrels = {f"q{i}": {f"d{i}": 1} for i in range(8)}
+    return SegmentedCorpus.build(tokenizer, doc_ids, texts, 16, 2), queries, qrels
+
+
+@torch.no_grad()
+def full_batch_loss(model, corpus, queries):
+    model.eval()
+    q, docs, mask = model(model.query_inputs(list(queries.values())), model.doc_inputs(corpus.segments))
+    return contrastive_loss(maxp_scores(q, docs, mask), torch.arange(len(queries))).item()
+
+
+def test_training_lowers_the_loss(tiny_bert, tokenizer):
+    corpus, queries, qrels = toy_data(tokenizer)
+    model = MaxP(EncoderConfig(segment_length=16, max_segments=2, max_query_length=8, pooling="mean"), tiny_bert, tokenizer)
+    before = full_batch_loss(model, corpus, queries)
+    negatives = {q: [d for d in corpus.doc_ids if d not in qrels[q]] for q in qrels}
+    config = TrainConfig(epochs=8, batch_size=4, hard_negatives=1, learning_rate=2e-3, warmup_ratio=0.0, seed=0)
+    train_biencoder(model, queries, qrels, corpus, negatives, config, progress=False)
+    after = full_batch_loss(model, corpus, queries)
+    assert after < 0.5 * before, (before, after)
+
+
+def test_dev_selects_the_best_epoch(tiny_bert, tokenizer):
+    corpus, queries, qrels = toy_data(tokenizer)
+    model = MaxP(EncoderConfig(segment_length=16, max_segments=2, max_query_length=8), tiny_bert, tokenizer)
+    dev_values = iter([0.1, 0.9, 0.3])
+    snapshots = []
+
+    def dev_eval(m):
+        snapshots.append({k: v.clone() for k, v in m.state_dict().items()})
+        return next(dev_values)
+
+    config = TrainConfig(epochs=3, batch_size=4, hard_negatives=0, learning_rate=1e-3, warmup_ratio=0.0, seed=0)
+    result = train_biencoder(model, queries, qrels, corpus, {}, config, dev_eval=dev_eval, progress=False)
+    assert result.best_epoch == 2 and result.best_dev == 0.9
+    assert [h["epoch"] for h in result.history] == [1, 2, 3]
+    for key, value in model.state_dict().items():  # the model holds the best epoch's weights
+        assert torch.equal(value, snapshots[1][key]), key
+    assert any(not torch.equal(snapshots[1][k], snapshots[2][k]) for k in snapshots[1])
+
+
+def test_negatives_from_run_skips_relevant_and_respects_depth():
+    run = {"q": {"a": 3.0, "b": 2.0, "c": 1.0, "d": 0.5}}
+    assert negatives_from_run(run, {"q": {"b": 1}}, depth=3) == {"q": ["a", "c"]}
+
+
+def test_bad_train_config():
+    with pytest.raises(ValueError, match="hard_negatives"):
+        TrainConfig(hard_negatives=-1)
