@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 from longdoc.data.beir import Document, RetrievalDataset, save_beir
 from longdoc.data.pairs import save_pairs
+from longdoc.data.splits import hashed_split
 from longdoc.data.see_also_pairs import PairThresholds, build_see_also_pairs
 from longdoc.io import atomic_directory, atomic_write
 
@@ -153,12 +154,7 @@ def query_id(description: str) -> str:
 
 
 def split_of(qid: str) -> str:
-    bucket = int(hashlib.sha256(("split:" + qid).encode()).hexdigest(), 16) % 100
-    for split, share in SPLIT_SHARES:
-        if bucket < share:
-            return split
-        bucket -= share
-    raise AssertionError("shares must sum to 100")
+    return hashed_split(qid, SPLIT_SHARES, salt="split")
 
 
 def _tool_version(command: list[str]) -> str:

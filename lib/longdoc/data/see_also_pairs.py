@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from itertools import combinations
 
 from longdoc.data.pairs import DocumentPair
+from longdoc.data.splits import hashed_split
 
 PAIR_SPLIT_SHARES = (("train", 80), ("dev", 10), ("test", 10))  # GWikiMatch's 8:1:1
 
@@ -39,12 +40,7 @@ def _seeded(*parts: str) -> random.Random:
 
 
 def pair_split(source: str) -> str:
-    bucket = int(hashlib.sha256(("pair-split:" + source).encode()).hexdigest(), 16) % 100
-    for split, share in PAIR_SPLIT_SHARES:
-        if bucket < share:
-            return split
-        bucket -= share
-    raise AssertionError("shares must sum to 100")
+    return hashed_split(source, PAIR_SPLIT_SHARES, salt="pair-split")
 
 
 def build_see_also_pairs(
