@@ -50,6 +50,12 @@ def dense_run(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str, str]
     }
 
 
+def model_negatives(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str, str], qrels: dict,
+                    depth: int = 100) -> dict[str, list[str]]:
+    """Hard negatives mined by the model itself (ANCE/STAR; Longtriever's second and third iterations)."""
+    return negatives_from_run(dense_run(model, corpus, queries, depth, progress=False), qrels, depth)
+
+
 def dev_mrr(dataset: RetrievalDataset, corpus: SegmentedCorpus, measure: str = "MRR@100"):
     """A dev-set scorer for the training loop's model selection (never the test split)."""
     queries, qrels = dataset.split("dev")
