@@ -52,6 +52,10 @@ class DocBatch:
     num_docs: int
     max_segments: int
 
+    def to(self, device) -> "DocBatch":
+        return DocBatch(self.input_ids.to(device), self.attention_mask.to(device), self.owner.to(device),
+                        self.position.to(device), self.num_docs, self.max_segments)
+
 
 class BiEncoder(nn.Module):
     """Dual encoder with shared weights for queries and documents (template for every dense model)."""
@@ -139,7 +143,7 @@ class BiEncoder(nn.Module):
         for start in tqdm(range(0, len(order), batch_size), desc=f"encoding corpus ({self.name})", disable=not progress):
             chosen = order[start : start + batch_size]
             batch = self.doc_inputs([corpus.segments[i] for i in chosen])
-            batch = _to(batch, self._device())
+            batch = batch.to(self._device())
             vectors.append(self.encode_segments(batch).float().cpu().numpy())
             owners.append(np.asarray(chosen)[batch.owner.cpu().numpy()])
         return np.concatenate(vectors), np.concatenate(owners)
@@ -159,11 +163,6 @@ class BiEncoder(nn.Module):
         saved.pop("class", None)
         config = EncoderConfig(**{**saved, "backbone": str(directory / "backbone")})
         return cls(config)
-
-
-def _to(batch: DocBatch, device: torch.device) -> DocBatch:
-    return DocBatch(batch.input_ids.to(device), batch.attention_mask.to(device), batch.owner.to(device),
-                    batch.position.to(device), batch.num_docs, batch.max_segments)
 
 
 def maxp_scores(queries: torch.Tensor, documents: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

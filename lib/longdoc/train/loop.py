@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from longdoc.losses.contrastive import contrastive_loss
-from longdoc.models.biencoder import BiEncoder, DocBatch, maxp_scores
+from longdoc.models.biencoder import BiEncoder, maxp_scores
 from longdoc.text.segments import SegmentedCorpus
 from longdoc.train.distributed import gather_ids, gather_with_grad, world_size
 
@@ -149,12 +149,9 @@ def train_biencoder(
             positives = [sampler.positive(q) for q in local]
             negative_numbers = [n for q in local for n in sampler.hard_negatives(q, config.hard_negatives)]
             numbers = torch.tensor(positives + negative_numbers)
-            doc_batch: DocBatch = model.doc_inputs([corpus.segments[i] for i in numbers.tolist()])
-            query_inputs = model.query_inputs([queries[q] for q in local])
             device = accelerator.device
-            query_inputs = {k: v.to(device) for k, v in query_inputs.items()}
-            doc_batch = DocBatch(doc_batch.input_ids.to(device), doc_batch.attention_mask.to(device), doc_batch.owner.to(device),
-                                 doc_batch.position.to(device), doc_batch.num_docs, doc_batch.max_segments)
+            doc_batch = model.doc_inputs([corpus.segments[i] for i in numbers.tolist()]).to(device)
+            query_inputs = {k: v.to(device) for k, v in model.query_inputs([queries[q] for q in local]).items()}
             q, docs, mask = wrapped(query_inputs, doc_batch)
             docs, mask = _pad_segments(docs, mask, model.config.max_segments)
             all_queries, all_docs, all_mask = gather_with_grad(q), gather_with_grad(docs), gather_ids(mask)
