@@ -5,6 +5,7 @@ The notebooks are thin: everything they compute goes through these functions.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -85,14 +86,14 @@ def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig,
         result = train_biencoder(model, dataset.queries, train_qrels, corpus, mined, train,
                                  dev_eval=dev_mrr(dataset, corpus), progress=progress)
         model.save(directory / "model")
-        (directory / "history.json").write_text(pd.Series(asdict(result)).to_json(indent=2))
+        (directory / "history.json").write_text(json.dumps(asdict(result), indent=2))
 
     directory = cached_directory(
         "finetune", build, model=model_name, dataset=dataset.name, data_checksum=dataset.checksum,
         subsample=dataset.manifest.get("subsample"), encoder=asdict(encoder), train=asdict(train),
         negatives=negatives, negative_depth=negative_depth,
     )
-    history = pd.read_json(directory / "history.json", typ="series").to_dict()
+    history = json.loads((directory / "history.json").read_text())
     return model_class.load(directory / "model"), history
 
 

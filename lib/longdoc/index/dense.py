@@ -30,6 +30,7 @@ class DenseIndex:
         self.max_vectors_per_doc = 0
         self.nprobe = nprobe
         self._want_gpu = gpu_count() > 0 if use_gpu == "auto" else bool(use_gpu)
+        self._on_device = False  # moved to the GPUs on the first add (after training, for IVF)
         if self._want_gpu and gpu_count() == 0:
             raise RuntimeError("use_gpu=True but faiss sees no GPU (is faiss-gpu installed and CUDA visible?)")
 
@@ -54,12 +55,12 @@ class DenseIndex:
             self.index.train(vectors)
             if "IVF" in self.factory:
                 faiss.ParameterSpace().set_index_parameter(self.index, "nprobe", self.nprobe)
-        if self.on_gpu and not getattr(self, "_moved", False):
+        if self.on_gpu and not self._on_device:
             try:
                 self.index = faiss.index_cpu_to_all_gpus(self.index)
             except RuntimeError as err:  # e.g. HNSW has no GPU version
                 raise RuntimeError(f"index {self.factory!r} cannot run on the GPU: {err}; pass use_gpu=False") from err
-            self._moved = True
+            self._on_device = True
         self.index.add(vectors)
         self.owners = np.concatenate([self.owners, owners])
         counts = np.bincount(self.owners)
