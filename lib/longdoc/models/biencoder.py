@@ -9,6 +9,8 @@ interface.
 - :class:`FirstP`: the first ``segment_length`` tokens only (the papers' "BERT-Passage", STAR, DPR).
 - :class:`MaxP`: up to ``max_segments`` independent segments, score = max over segments (Dai & Callan
   2019; ANCE(MaxP)/STAR(MaxP) in SeDR Table 1).
+- :class:`SingleVectorEncoder`: the base of models that read all blocks of a document into one vector
+  (Longtriever, PARADE, Hi-Transformer); queries go through the same model as a one-block document.
 """
 
 from __future__ import annotations
@@ -107,18 +109,27 @@ class BiEncoder(nn.Module):
         """One vector per segment, ``[S, d]``. Segment-interaction models override this."""
         return self.embed(batch.input_ids, batch.attention_mask)
 
-    def documents_tensor(self, batch: DocBatch, vectors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Segment vectors as ``[D, max_segments, d]`` plus a boolean mask of real segments."""
-        out = vectors.new_zeros((batch.num_docs, batch.max_segments, vectors.shape[-1]))
-        out = out.index_put((batch.owner, batch.position), vectors)
-        mask = torch.zeros((batch.num_docs, batch.max_segments), dtype=torch.bool, device=vectors.device)
-        mask[batch.owner, batch.position] = True
+    def document_vectors(self, batch: DocBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The vectors that stand for a batch of documents, with their (document, slot) coordinates.
+
+        Multi-vector models give one per segment (the default); single-vector models one per document.
+        """
+        return self.encode_segments(batch), batch.owner, batch.position
+
+    @staticmethod
+    def documents_tensor(num_docs: int, vectors: torch.Tensor, owner: torch.Tensor,
+                         slot: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Vectors as ``[D, slots, d]`` plus a boolean mask of the real ones."""
+        slots = int(slot.max()) + 1 if len(slot) else 1
+        out = vectors.new_zeros((num_docs, slots, vectors.shape[-1])).index_put((owner, slot), vectors)
+        mask = torch.zeros((num_docs, slots), dtype=torch.bool, device=vectors.device)
+        mask[owner, slot] = True
         return out, mask
 
     def forward(self, query_inputs: dict, doc_batch: DocBatch):
         """Training forward: ``(queries [B, d], documents [D, S, d], document mask [D, S])``."""
         queries = self.embed(query_inputs["input_ids"], query_inputs["attention_mask"])
-        docs, mask = self.documents_tensor(doc_batch, self.encode_segments(doc_batch))
+        docs, mask = self.documents_tensor(doc_batch.num_docs, *self.document_vectors(doc_batch))
         return queries, docs, mask
 
     # -- inference -----------------------------------------------------------------------------
@@ -144,25 +155,38 @@ class BiEncoder(nn.Module):
             chosen = order[start : start + batch_size]
             batch = self.doc_inputs([corpus.segments[i] for i in chosen])
             batch = batch.to(self._device())
-            vectors.append(self.encode_segments(batch).float().cpu().numpy())
-            owners.append(np.asarray(chosen)[batch.owner.cpu().numpy()])
+            encoded, owner, _ = self.document_vectors(batch)
+            vectors.append(encoded.float().cpu().numpy())
+            owners.append(np.asarray(chosen)[owner.cpu().numpy()])
         return np.concatenate(vectors), np.concatenate(owners)
 
     # -- persistence ---------------------------------------------------------------------------
+    config_class = EncoderConfig
+
     def save(self, directory: str | Path) -> None:
+        """The backbone in Hugging Face format, the config, and any parameters outside the backbone."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.backbone.save_pretrained(directory / "backbone")
         self.tokenizer.save_pretrained(directory / "backbone")
+        extra = {k: v for k, v in self.state_dict().items() if not k.startswith("backbone.")}
+        if extra:
+            torch.save(extra, directory / "extra_parameters.pt")
         (directory / "encoder_config.json").write_text(json.dumps({"class": type(self).__name__, **asdict(self.config)}, indent=2))
 
     @classmethod
     def load(cls, directory: str | Path) -> "BiEncoder":
         directory = Path(directory)
         saved = json.loads((directory / "encoder_config.json").read_text())
-        saved.pop("class", None)
-        config = EncoderConfig(**{**saved, "backbone": str(directory / "backbone")})
-        return cls(config)
+        saved_class = saved.pop("class", cls.__name__)
+        if saved_class != cls.__name__:
+            raise ValueError(f"{directory} holds a {saved_class}, not a {cls.__name__}")
+        model = cls(cls.config_class(**{**saved, "backbone": str(directory / "backbone")}))
+        if (directory / "extra_parameters.pt").exists():
+            missing, unexpected = model.load_state_dict(torch.load(directory / "extra_parameters.pt"), strict=False)
+            if unexpected or any(not k.startswith("backbone.") for k in missing):
+                raise ValueError(f"{directory}: parameters do not match {cls.__name__} (missing {missing}, unexpected {unexpected})")
+        return model
 
 
 def maxp_scores(queries: torch.Tensor, documents: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -186,3 +210,23 @@ class MaxP(BiEncoder):
     """Independent segments, document score = max over segment scores (SeDR Table 1 "(MaxP)")."""
 
     name = "MaxP"
+
+
+class SingleVectorEncoder(BiEncoder):
+    """One vector per document from all of its blocks (``[D, 1, d]`` in the shared interface).
+
+    Queries go through the same model as one-block documents, so that both live in one space.
+    """
+
+    def encode_documents(self, batch: DocBatch) -> torch.Tensor:
+        """``[D, d]``: one vector per document of the batch."""
+        raise NotImplementedError
+
+    def document_vectors(self, batch: DocBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        vectors = self.encode_documents(batch)
+        owner = torch.arange(batch.num_docs, device=vectors.device)
+        return vectors, owner, torch.zeros_like(owner)
+
+    def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        rows = torch.arange(len(input_ids), device=input_ids.device)
+        return self.encode_documents(DocBatch(input_ids, attention_mask, rows, torch.zeros_like(rows), len(rows), 1))
