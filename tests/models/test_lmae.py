@@ -1,0 +1,46 @@
+import torch
+
+from longdoc.models.lmae import LMAEDecoder, LongtrieverPretraining
+from longdoc.models.longtriever import Longtriever, LongtrieverConfig
+from longdoc.text import SegmentedCorpus
+from longdoc.train.pretrain import PretrainConfig, pretrain_longtriever
+
+TEXTS = ["the quick brown fox jumps over the lazy dog " * 8, "man pages describe system calls and library functions " * 5]
+
+
+def encoder(tiny_bert, tokenizer, **kw):
+    return Longtriever(LongtrieverConfig(segment_length=24, max_segments=3, max_query_length=8, **kw), tiny_bert, tokenizer)
+
+
+def test_decoder_follows_its_mask(tiny_bert):
+    """A query row's output depends only on the key columns its mask leaves visible."""
+    decoder = LMAEDecoder(tiny_bert.encoder.layer[-1]).eval()
+    queries, keys = torch.randn(1, 4, 32), torch.randn(1, 5, 32)
+    keep = torch.ones(1, 4, 5, dtype=torch.bool)
+    keep[0, 2, 3] = False
+    changed = keys.clone()
+    changed[0, 3] += 5.0
+    with torch.no_grad():
+        a, b = decoder(queries, keys, keep), decoder(queries, changed, keep)
+    assert torch.allclose(a[0, 2], b[0, 2], atol=1e-6)
+    assert not torch.allclose(a[0, 1], b[0, 1], atol=1e-3)
+
+
+def test_losses_and_their_switches(tiny_bert, tokenizer):
+    task = LongtrieverPretraining(encoder(tiny_bert, tokenizer))
+    assert not task.head_pretrained
+    assert task.head.predictions.decoder.weight is task.encoder.backbone.embeddings.word_embeddings.weight
+    corpus = SegmentedCorpus.build(tokenizer, ["a", "b"], TEXTS, 24, 3)
+    losses = task(task.encoder.doc_inputs(corpus.segments), torch.Generator().manual_seed(0))
+    assert set(losses) == {"mlm", "lmae", "loss"} and torch.isclose(losses["loss"], losses["mlm"] + losses["lmae"])
+    mlm_only = LongtrieverPretraining(encoder(tiny_bert, tokenizer), lmae=False)
+    assert set(mlm_only(mlm_only.encoder.doc_inputs(corpus.segments))) == {"mlm", "loss"}
+
+
+def test_pretraining_loss_decreases(tiny_bert, tokenizer):
+    corpus = SegmentedCorpus.build(tokenizer, ["a", "b"], TEXTS, 24, 3)
+    task = LongtrieverPretraining(encoder(tiny_bert, tokenizer))
+    result = pretrain_longtriever(task, corpus, PretrainConfig(epochs=30, batch_size=2, learning_rate=3e-3, warmup_ratio=0.0), progress=False)
+    losses = [r["loss"] for r in result.history]
+    assert len(losses) == 30
+    assert sum(losses[-5:]) / 5 < 0.85 * sum(losses[:5]) / 5
