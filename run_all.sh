@@ -89,7 +89,9 @@ run_study() {
     out="results/$PROFILE/$(basename "$nb" .ipynb)/$(basename "$nb")"
     mkdir -p "$(dirname "$out")"
     log "[$i/${#notebooks[@]}] $nb (profile $PROFILE)"
-    if "$PY" -m papermill "$nb" "$out" -f "$params" -k python3 --log-level WARNING --progress-bar; then
+    # each notebook gets the profile's values of the parameters it declares
+    "$PY" -m longdoc.experiments.profiles "$params" "$nb" > "$(dirname "$out")/parameters.yaml" || { failed+=("$nb"); continue; }
+    if "$PY" -m papermill "$nb" "$out" -f "$(dirname "$out")/parameters.yaml" -k python3 --log-level WARNING --progress-bar; then
       log "[$i/${#notebooks[@]}] $nb done in $(( $(date +%s) - start ))s"
     else
       log "[$i/${#notebooks[@]}] $nb FAILED after $(( $(date +%s) - start ))s (executed copy: $out)"

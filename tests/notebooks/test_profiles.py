@@ -1,21 +1,14 @@
 """The notebooks' parameter defaults are the smoke profile, and every profile names known parameters."""
 
-import ast
-import json
 from pathlib import Path
 
 import pytest
 import yaml
 
+from longdoc.experiments.profiles import notebook_parameters as parameters, parameters_for
+
 NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 PROFILES = Path(__file__).parents[2] / "notebooks" / "profiles"
-
-
-def parameters(notebook: Path) -> dict:
-    cells = json.loads(notebook.read_text())["cells"]
-    cell = next(c for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
-    tree = ast.parse("".join(cell["source"]))
-    return {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)}
 
 
 def test_every_notebook_has_a_parameters_cell():
@@ -37,3 +30,10 @@ def test_profiles_only_set_parameters_some_notebook_has(profile):
     values = yaml.safe_load((PROFILES / f"{profile}.yaml").read_text())
     assert values["profile"] == profile
     assert set(values) <= known, set(values) - known
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_profile_sets_every_parameter_of_every_notebook(profile, notebook):
+    values = parameters_for(PROFILES / f"{profile}.yaml", notebook)
+    assert set(values) == set(parameters(notebook))

@@ -29,3 +29,12 @@ def cached_directory(kind: str, build, **determinants) -> Path:
             with atomic_write(tmp / "key.json") as handle:
                 json.dump(determinants, handle, indent=2, sort_keys=True, default=str)
     return directory
+
+
+def portable(path: str | Path) -> str:
+    """A cached artefact's path relative to the cache (so keys do not depend on the checkout's place)."""
+    path = Path(path).resolve()
+    try:
+        return "cache:" + str(path.relative_to(Path(CACHE_DIR).resolve()))
+    except ValueError:
+        return str(path)

@@ -14,15 +14,18 @@ import pandas as pd
 from longdoc.data.beir import RetrievalDataset
 from longdoc.eval.metrics import Run, evaluate, per_query
 from longdoc.eval.significance import paired_t_test
-from longdoc.experiments.cache import cached_directory
+from longdoc.experiments.cache import cached_directory, portable
 from longdoc.index.bm25 import BM25Retriever
 from longdoc.index.dense import DenseIndex
 from longdoc.models.biencoder import BiEncoder, EncoderConfig, FirstP, MaxP
+from longdoc.models.hi_transformer import HiTransformer
+from longdoc.models.longtriever import Longtriever
+from longdoc.models.parade import Parade
 from longdoc.text.segments import SegmentedCorpus
 from longdoc.train.loop import TrainConfig, train_biencoder
 from longdoc.train.negatives import negatives_from_run
 
-MODELS = {"FirstP": FirstP, "MaxP": MaxP}
+MODELS = {"FirstP": FirstP, "MaxP": MaxP, "PARADE": Parade, "Hi-Transformer": HiTransformer, "Longtriever": Longtriever}
 
 
 def bm25_run(dataset: RetrievalDataset, queries: dict[str, str], k: int = 100, **params) -> Run:
@@ -68,30 +71,51 @@ def dev_mrr(dataset: RetrievalDataset, corpus: SegmentedCorpus, measure: str = "
 
 
 def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig, train: TrainConfig,
-             negatives: str = "bm25", negative_depth: int = 100, progress: bool = True) -> tuple[BiEncoder, dict]:
-    """Fine-tune a baseline on the train split with BM25 hard negatives; the checkpoint is cached under
-    a key of the dataset checksum, both configs and the negative source."""
+             negatives: str = "bm25", negative_depth: int = 100, iterations: int = 1,
+             init: str | Path | None = None, progress: bool = True) -> tuple[BiEncoder, dict]:
+    """Fine-tune a model on the train split; the checkpoint is cached under a key of everything that
+    determines it (dataset checksum, configs, negatives, iterations, starting checkpoint).
+
+    Iteration 1 uses in-batch negatives plus ``negatives`` ("bm25" or "none"); every further
+    iteration continues from the previous one with hard negatives mined by that model (ANCE/STAR;
+    Longtriever section 4.2: one BM25 iteration, then two with the model's own negatives).
+    ``init`` is a saved model directory to start from (a pre-trained Longtriever), else the backbone.
+    Model selection on dev runs only when an iteration has several epochs.
+    """
+    if iterations < 1:
+        raise ValueError(f"iterations must be >= 1, got {iterations}")
+    if negatives not in ("bm25", "none"):
+        raise ValueError(f"negatives must be 'bm25' or 'none', got {negatives!r}")
     model_class = MODELS[model_name]
     train_queries, train_qrels = dataset.split("train")
+    common = dict(model_name=model_name, dataset=dataset, encoder=encoder, train=train, negatives=negatives,
+                  negative_depth=negative_depth, init=init, progress=progress)
 
     def build(directory: Path) -> None:
-        model = model_class(encoder)
-        corpus = segment_corpus(model, dataset)
-        if negatives == "bm25":
-            mined = negatives_from_run(bm25_run(dataset, train_queries, negative_depth), train_qrels, negative_depth)
-        elif negatives == "none":
-            mined = {}
+        if iterations == 1:
+            model = model_class.load(init) if init else model_class(encoder)
+            corpus = segment_corpus(model, dataset)
+            if negatives == "bm25":
+                mined = negatives_from_run(bm25_run(dataset, train_queries, negative_depth), train_qrels, negative_depth)
+            else:
+                mined = {}
+            history = []
         else:
-            raise ValueError(f"negatives must be 'bm25' or 'none', got {negatives!r}")
-        result = train_biencoder(model, dataset.queries, train_qrels, corpus, mined, train,
-                                 dev_eval=dev_mrr(dataset, corpus), progress=progress)
+            model, previous = finetune(**common, iterations=iterations - 1)
+            corpus = segment_corpus(model, dataset)
+            mined = model_negatives(model, corpus, train_queries, train_qrels, negative_depth)
+            history = previous["iterations"]
+        dev_eval = dev_mrr(dataset, corpus) if train.epochs > 1 else None
+        result = train_biencoder(model, dataset.queries, train_qrels, corpus, mined, train, dev_eval=dev_eval, progress=progress)
         model.save(directory / "model")
-        (directory / "history.json").write_text(json.dumps(asdict(result), indent=2))
+        record = {"iterations": history + [asdict(result) | {"negatives": negatives if iterations == 1 else "model"}]}
+        (directory / "history.json").write_text(json.dumps(record, indent=2))
 
     directory = cached_directory(
         "finetune", build, model=model_name, dataset=dataset.name, data_checksum=dataset.checksum,
-        subsample=dataset.manifest.get("subsample"), encoder=asdict(encoder), train=asdict(train),
-        negatives=negatives, negative_depth=negative_depth,
+        subsample=dataset.manifest.get("subsample"), encoder={"class": type(encoder).__name__, **asdict(encoder)},
+        train=asdict(train), negatives=negatives, negative_depth=negative_depth, iterations=iterations,
+        init=portable(init) if init else None,
     )
     history = json.loads((directory / "history.json").read_text())
     return model_class.load(directory / "model"), history

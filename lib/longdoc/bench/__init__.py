@@ -1,0 +1,1 @@
+"""Time and memory measurement for the efficiency notebooks (benchmarks that print figures, not tests)."""
