@@ -47,3 +47,41 @@ def metric_bars(table: pd.DataFrame, path: Path, title: str = ""):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     return fig
+
+
+def sweep_plot(table: pd.DataFrame, path: Path, xlabel: str, title: str = "", logx: bool = False):
+    """Metrics (columns) against a swept parameter (the index), as in Longtriever Figure 3."""
+    ax = table.plot(marker="o", figsize=(6, 3.8), logx=logx)
+    ax.set_xticks(list(table.index))
+    ax.set_xticklabels([str(v) for v in table.index])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("score")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig = ax.get_figure()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return fig
+
+
+def growth_curves(measurements: pd.DataFrame, path: Path, title: str = ""):
+    """Encode time and peak memory against document length, one line per model."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for ax, column, label in [(axes[0], "time_ms", "time per batch (ms)"), (axes[1], "memory_gib", "peak memory (GiB)")]:
+        if not (measurements[column] > 0).any():  # e.g. CPU memory without process isolation
+            ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
+            ax.set_ylabel(label)
+            continue
+        for model, rows in measurements.groupby("model", sort=False):
+            rows = rows.sort_values("length")
+            ax.plot(rows["length"], rows[column], marker="o", label=model)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("document length (tokens)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return fig

@@ -151,10 +151,13 @@ def measure_here(shape: Shape) -> dict:
             "memory_gib": max(0, peak - base) / 2**30, "parameters": sum(p.numel() for p in model.parameters())}
 
 
-def measure(shape: Shape, timeout: int = 1800) -> dict:
-    """One measurement; on a CPU in a fresh process, so that the peak memory is this model's own."""
+def measure(shape: Shape, isolate: bool = True, timeout: int = 1800) -> dict:
+    """One measurement; on a CPU in a fresh process (``isolate``), so that the peak memory is this
+    model's own. Without isolation a CPU run reports time only (memory is NaN)."""
     if _device(shape).type == "cuda":
         return measure_here(shape)
+    if not isolate:
+        return measure_here(shape) | {"memory_gib": float("nan")}
     done = subprocess.run([sys.executable, "-m", "longdoc.bench.efficiency", json.dumps(asdict(shape))],
                           capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
@@ -164,3 +167,18 @@ def measure(shape: Shape, timeout: int = 1800) -> dict:
 
 if __name__ == "__main__":
     print(json.dumps(measure_here(Shape(**json.loads(sys.argv[1])))))
+
+
+def measure_all(models, isolate: bool = True, progress: bool = True, **shape) -> "pd.DataFrame":
+    """One row per model (and per value of any list-valued ``shape`` field, e.g. ``length=[...]``)."""
+    import itertools
+
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    grid = {k: v if isinstance(v, (list, tuple)) else [v] for k, v in shape.items()}
+    combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+    jobs = [(model, combo) for combo in combos for model in models]
+    rows = [measure(Shape(model, **combo), isolate=isolate)
+            for model, combo in tqdm(jobs, desc="measuring", disable=not progress)]
+    return pd.DataFrame(rows)

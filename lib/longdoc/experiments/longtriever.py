@@ -79,3 +79,24 @@ def ablation_setup(row: str, encoder: LongtrieverConfig, pretrain: PretrainConfi
     if objective is None:
         return config, None
     return config, replace(pretrain, lmae=objective == "lmae+mlm")
+
+
+def longtriever_run(dataset: RetrievalDataset, queries: dict[str, str], encoder: LongtrieverConfig,
+                    pretrain: PretrainConfig | None, train, iterations: int = 1, pretrain_corpus: str = "",
+                    k: int = 100, progress: bool = True):
+    """Pre-train (unless ``pretrain`` is None), fine-tune and search: ``(run, record)``.
+
+    ``pretrain_corpus`` names the documents to pre-train on (empty: ``dataset``'s own corpus).
+    """
+    from longdoc.experiments.retrieval import dense_run, finetune, segment_corpus
+
+    init = None
+    record = {"pretrain": None}
+    if pretrain is not None:
+        init = pretrained(pretrain_corpus or dataset, encoder, pretrain, progress=progress)
+        history = pretraining_history(init)["history"]
+        record["pretrain"] = {"steps": len(history), "first_loss": history[0]["loss"], "last_loss": history[-1]["loss"],
+                              "head_pretrained": pretraining_history(init)["head_pretrained"]}
+    model, finetuned = finetune("Longtriever", dataset, encoder, train, iterations=iterations, init=init, progress=progress)
+    record["finetune"] = finetuned
+    return dense_run(model, segment_corpus(model, dataset), queries, k, progress=progress), record
