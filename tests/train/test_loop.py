@@ -25,9 +25,22 @@ def full_batch_loss(model, corpus, queries):
     return contrastive_loss(maxp_scores(q, docs, mask), torch.arange(len(queries))).item()
 
 
-def test_training_lowers_the_loss(tiny_bert, tokenizer):
+SLOW_TO_LEARN = pytest.mark.xfail(reason="open (issue 3): single-vector hierarchical models barely move the toy loss "
+                                   "in 16 steps; under investigation", strict=False)
+
+
+@pytest.mark.parametrize("name", ["MaxP", *(pytest.param(n, marks=SLOW_TO_LEARN) for n in ("Longtriever", "PARADE", "Hi-Transformer"))])
+def test_training_lowers_the_loss(name, tiny_bert, tokenizer):
+    from longdoc.experiments.retrieval import MODELS
+
     corpus, queries, qrels = toy_data(tokenizer)
-    model = MaxP(EncoderConfig(segment_length=16, max_segments=2, max_query_length=8, pooling="mean"), tiny_bert, tokenizer)
+    model_class = MODELS[name]
+    config = model_class.config_class(segment_length=16, max_segments=2, max_query_length=8, pooling="mean")
+    if name != "MaxP":  # std-0.02 random layers give every document almost the same single vector
+        torch.manual_seed(0)
+        tiny_bert = type(tiny_bert)(type(tiny_bert.config)(**{**tiny_bert.config.to_dict(), "initializer_range": 0.2}),
+                                    add_pooling_layer=False)
+    model = model_class(config, tiny_bert, tokenizer)
     before = full_batch_loss(model, corpus, queries)
     negatives = {q: [d for d in corpus.doc_ids if d not in qrels[q]] for q in qrels}
     config = TrainConfig(epochs=8, batch_size=4, hard_negatives=1, learning_rate=2e-3, warmup_ratio=0.0, seed=0)
