@@ -94,9 +94,10 @@ def longtriever_run(dataset: RetrievalDataset, queries: dict[str, str], encoder:
     record = {"pretrain": None}
     if pretrain is not None:
         init = pretrained(pretrain_corpus or dataset, encoder, pretrain, progress=progress)
-        history = pretraining_history(init)["history"]
+        saved = pretraining_history(init)
+        history = saved["history"]
         record["pretrain"] = {"steps": len(history), "first_loss": history[0]["loss"], "last_loss": history[-1]["loss"],
-                              "head_pretrained": pretraining_history(init)["head_pretrained"]}
+                              "head_pretrained": saved["head_pretrained"]}
     model, finetuned = finetune("Longtriever", dataset, encoder, train, iterations=iterations, init=init, progress=progress)
     record["finetune"] = finetuned
     return dense_run(model, segment_corpus(model, dataset), queries, k, progress=progress), record

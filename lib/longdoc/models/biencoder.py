@@ -116,20 +116,15 @@ class BiEncoder(nn.Module):
         """
         return self.encode_segments(batch), batch.owner, batch.position
 
-    @staticmethod
-    def documents_tensor(num_docs: int, vectors: torch.Tensor, owner: torch.Tensor,
-                         slot: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Vectors as ``[D, slots, d]`` plus a boolean mask of the real ones."""
-        slots = int(slot.max()) + 1 if len(slot) else 1
-        out = vectors.new_zeros((num_docs, slots, vectors.shape[-1])).index_put((owner, slot), vectors)
-        mask = torch.zeros((num_docs, slots), dtype=torch.bool, device=vectors.device)
-        mask[owner, slot] = True
-        return out, mask
+    def slots_per_document(self, batch: DocBatch) -> int:
+        """How many vectors a document of ``batch`` may have (the ``S`` of ``[D, S, d]``)."""
+        return batch.max_segments
 
     def forward(self, query_inputs: dict, doc_batch: DocBatch):
         """Training forward: ``(queries [B, d], documents [D, S, d], document mask [D, S])``."""
         queries = self.embed(query_inputs["input_ids"], query_inputs["attention_mask"])
-        docs, mask = self.documents_tensor(doc_batch.num_docs, *self.document_vectors(doc_batch))
+        vectors, owner, slot = self.document_vectors(doc_batch)
+        docs, mask = scatter_slots(vectors, owner, slot, doc_batch.num_docs, self.slots_per_document(doc_batch))
         return queries, docs, mask
 
     # -- inference -----------------------------------------------------------------------------
@@ -189,6 +184,31 @@ class BiEncoder(nn.Module):
         return model
 
 
+def place_slots(vectors: torch.Tensor, owner: torch.Tensor, slot: torch.Tensor, num_docs: int, slots: int) -> torch.Tensor:
+    """Flat vectors ``[V, d]`` (segments or blocks of documents) placed at ``(owner, slot)`` of a
+    zero ``[D, slots, d]`` grid."""
+    return vectors.new_zeros((num_docs, slots, vectors.shape[-1])).index_put((owner, slot), vectors)
+
+
+def slot_mask(owner: torch.Tensor, slot: torch.Tensor, num_docs: int, slots: int) -> torch.Tensor:
+    """``[D, slots]``: True where :func:`place_slots` puts a vector."""
+    mask = torch.zeros((num_docs, slots), dtype=torch.bool, device=owner.device)
+    mask[owner, slot] = True
+    return mask
+
+
+def scatter_slots(vectors: torch.Tensor, owner: torch.Tensor, slot: torch.Tensor, num_docs: int,
+                  slots: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The grid of :func:`place_slots` and its mask."""
+    return place_slots(vectors, owner, slot, num_docs, slots), slot_mask(owner, slot, num_docs, slots)
+
+
+def cls_embedding(backbone, tokenizer) -> torch.Tensor:
+    """The backbone's input embedding of [CLS] at position 0: the start value of new summary tokens."""
+    with torch.no_grad():
+        return backbone.embeddings(input_ids=torch.tensor([[tokenizer.cls_token_id]]))[0, 0].detach().clone()
+
+
 def maxp_scores(queries: torch.Tensor, documents: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``[B, D]`` relevance: dot product of each query with each segment, max over real segments."""
     scores = torch.einsum("bh,dsh->bds", queries, documents)
@@ -221,6 +241,9 @@ class SingleVectorEncoder(BiEncoder):
     def encode_documents(self, batch: DocBatch) -> torch.Tensor:
         """``[D, d]``: one vector per document of the batch."""
         raise NotImplementedError
+
+    def slots_per_document(self, batch: DocBatch) -> int:
+        return 1
 
     def document_vectors(self, batch: DocBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         vectors = self.encode_documents(batch)

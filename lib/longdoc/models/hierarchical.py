@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from longdoc.models.biencoder import DocBatch, SingleVectorEncoder
+from longdoc.models.biencoder import DocBatch, SingleVectorEncoder, cls_embedding, place_slots, slot_mask
 
 
 def attention_bias(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -68,9 +68,7 @@ class HierarchicalEncoder(SingleVectorEncoder):
         if self.inter_block:
             self.inter_layers = nn.ModuleList(copy.deepcopy(layer) for layer in bert.encoder.layer)
         if self.doc_token:  # the [DOC] vector starts as the embedding of [CLS] at position 0
-            with torch.no_grad():
-                start = bert.embeddings(input_ids=torch.tensor([[self.tokenizer.cls_token_id]]))[0, 0]
-            self.doc_embedding = nn.Parameter(start.detach().clone())
+            self.doc_embedding = nn.Parameter(cls_embedding(bert, self.tokenizer))
         if self.block_positions:
             self.block_position_embeddings = nn.Embedding(config.max_segments, hidden)
             nn.init.normal_(self.block_position_embeddings.weight, std=bert.config.initializer_range)
@@ -81,33 +79,32 @@ class HierarchicalEncoder(SingleVectorEncoder):
         rows, _, hidden = embedded.shape
         keep = batch.attention_mask.bool()
         num_docs, num_blocks = batch.num_docs, batch.max_segments
-        block_mask = torch.zeros((num_docs, num_blocks), dtype=torch.bool, device=keep.device)
-        block_mask[batch.owner, batch.position] = True
         slot = 1 if (self.inter_block and self.context_slot) else 0  # index of each block's [CLS]
         states = embedded
         if slot:  # the context slot is empty (masked) in the first layer
             states = torch.cat([embedded.new_zeros(rows, 1, hidden), embedded], dim=1)
             keep = torch.cat([keep.new_zeros(rows, 1), keep], dim=1)
         document = self.doc_embedding.expand(num_docs, hidden) if self.doc_token else None
+        block_mask = slot_mask(batch.owner, batch.position, num_docs, num_blocks)
         inter_keep = torch.cat([block_mask.new_ones(num_docs, 1), block_mask], 1) if self.doc_token else block_mask
-        blocks = None
+        inter_bias = attention_bias(inter_keep, states.dtype)  # the [DOC] slot is always real
+        intra_bias = attention_bias(keep, states.dtype)
         for depth, layer in enumerate(bert.encoder.layer):
-            states = layer(states, attention_mask=attention_bias(keep, states.dtype))
-            cls = states[:, slot]
-            blocks = cls.new_zeros(num_docs, num_blocks, hidden).index_put((batch.owner, batch.position), cls)
+            states = layer(states, attention_mask=intra_bias)
+            blocks = place_slots(states[:, slot], batch.owner, batch.position, num_docs, num_blocks)
             if not self.inter_block:
                 continue
             if self.block_positions:
                 blocks = blocks + self.block_position_embeddings.weight[:num_blocks]
             sequence = torch.cat([document[:, None], blocks], 1) if self.doc_token else blocks
-            exchanged = self.inter_layers[depth](sequence, attention_mask=attention_bias(inter_keep, sequence.dtype))
+            exchanged = self.inter_layers[depth](sequence, attention_mask=inter_bias)
             if self.doc_token:
                 document, exchanged = exchanged[:, 0], exchanged[:, 1:]
             blocks = exchanged * block_mask[..., None]
             # dispatch: block i's state goes to position 0 of block i (the slot, or its [CLS])
             states = torch.cat([exchanged[batch.owner, batch.position][:, None], states[:, 1:]], dim=1)
             if slot and depth == 0:  # from now on the slot holds something
-                keep = torch.cat([keep.new_ones(rows, 1), keep[:, 1:]], dim=1)
+                intra_bias = attention_bias(torch.cat([keep.new_ones(rows, 1), keep[:, 1:]], dim=1), states.dtype)
         return BlockStates(document, blocks, block_mask, states[:, slot:])
 
 

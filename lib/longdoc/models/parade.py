@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from transformers.models.bert.modeling_bert import BertLayer
 
-from longdoc.models.biencoder import DocBatch, EncoderConfig, SingleVectorEncoder
+from longdoc.models.biencoder import DocBatch, EncoderConfig, SingleVectorEncoder, cls_embedding, scatter_slots
 from longdoc.models.hierarchical import attention_bias
 
 
@@ -36,19 +36,15 @@ class Parade(SingleVectorEncoder):
         self.aggregator.apply(self.backbone._init_weights)
         self.block_position_embeddings = nn.Embedding(config.max_segments, bert_config.hidden_size)
         nn.init.normal_(self.block_position_embeddings.weight, std=bert_config.initializer_range)
-        with torch.no_grad():
-            start = self.backbone.embeddings(input_ids=torch.tensor([[self.tokenizer.cls_token_id]]))[0, 0]
-        self.aggregation_cls = nn.Parameter(start.detach().clone())
+        self.aggregation_cls = nn.Parameter(cls_embedding(self.backbone, self.tokenizer))
 
     def encode_documents(self, batch: DocBatch) -> torch.Tensor:
         hidden = self.backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
         pooled = self.pool(hidden, batch.attention_mask)  # [R, d]
         num_docs, num_blocks = batch.num_docs, batch.max_segments
-        blocks = pooled.new_zeros(num_docs, num_blocks, pooled.shape[-1]).index_put((batch.owner, batch.position), pooled)
+        blocks, block_mask = scatter_slots(pooled, batch.owner, batch.position, num_docs, num_blocks)
         blocks = blocks + self.block_position_embeddings.weight[:num_blocks]
-        keep = torch.zeros((num_docs, num_blocks + 1), dtype=torch.bool, device=pooled.device)
-        keep[:, 0] = True
-        keep[batch.owner, batch.position + 1] = True
+        keep = torch.cat([block_mask.new_ones(num_docs, 1), block_mask], 1)  # the aggregation [CLS] is real
         sequence = torch.cat([self.aggregation_cls.expand(num_docs, 1, -1), blocks], 1)
         for layer in self.aggregator:
             sequence = layer(sequence, attention_mask=attention_bias(keep, sequence.dtype))

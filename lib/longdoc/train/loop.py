@@ -22,11 +22,11 @@ import torch.nn.functional as F
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 from tqdm.auto import tqdm
-from transformers import get_linear_schedule_with_warmup
 
 from longdoc.losses.contrastive import contrastive_loss
 from longdoc.models.biencoder import BiEncoder, maxp_scores
 from longdoc.text.segments import SegmentedCorpus
+from longdoc.train.optim import adamw_with_warmup
 from longdoc.train.distributed import gather_ids, gather_with_grad, world_size
 
 
@@ -124,13 +124,7 @@ def train_biencoder(
     total_steps = steps_per_epoch * config.epochs
     if config.max_steps:
         total_steps = min(total_steps, config.max_steps)
-    decay = [p for n, p in model.named_parameters() if not any(k in n for k in ("bias", "LayerNorm", "layer_norm"))]
-    no_decay = [p for n, p in model.named_parameters() if any(k in n for k in ("bias", "LayerNorm", "layer_norm"))]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.learning_rate,
-    )
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
+    optimizer, scheduler = adamw_with_warmup(model, config.learning_rate, config.weight_decay, config.warmup_ratio, total_steps)
     wrapped, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     result = TrainResult(config=asdict(config))
     best_state, step = None, 0

@@ -15,10 +15,10 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 from tqdm.auto import tqdm
-from transformers import get_linear_schedule_with_warmup
 
 from longdoc.models.lmae import LongtrieverPretraining
 from longdoc.text.segments import SegmentedCorpus
+from longdoc.train.optim import adamw_with_warmup
 
 
 @dataclass
@@ -64,13 +64,7 @@ def pretrain_longtriever(task: LongtrieverPretraining, corpus: SegmentedCorpus, 
     total_steps = steps_per_epoch * config.epochs
     if config.max_steps:
         total_steps = min(total_steps, config.max_steps)
-    named = list(task.named_parameters())
-    no_decay = ("bias", "LayerNorm", "layer_norm")
-    optimizer = torch.optim.AdamW([
-        {"params": [p for n, p in named if not any(k in n for k in no_decay)], "weight_decay": config.weight_decay},
-        {"params": [p for n, p in named if any(k in n for k in no_decay)], "weight_decay": 0.0},
-    ], lr=config.learning_rate)
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
+    optimizer, scheduler = adamw_with_warmup(task, config.learning_rate, config.weight_decay, config.warmup_ratio, total_steps)
     wrapped, optimizer, scheduler = accelerator.prepare(task, optimizer, scheduler)
     generator = torch.Generator(device=accelerator.device).manual_seed(config.seed + rank)
     result = PretrainResult(head_pretrained=task.head_pretrained, config=asdict(config))
