@@ -43,3 +43,19 @@ def test_ablation_rows_remove_one_component_after_another():
     assert rows[2] == (encoder, None)
     assert rows[3][0].doc_token is False and rows[3][0].inter_block and rows[3][1] is None
     assert rows[4][0].doc_token is False and rows[4][0].inter_block is False
+
+
+def test_starting_model_is_the_backbone_or_the_pretrained_checkpoint(tmp_path, monkeypatch):
+    import torch
+
+    from longdoc.experiments import cache
+    from longdoc.experiments.longtriever import starting_model
+
+    monkeypatch.setattr(cache, "CACHE_DIR", tmp_path / "cache")
+    (tmp_path / "corpus.txt").write_text("the kernel schedules threads\n\nsockets carry bytes between hosts\n")
+    encoder = LongtrieverConfig(segment_length=16, max_segments=2, max_query_length=8)
+    plain = starting_model(None, encoder, None)
+    tuned = starting_model(None, encoder, PretrainConfig(batch_size=2, max_steps=1, warmup_ratio=0.0), str(tmp_path / "corpus.txt"))
+    assert list(cache.CACHE_DIR.glob("pretrain/*/model/encoder_config.json"))
+    changed = [k for k, v in plain.state_dict().items() if not torch.equal(v, tuned.state_dict()[k])]
+    assert "doc_embedding" in changed and any(k.startswith("backbone.encoder.layer.") for k in changed)

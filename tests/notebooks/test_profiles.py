@@ -29,7 +29,23 @@ def test_profiles_only_set_parameters_some_notebook_has(profile):
     known = set().union(*(parameters(n) for n in NOTEBOOKS))
     values = yaml.safe_load((PROFILES / f"{profile}.yaml").read_text())
     assert values["profile"] == profile
+    per_notebook = values.pop("notebooks", None) or {}
+    assert set(per_notebook) <= {n.stem for n in NOTEBOOKS}, set(per_notebook)
     assert set(values) <= known, set(values) - known
+
+
+def test_a_notebook_value_overrides_the_shared_one(tmp_path):
+    notebook = next(n for n in NOTEBOOKS if "learning_rate" in parameters(n))
+    profile = yaml.safe_load((PROFILES / "smoke.yaml").read_text())
+    profile["notebooks"] = {notebook.stem: {"learning_rate": 0.5}}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(profile))
+    assert parameters_for(tmp_path / "p.yaml", notebook)["learning_rate"] == 0.5
+    other = next(n for n in NOTEBOOKS if n != notebook and "learning_rate" in parameters(n))
+    assert parameters_for(tmp_path / "p.yaml", other)["learning_rate"] == profile["learning_rate"]
+    profile["notebooks"] = {notebook.stem: {"no_such_parameter": 1}}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(profile))
+    with pytest.raises(KeyError, match="no_such_parameter"):
+        parameters_for(tmp_path / "p.yaml", notebook)
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])

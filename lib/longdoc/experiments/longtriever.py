@@ -81,6 +81,21 @@ def ablation_setup(row: str, encoder: LongtrieverConfig, pretrain: PretrainConfi
     return config, replace(pretrain, lmae=objective == "lmae+mlm")
 
 
+def starting_checkpoint(dataset: RetrievalDataset, encoder: LongtrieverConfig, pretrain: PretrainConfig | None,
+                        pretrain_corpus: str = "", progress: bool = True) -> Path | None:
+    """The pre-trained checkpoint that fine-tuning starts from (None: the backbone itself)."""
+    if pretrain is None:
+        return None
+    return pretrained(pretrain_corpus or dataset, encoder, pretrain, progress=progress)
+
+
+def starting_model(dataset: RetrievalDataset, encoder: LongtrieverConfig, pretrain: PretrainConfig | None,
+                   pretrain_corpus: str = "", progress: bool = True) -> Longtriever:
+    """The model before fine-tuning (for :func:`longdoc.eval.probes.in_batch_probe`)."""
+    init = starting_checkpoint(dataset, encoder, pretrain, pretrain_corpus, progress)
+    return Longtriever(encoder) if init is None else Longtriever.load(init)
+
+
 def longtriever_run(dataset: RetrievalDataset, queries: dict[str, str], encoder: LongtrieverConfig,
                     pretrain: PretrainConfig | None, train, iterations: int = 1, pretrain_corpus: str = "",
                     k: int = 100, progress: bool = True):
@@ -90,10 +105,9 @@ def longtriever_run(dataset: RetrievalDataset, queries: dict[str, str], encoder:
     """
     from longdoc.experiments.retrieval import dense_run, finetune, segment_corpus
 
-    init = None
+    init = starting_checkpoint(dataset, encoder, pretrain, pretrain_corpus, progress)
     record = {"pretrain": None}
-    if pretrain is not None:
-        init = pretrained(pretrain_corpus or dataset, encoder, pretrain, progress=progress)
+    if init is not None:
         saved = pretraining_history(init)
         history = saved["history"]
         record["pretrain"] = {"steps": len(history), "first_loss": history[0]["loss"], "last_loss": history[-1]["loss"],

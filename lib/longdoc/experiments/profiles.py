@@ -1,6 +1,7 @@
 """Profiles (``notebooks/profiles/<name>.yaml``) hold the parameters of every notebook; each notebook
 receives only the ones its ``parameters`` cell declares (``python -m longdoc.experiments.profiles``
-writes them for papermill's ``-f``)."""
+writes them for papermill's ``-f``). An optional ``notebooks:`` mapping gives values for one notebook
+only (``{notebook stem: {parameter: value}}``), over the profile's shared ones."""
 
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ def notebook_parameter_names(notebook: str | Path) -> list[str]:
 def parameters_for(profile: str | Path, notebook: str | Path) -> dict:
     values = yaml.safe_load(Path(profile).read_text())
     names = notebook_parameter_names(notebook)
+    own = (values.pop("notebooks", None) or {}).get(Path(notebook).stem, {})
+    unknown = sorted(set(own) - set(names))
+    if unknown:
+        raise KeyError(f"profile {profile} sets {unknown} for {Path(notebook).name}, which does not declare them")
+    values.update(own)
     missing = [n for n in names if n not in values]
     if missing:
         raise KeyError(f"profile {profile} does not set {missing}, which {Path(notebook).name} declares")

@@ -1,0 +1,60 @@
+"""The in-batch probe: how far apart a model's document vectors are *before* fine-tuning.
+
+``size`` queries (each with its own relevant document) are scored against the relevant documents of
+all of them, as in one large training batch (eq. 8 of Longtriever, without hard negatives):
+accuracy = share of queries whose own document scores highest (chance: 1 / size), loss = the
+contrastive loss on that batch, cosine = mean cosine between different documents' vectors (near 1:
+every document gets almost the same vector, so fine-tuning starts from no signal). Run it on dev
+queries; it tells whether a start point (the backbone, a pre-trained checkpoint) is informative.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from longdoc.models.biencoder import BiEncoder
+from longdoc.text.segments import SegmentedCorpus
+
+
+def probe_pairs(queries: dict[str, str], qrels: dict, corpus: SegmentedCorpus, size: int) -> tuple[list[str], list[int]]:
+    """The first ``size`` queries (sorted ids) with a relevant document in ``corpus`` that no earlier
+    query has taken (so that each column has exactly one owner), and those documents' numbers."""
+    index = {d: i for i, d in enumerate(corpus.doc_ids)}
+    chosen, taken = [], set()
+    for qid in sorted(queries):
+        relevant = sorted(index[d] for d, r in qrels.get(qid, {}).items() if r > 0 and d in index)
+        free = [d for d in relevant if d not in taken]
+        if free:
+            chosen.append((qid, free[0]))
+            taken.add(free[0])
+        if len(chosen) == size:
+            break
+    return [q for q, _ in chosen], [d for _, d in chosen]
+
+
+@torch.no_grad()
+def in_batch_probe(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str, str], qrels: dict,
+                   size: int = 128, batch_size: int = 32) -> dict:
+    qids, numbers = probe_pairs(queries, qrels, corpus, size)
+    if len(qids) < 2:
+        raise ValueError(f"the probe needs at least 2 queries with distinct relevant documents, found {len(qids)}")
+    model.eval()
+    device = next(model.parameters()).device
+    query_vectors = torch.from_numpy(model.encode_queries([queries[q] for q in qids], batch_size)).to(device)
+    scores, pooled = [], []
+    for start in range(0, len(numbers), batch_size):
+        chunk = numbers[start : start + batch_size]
+        vectors, owner, _ = model.document_vectors(model.doc_inputs([corpus.segments[i] for i in chunk]).to(device))
+        vectors = vectors.float()
+        per_vector = query_vectors @ vectors.T  # [B, V]; a document's score is its best vector's (MaxP)
+        columns = owner[None].expand_as(per_vector)
+        scores.append(per_vector.new_full((len(qids), len(chunk)), float("-inf")).scatter_reduce(1, columns, per_vector, "amax"))
+        pooled.append(torch.zeros(len(chunk), vectors.shape[1], device=device).index_add(0, owner, vectors))
+    scores = torch.cat(scores, 1)
+    targets = torch.arange(len(qids), device=device)
+    unit = F.normalize(torch.cat(pooled), dim=-1)  # multi-vector documents: the sum of their vectors
+    n = len(qids)
+    return {"queries": n, "accuracy": (scores.argmax(1) == targets).float().mean().item(),
+            "loss": F.cross_entropy(scores, targets).item(),
+            "cosine": ((unit @ unit.T).sum().item() - n) / (n * (n - 1))}
