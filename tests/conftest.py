@@ -30,3 +30,14 @@ def tiny_bert():
     config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=128, attn_implementation="sdpa")
     return BertModel(config, add_pooling_layer=False).eval()
+
+
+@pytest.fixture
+def tiny_bert_with(tiny_bert):
+    """``tiny_bert_with(**config_changes)``: a fresh tiny random BERT (seed 0) with a changed config."""
+
+    def build(**changes):
+        torch.manual_seed(0)
+        return BertModel(BertConfig(**{**tiny_bert.config.to_dict(), **changes}), add_pooling_layer=False)
+
+    return build

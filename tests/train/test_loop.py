@@ -25,13 +25,8 @@ def full_batch_loss(model, corpus, queries):
     return contrastive_loss(maxp_scores(q, docs, mask), torch.arange(len(queries))).item()
 
 
-def untrained_bert(tiny_bert, **changes):
-    torch.manual_seed(0)
-    return type(tiny_bert)(type(tiny_bert.config)(**{**tiny_bert.config.to_dict(), **changes}), add_pooling_layer=False)
-
-
 @pytest.mark.parametrize("name", ["MaxP", "Longtriever", "PARADE", "Hi-Transformer"])
-def test_training_lowers_the_loss(name, tiny_bert, tokenizer):
+def test_training_lowers_the_loss(name, tiny_bert_with, tokenizer):
     """Dropout off: a random 32-d model gives every document nearly the same single vector (cosine
     > 0.98 between documents), and dropout noise (~30 % per unit) then swamps the 2 % that differ,
     so 16 steps test the noise, not the gradient path. Larger random weights (std 0.2) start the
@@ -42,7 +37,7 @@ def test_training_lowers_the_loss(name, tiny_bert, tokenizer):
     model_class = MODELS[name]
     config = model_class.config_class(segment_length=16, max_segments=2, max_query_length=8, pooling="mean")
     no_dropout = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
-    tiny_bert = untrained_bert(tiny_bert, **no_dropout, **({} if name == "MaxP" else {"initializer_range": 0.2}))
+    tiny_bert = tiny_bert_with(**no_dropout, **({} if name == "MaxP" else {"initializer_range": 0.2}))
     model = model_class(config, tiny_bert, tokenizer)
     before = full_batch_loss(model, corpus, queries)
     negatives = {q: [d for d in corpus.doc_ids if d not in qrels[q]] for q in qrels}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from longdoc.models.biencoder import BiEncoder
+from longdoc.models.biencoder import BiEncoder, maxp_scores, scatter_slots
 from longdoc.text.segments import SegmentedCorpus
 
 
@@ -44,16 +44,14 @@ def in_batch_probe(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str,
     query_vectors = torch.from_numpy(model.encode_queries([queries[q] for q in qids], batch_size)).to(device)
     scores, pooled = [], []
     for start in range(0, len(numbers), batch_size):
-        chunk = numbers[start : start + batch_size]
-        vectors, owner, _ = model.document_vectors(model.doc_inputs([corpus.segments[i] for i in chunk]).to(device))
-        vectors = vectors.float()
-        per_vector = query_vectors @ vectors.T  # [B, V]; a document's score is its best vector's (MaxP)
-        columns = owner[None].expand_as(per_vector)
-        scores.append(per_vector.new_full((len(qids), len(chunk)), float("-inf")).scatter_reduce(1, columns, per_vector, "amax"))
-        pooled.append(torch.zeros(len(chunk), vectors.shape[1], device=device).index_add(0, owner, vectors))
+        batch = model.doc_inputs([corpus.segments[i] for i in numbers[start : start + batch_size]]).to(device)
+        vectors, owner, slot = model.document_vectors(batch)
+        docs, mask = scatter_slots(vectors.float(), owner, slot, batch.num_docs, model.slots_per_document(batch))
+        scores.append(maxp_scores(query_vectors, docs, mask))
+        pooled.append(docs.sum(1))  # multi-vector documents: the sum of their vectors (padded slots are zero)
     scores = torch.cat(scores, 1)
     targets = torch.arange(len(qids), device=device)
-    unit = F.normalize(torch.cat(pooled), dim=-1)  # multi-vector documents: the sum of their vectors
+    unit = F.normalize(torch.cat(pooled), dim=-1)
     n = len(qids)
     return {"queries": n, "accuracy": (scores.argmax(1) == targets).float().mean().item(),
             "loss": F.cross_entropy(scores, targets).item(),
