@@ -69,3 +69,30 @@ def test_save_and_load_round_trip(tiny_bert, tokenizer, tmp_path):
 def test_bad_config_is_named():
     with pytest.raises(ValueError, match="pooling"):
         EncoderConfig(pooling="max")
+
+
+def test_unknown_precision_is_refused():
+    with pytest.raises(ValueError, match="precision"):
+        EncoderConfig(precision="fp16")
+
+
+@pytest.mark.parametrize("name", ["FirstP", "MaxP", "PARADE", "Hi-Transformer", "Longtriever"])
+def test_bf16_precision_gives_fp32_vectors_close_to_fp32(name, tiny_bert, tokenizer):
+    """Mixed precision changes the arithmetic, not the interface: fp32 vectors out, fp32 gradients."""
+    from longdoc.experiments.retrieval import MODELS
+
+    segments = 1 if name == "FirstP" else 3
+    corpus = SegmentedCorpus.build(tokenizer, ["a", "b", "c"], TEXTS, 16, segments)
+    encoded = {}
+    for precision in ("fp32", "bf16"):
+        config = MODELS[name].config_class(segment_length=16, max_segments=segments, max_query_length=8, precision=precision)
+        model = MODELS[name](config, tiny_bert, tokenizer)
+        vectors, _ = model.encode_corpus(corpus, progress=False)
+        encoded[precision] = np.concatenate([vectors, model.encode_queries(["a query", "another query"])])
+    assert encoded["bf16"].dtype == np.float32
+    cosine = (encoded["bf16"] * encoded["fp32"]).sum(1) / np.linalg.norm(encoded["bf16"], axis=1) / np.linalg.norm(encoded["fp32"], axis=1)
+    assert cosine.min() > 0.99 and not np.array_equal(encoded["bf16"], encoded["fp32"])
+    q, docs, _ = model(model.query_inputs(["a query"]), model.doc_inputs(corpus.segments))
+    assert q.dtype == docs.dtype == torch.float32
+    (q @ docs[:, 0].T).sum().backward()
+    assert all(p.grad is None or p.grad.dtype == torch.float32 for p in model.parameters())

@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from longdoc.models.lmae import LMAEDecoder, LongtrieverPretraining
@@ -37,9 +38,21 @@ def test_losses_and_their_switches(tiny_bert, tokenizer):
     assert set(mlm_only(mlm_only.encoder.doc_inputs(corpus.segments))) == {"mlm", "loss"}
 
 
-def test_pretraining_loss_decreases(tiny_bert, tokenizer):
+def test_bf16_losses_are_fp32_and_close_to_fp32_losses(tiny_bert, tokenizer):
     corpus = SegmentedCorpus.build(tokenizer, ["a", "b"], TEXTS, 24, 3)
-    task = LongtrieverPretraining(encoder(tiny_bert, tokenizer))
+    losses = {}
+    for precision in ("fp32", "bf16"):
+        task = LongtrieverPretraining(encoder(tiny_bert, tokenizer, precision=precision)).eval()
+        losses[precision] = task(task.encoder.doc_inputs(corpus.segments), torch.Generator().manual_seed(0))
+    for name in ("mlm", "lmae", "loss"):
+        assert losses["bf16"][name].dtype == torch.float32
+        assert abs(losses["bf16"][name].item() - losses["fp32"][name].item()) < 0.02 * losses["fp32"][name].item(), name
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_pretraining_loss_decreases(precision, tiny_bert, tokenizer):
+    corpus = SegmentedCorpus.build(tokenizer, ["a", "b"], TEXTS, 24, 3)
+    task = LongtrieverPretraining(encoder(tiny_bert, tokenizer, precision=precision))
     result = pretrain_longtriever(task, corpus, PretrainConfig(epochs=30, batch_size=2, learning_rate=3e-3, warmup_ratio=0.0), progress=False)
     losses = [r["loss"] for r in result.history]
     assert len(losses) == 30

@@ -25,8 +25,9 @@ def full_batch_loss(model, corpus, queries):
     return contrastive_loss(maxp_scores(q, docs, mask), torch.arange(len(queries))).item()
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("name", ["MaxP", "Longtriever", "PARADE", "Hi-Transformer"])
-def test_training_lowers_the_loss(name, tiny_bert_with, tokenizer):
+def test_training_lowers_the_loss(name, precision, tiny_bert_with, tokenizer):
     """Dropout off: a random 32-d model gives every document nearly the same single vector (cosine
     > 0.98 between documents), and dropout noise (~30 % per unit) then swamps the 2 % that differ,
     so 16 steps test the noise, not the gradient path. Larger random weights (std 0.2) start the
@@ -35,7 +36,8 @@ def test_training_lowers_the_loss(name, tiny_bert_with, tokenizer):
 
     corpus, queries, qrels = toy_data(tokenizer)
     model_class = MODELS[name]
-    config = model_class.config_class(segment_length=16, max_segments=2, max_query_length=8, pooling="mean")
+    config = model_class.config_class(segment_length=16, max_segments=2, max_query_length=8, pooling="mean",
+                                      precision=precision)
     no_dropout = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
     tiny_bert = tiny_bert_with(**no_dropout, **({} if name == "MaxP" else {"initializer_range": 0.2}))
     model = model_class(config, tiny_bert, tokenizer)
@@ -45,6 +47,7 @@ def test_training_lowers_the_loss(name, tiny_bert_with, tokenizer):
     train_biencoder(model, queries, qrels, corpus, negatives, config, progress=False)
     after = full_batch_loss(model, corpus, queries)
     assert after < 0.5 * before, (before, after)
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # mixed precision keeps fp32 weights
 
 
 def test_dev_selects_the_best_epoch(tiny_bert, tokenizer):

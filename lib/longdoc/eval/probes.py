@@ -45,7 +45,8 @@ def in_batch_probe(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str,
     scores, pooled = [], []
     for start in range(0, len(numbers), batch_size):
         batch = model.doc_inputs([corpus.segments[i] for i in numbers[start : start + batch_size]]).to(device)
-        vectors, owner, slot = model.document_vectors(batch)
+        with model.autocast():
+            vectors, owner, slot = model.document_vectors(batch)
         docs, mask = scatter_slots(vectors.float(), owner, slot, batch.num_docs, model.slots_per_document(batch))
         scores.append(maxp_scores(query_vectors, docs, mask))
         pooled.append(docs.sum(1))  # multi-vector documents: the sum of their vectors (padded slots are zero)

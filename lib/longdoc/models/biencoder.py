@@ -28,6 +28,9 @@ from longdoc.models.backbone import DEFAULT_BACKBONE, load_backbone
 from longdoc.text.segments import SegmentedCorpus
 
 
+PRECISIONS = ("fp32", "bf16")
+
+
 @dataclass
 class EncoderConfig:
     backbone: str = DEFAULT_BACKBONE
@@ -35,10 +38,13 @@ class EncoderConfig:
     max_segments: int = 1
     max_query_length: int = 32
     pooling: str = "cls"  # "cls" as in the papers; "mean" is how all-MiniLM-L6-v2 was trained
+    precision: str = "fp32"  # "bf16": mixed precision (the released Longtriever code trained in fp16)
 
     def __post_init__(self) -> None:
         if self.pooling not in ("cls", "mean"):
             raise ValueError(f"pooling must be 'cls' or 'mean', got {self.pooling!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.segment_length < 3 or self.max_segments < 1 or self.max_query_length < 3:
             raise ValueError(f"segment_length >= 3, max_segments >= 1 and max_query_length >= 3 are required: {self}")
 
@@ -121,11 +127,17 @@ class BiEncoder(nn.Module):
         return batch.max_segments
 
     def forward(self, query_inputs: dict, doc_batch: DocBatch):
-        """Training forward: ``(queries [B, d], documents [D, S, d], document mask [D, S])``."""
-        queries = self.embed(query_inputs["input_ids"], query_inputs["attention_mask"])
-        vectors, owner, slot = self.document_vectors(doc_batch)
-        docs, mask = scatter_slots(vectors, owner, slot, doc_batch.num_docs, self.slots_per_document(doc_batch))
-        return queries, docs, mask
+        """Training forward: ``(queries [B, d], documents [D, S, d], document mask [D, S])``, in fp32."""
+        with self.autocast():
+            queries = self.embed(query_inputs["input_ids"], query_inputs["attention_mask"])
+            vectors, owner, slot = self.document_vectors(doc_batch)
+        docs, mask = scatter_slots(vectors.float(), owner, slot, doc_batch.num_docs, self.slots_per_document(doc_batch))
+        return queries.float(), docs, mask
+
+    def autocast(self) -> torch.autocast:
+        """The context of every forward pass: bf16 autocast when ``config.precision`` is "bf16" (weights,
+        gradients and optimizer state stay fp32; the vectors leave the model as fp32), else a no-op."""
+        return torch.autocast(self._device().type, dtype=torch.bfloat16, enabled=self.config.precision == "bf16")
 
     # -- inference -----------------------------------------------------------------------------
     def _device(self) -> torch.device:
@@ -137,7 +149,9 @@ class BiEncoder(nn.Module):
         out = []
         for start in tqdm(range(0, len(texts), batch_size), desc="encoding queries", disable=not progress):
             inputs = {k: v.to(self._device()) for k, v in self.query_inputs(texts[start : start + batch_size]).items()}
-            out.append(self.embed(inputs["input_ids"], inputs["attention_mask"]).float().cpu().numpy())
+            with self.autocast():
+                vectors = self.embed(inputs["input_ids"], inputs["attention_mask"])
+            out.append(vectors.float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, self.backbone.config.hidden_size), np.float32)
 
     @torch.no_grad()
@@ -150,7 +164,8 @@ class BiEncoder(nn.Module):
             chosen = order[start : start + batch_size]
             batch = self.doc_inputs([corpus.segments[i] for i in chosen])
             batch = batch.to(self._device())
-            encoded, owner, _ = self.document_vectors(batch)
+            with self.autocast():
+                encoded, owner, _ = self.document_vectors(batch)
             vectors.append(encoded.float().cpu().numpy())
             owners.append(np.asarray(chosen)[owner.cpu().numpy()])
         return np.concatenate(vectors), np.concatenate(owners)

@@ -92,6 +92,14 @@ class LongtrieverPretraining(nn.Module):
         return F.cross_entropy(self.head(states[chosen]).float(), labels[chosen])
 
     def forward(self, batch: DocBatch, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+        """``{"mlm", "lmae", "loss"}`` of one batch; the passes run at the encoder's precision, the
+        cross-entropies in fp32."""
+        with self.encoder.autocast():
+            losses = self._losses(batch, generator)
+        losses["loss"] = sum(losses.values())
+        return losses
+
+    def _losses(self, batch: DocBatch, generator: torch.Generator | None) -> dict[str, torch.Tensor]:
         tokenizer, bert = self.encoder.tokenizer, self.encoder.backbone
         words = word_index(batch.input_ids, self.continuation)
         maskable = candidates(batch.input_ids, batch.attention_mask, self.special_ids)
@@ -110,5 +118,4 @@ class LongtrieverPretraining(nn.Module):
             decoded = self.decoder(queries, keys, keep)
             labels = torch.where(maskable, batch.input_ids, torch.full_like(batch.input_ids, IGNORE))
             losses["lmae"] = self._predict(decoded, labels)
-        losses["loss"] = sum(losses.values())
         return losses
