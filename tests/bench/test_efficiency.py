@@ -28,3 +28,18 @@ def test_every_model_encodes_the_batch(model):
 def test_in_process_cpu_measurement_reports_time_only():
     row = measure(Shape("Longtriever", batch=1, length=64, block_size=32, hidden=32, layers=1, heads=2, repeats=1), isolate=False)
     assert row["time_ms"] > 0 and math.isnan(row["memory_gib"]) and row["device"] == "cpu"
+
+
+def test_isolated_cpu_measurement_sees_the_attention_matrices_grow():
+    """Eager attention materialises heads x L x L scores per layer: 8 x 2048² floats = 128 MiB at
+    2,048 tokens, 16 times the 8 MiB at 512, in fresh worker processes (the peak is each one's own)."""
+    rows = [measure(Shape("BERT-Document", batch=1, length=length, block_size=length, hidden=32, layers=1, heads=8,
+                          repeats=1, attention="eager"))
+            for length in (512, 2048)]
+    small, large = (row["memory_gib"] for row in rows)
+    assert large > 0.1 and large > 4 * small, (small, large)
+
+
+def test_a_failure_in_the_worker_process_names_the_shape():
+    with pytest.raises(RuntimeError, match="(?s)BERT-Document.*failed in its worker.*hidden size"):
+        measure(Shape("BERT-Document", batch=1, length=64, block_size=64, hidden=30, heads=4, layers=1, repeats=1))

@@ -8,17 +8,19 @@ the paper's memory figures (8.42 GiB for BERT-base at 16 x 2048) are those of in
 
 On a GPU, time is the median over ``repeats`` synchronised runs after a warm-up and memory is
 ``torch.cuda.max_memory_allocated`` above the weights and inputs. On a CPU every measurement runs
-in a fresh Python process and memory is the growth of its peak resident set during the runs.
+in a fresh process, forked from a server that has imported torch and transformers once (a fresh
+interpreter paid ~3 s of imports per measurement), and memory is the growth of its peak resident set
+during the runs (Linux: the high-water mark is reset when the runs start).
 """
 
 from __future__ import annotations
 
-import json
+import multiprocessing
+import re
 import resource
 import statistics
-import subprocess
-import sys
 import time
+import traceback
 from dataclasses import asdict, dataclass
 
 import torch
@@ -94,10 +96,9 @@ def _build(shape: Shape):
     from longdoc.models.hi_transformer import HiTransformer
     from longdoc.models.longtriever import Longtriever, LongtrieverConfig
     from longdoc.models.parade import Parade, ParadeConfig
-    from longdoc.models.backbone import load_backbone
+    from longdoc.models.backbone import load_tokenizer
 
-    with torch.device("cpu"):
-        _, tokenizer = load_backbone()  # the bert-base-uncased vocabulary; these weights are not used
+    tokenizer = load_tokenizer()  # the bert-base-uncased vocabulary (its special token ids)
     blocks = shape.length // shape.block_size
     bert = BertModel(_bert_config(shape, shape.block_size + 1), add_pooling_layer=False)
     classes = {"PARADE": (Parade, ParadeConfig), "Hi-Transformer": (HiTransformer, EncoderConfig),
@@ -122,8 +123,19 @@ def _rss_bytes() -> int:
         return int(handle.read().split()[1]) * resource.getpagesize()
 
 
-def measure_here(shape: Shape) -> dict:
-    """Measure in this process (GPU, or the CPU worker process)."""
+def _reset_peak_rss() -> None:
+    """Linux (>= 4.0): the peak resident set ("VmHWM") starts again from the current one."""
+    with open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")
+
+
+def _peak_rss_bytes() -> int:
+    with open("/proc/self/status") as handle:
+        return int(re.search(r"VmHWM:\s+(\d+) kB", handle.read()).group(1)) * 1024
+
+
+def measure_here(shape: Shape, memory: bool = True) -> dict:
+    """Measure in this process (GPU, or a CPU worker process when ``memory``; else time only)."""
     device = _device(shape)
     torch.manual_seed(0)
     model, encode = build(shape, device)
@@ -142,13 +154,40 @@ def measure_here(shape: Shape) -> dict:
 
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated() if cuda else _rss_bytes()
+        base = torch.cuda.memory_allocated()
+    elif memory:
+        _reset_peak_rss()
+        base = _rss_bytes()
     run()  # warm-up
     times = [run() for _ in range(shape.repeats)]
-    peak = torch.cuda.max_memory_allocated() if cuda else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    grown = float("nan")
+    if cuda:
+        grown = max(0, torch.cuda.max_memory_allocated() - base) / 2**30
+    elif memory:
+        grown = max(0, _peak_rss_bytes() - base) / 2**30
     return {**asdict(shape), "device": torch.cuda.get_device_name() if cuda else "cpu",
             "threads": torch.get_num_threads(), "time_ms": 1000 * statistics.median(times),
-            "memory_gib": max(0, peak - base) / 2**30, "parameters": sum(p.numel() for p in model.parameters())}
+            "memory_gib": grown, "parameters": sum(p.numel() for p in model.parameters())}
+
+
+_PRELOAD = ["longdoc.bench.efficiency", "longdoc.models.longtriever", "longdoc.models.parade", "longdoc.models.hi_transformer",
+            "transformers.models.longformer.modeling_longformer", "transformers.models.big_bird.modeling_big_bird"]
+
+
+def _workers() -> multiprocessing.context.BaseContext:
+    """Fresh CPU worker processes forked from a server that preloads the model code (no OpenMP pool
+    exists in it yet, so forking is safe). As with any multiprocessing start method but "fork", a
+    calling script must guard its entry point with ``if __name__ == "__main__":``."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(_PRELOAD)
+    return context
+
+
+def _measure_and_send(shape: Shape, connection) -> None:
+    try:
+        connection.send(("ok", measure_here(shape)))
+    except BaseException:
+        connection.send(("error", traceback.format_exc()))
 
 
 def measure(shape: Shape, isolate: bool = True, timeout: int = 1800) -> dict:
@@ -157,16 +196,26 @@ def measure(shape: Shape, isolate: bool = True, timeout: int = 1800) -> dict:
     if _device(shape).type == "cuda":
         return measure_here(shape)
     if not isolate:
-        return measure_here(shape) | {"memory_gib": float("nan")}
-    done = subprocess.run([sys.executable, "-m", "longdoc.bench.efficiency", json.dumps(asdict(shape))],
-                          capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0:
-        raise RuntimeError(f"measuring {shape} failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-if __name__ == "__main__":
-    print(json.dumps(measure_here(Shape(**json.loads(sys.argv[1])))))
+        return measure_here(shape, memory=False)
+    context = _workers()
+    receive, send = context.Pipe(duplex=False)
+    worker = context.Process(target=_measure_and_send, args=(shape, send), daemon=True)
+    worker.start()
+    send.close()
+    try:
+        if not receive.poll(timeout):
+            raise RuntimeError(f"measuring {shape} took more than {timeout} s")
+        status, value = receive.recv()
+    except EOFError:
+        worker.join()
+        raise RuntimeError(f"the worker measuring {shape} exited ({worker.exitcode}) without a result; "
+                           "a script that calls measure() needs an `if __name__ == \"__main__\":` guard") from None
+    finally:
+        worker.kill()
+        worker.join()
+    if status == "error":
+        raise RuntimeError(f"measuring {shape} failed in its worker process:\n{value}")
+    return value
 
 
 def measure_all(models, isolate: bool = True, progress: bool = True, **shape) -> "pd.DataFrame":

@@ -51,10 +51,15 @@ def resolve_backbone(backbone: str | os.PathLike | None = None) -> str:
         ) from None
 
 
+def load_tokenizer(backbone: str | None = None) -> PreTrainedTokenizerBase:
+    """The backbone's tokenizer alone (no weights are read)."""
+    return AutoTokenizer.from_pretrained(resolve_backbone(backbone))
+
+
 def load_backbone(backbone: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The encoder (with PyTorch's fused scaled-dot-product attention where supported) and its tokenizer."""
     path = resolve_backbone(backbone)
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = load_tokenizer(path)
     try:
         model = AutoModel.from_pretrained(path, attn_implementation="sdpa", add_pooling_layer=False)
     except (TypeError, ValueError):
