@@ -37,3 +37,23 @@ def test_cache_builds_once_per_key_and_never_keeps_a_failed_build(tmp_path, monk
     with pytest.raises(RuntimeError):
         cache.cached_directory("kind", broken, lr=3e-5)
     assert not any(p.name.endswith(cache.cache_key(lr=3e-5)) for p in (tmp_path / "kind").iterdir())
+
+
+def test_versions_say_whether_the_tree_differed_from_its_commit(tmp_path, monkeypatch):
+    import subprocess
+
+    from longdoc.experiments import results
+
+    monkeypatch.setattr(results, "REPO_ROOT", tmp_path)
+    assert results.versions()["git_commit"] == "unknown"  # not a repository
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "lib.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "lib.py"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "c"], cwd=tmp_path, check=True)
+    clean = results.versions()
+    assert len(clean["git_commit"]) == 40 and clean["git_dirty"] is False
+    (tmp_path / "untracked.txt").write_text("results are not code\n")
+    assert results.versions()["git_dirty"] is False
+    (tmp_path / "lib.py").write_text("x = 2\n")
+    assert results.versions()["git_dirty"] is True

@@ -23,11 +23,20 @@ def versions() -> dict[str, str]:
             found[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             continue
-    try:
-        found["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        found["git_commit"] = "unknown"
+    found.update(_git_state())
     return found
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _git_state() -> dict:
+    """The commit, and whether tracked files differed from it (the record then does not match the commit)."""
+    try:
+        return {"git_commit": _git("rev-parse", "HEAD"), "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no"))}
+    except (OSError, subprocess.CalledProcessError):
+        return {"git_commit": "unknown"}
 
 
 class ConfigMismatchError(RuntimeError):
