@@ -55,6 +55,11 @@ class RetrievalDataset:
         return list(self.corpus)
 
     @property
+    def texts(self) -> list[str]:
+        """Every document's title + text, in ``doc_ids`` order."""
+        return [document.full_text for document in self.corpus.values()]
+
+    @property
     def checksum(self) -> str:
         return self.manifest.get("checksum", "unknown")
 

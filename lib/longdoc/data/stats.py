@@ -12,7 +12,7 @@ from longdoc.data.pairs import DocumentPair
 def document_lengths(dataset: RetrievalDataset, tokenizer, batch_size: int = 256) -> pd.DataFrame:
     """One row per document: words (whitespace split of title + text) and WordPiece tokens."""
     ids = dataset.doc_ids
-    texts = [dataset.corpus[d].full_text for d in ids]
+    texts = dataset.texts
     tokens = []
     for start in range(0, len(texts), batch_size):
         tokens.extend(len(t) for t in tokenizer(texts[start : start + batch_size], add_special_tokens=False)["input_ids"])

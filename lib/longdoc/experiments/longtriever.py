@@ -30,9 +30,11 @@ ABLATIONS = {
 }
 
 
-def pretraining_texts(source: str | Path) -> tuple[list[str], list[str]]:
-    """Documents to pre-train on: a dataset (``manpages`` or a BEIR directory; its corpus only, never
-    its queries) or a ``.txt`` file whose documents are separated by blank lines."""
+def pretraining_texts(source: str | Path | RetrievalDataset) -> tuple[list[str], list[str]]:
+    """Documents to pre-train on: a dataset (loaded, ``manpages`` or a BEIR directory; its corpus only,
+    never its queries) or a ``.txt`` file whose documents are separated by blank lines."""
+    if isinstance(source, RetrievalDataset):
+        return source.doc_ids, source.texts
     path = Path(source)
     if path.suffix == ".txt":
         if not path.is_file():
@@ -41,18 +43,16 @@ def pretraining_texts(source: str | Path) -> tuple[list[str], list[str]]:
         if not texts:
             raise DataFormatError(path, "no document (documents are separated by blank lines)")
         return [f"{path.stem}-{i}" for i in range(len(texts))], texts
-    dataset = load_dataset(str(source))
-    return dataset.doc_ids, [dataset.corpus[d].full_text for d in dataset.doc_ids]
+    return pretraining_texts(load_dataset(str(source)))
 
 
 def pretrained(source: str | Path | RetrievalDataset, encoder: LongtrieverConfig, pretrain: PretrainConfig,
                progress: bool = True) -> Path:
     """The directory of a Longtriever pre-trained on ``source``'s documents (built once, cached)."""
+    ids, texts = pretraining_texts(source)
     if isinstance(source, RetrievalDataset):
-        ids, texts = source.doc_ids, [source.corpus[d].full_text for d in source.doc_ids]
         name, checksum = source.name, source.checksum
     else:
-        ids, texts = pretraining_texts(source)
         name, checksum = str(source), cache_key(ids=ids, texts=texts)
 
     def build(directory: Path) -> None:

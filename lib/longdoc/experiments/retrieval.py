@@ -29,14 +29,12 @@ MODELS = {"FirstP": FirstP, "MaxP": MaxP, "PARADE": Parade, "Hi-Transformer": Hi
 
 
 def bm25_run(dataset: RetrievalDataset, queries: dict[str, str], k: int = 100, **params) -> Run:
-    doc_ids = dataset.doc_ids
-    retriever = BM25Retriever(**params).index(doc_ids, [dataset.corpus[d].full_text for d in doc_ids])
+    retriever = BM25Retriever(**params).index(dataset.doc_ids, dataset.texts)
     return retriever.search(queries, k)
 
 
 def segment_corpus(model: BiEncoder, dataset: RetrievalDataset) -> SegmentedCorpus:
-    doc_ids = dataset.doc_ids
-    return SegmentedCorpus.build(model.tokenizer, doc_ids, [dataset.corpus[d].full_text for d in doc_ids],
+    return SegmentedCorpus.build(model.tokenizer, dataset.doc_ids, dataset.texts,
                                  model.config.segment_length, model.config.max_segments)
 
 
