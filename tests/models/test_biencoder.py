@@ -39,7 +39,7 @@ def test_ragged_segments_shapes_and_masks(tiny_bert, tokenizer):
 def test_batched_equals_per_document_encoding(tiny_bert, tokenizer):
     model = make(MaxP, tiny_bert, tokenizer)
     corpus = SegmentedCorpus.build(tokenizer, ["a", "b", "c"], TEXTS, 16, 3)
-    vectors, owners = model.encode_corpus(corpus, batch_size=3, progress=False)
+    vectors, owners = model.encode_corpus(corpus, max_tokens=40, progress=False)
     for doc in range(3):
         alone, _ = model.encode_corpus(SegmentedCorpus(["x"], [corpus.segments[doc]]), progress=False)
         np.testing.assert_allclose(vectors[owners == doc], alone, atol=1e-5)
@@ -96,3 +96,15 @@ def test_bf16_precision_gives_fp32_vectors_close_to_fp32(name, tiny_bert, tokeni
     assert q.dtype == docs.dtype == torch.float32
     (q @ docs[:, 0].T).sum().backward()
     assert all(p.grad is None or p.grad.dtype == torch.float32 for p in model.parameters())
+
+
+def test_token_batches_hold_whole_documents_within_the_budget(tiny_bert, tokenizer):
+    model = make(MaxP, tiny_bert, tokenizer)
+    corpus = SegmentedCorpus.build(tokenizer, ["a", "b", "c"], TEXTS, 16, 3)
+    for budget in (16, 40, 100, 10_000):
+        batches = model.token_batches(corpus, budget)
+        assert sorted(i for batch in batches for i in batch) == [0, 1, 2]
+        for batch in batches:
+            segments = [s for i in batch for s in corpus.segments[i][:3]]
+            assert len(batch) == 1 or len(segments) * (max(map(len, segments)) + 2) <= budget
+    assert len(model.token_batches(corpus, 10_000)) == 1

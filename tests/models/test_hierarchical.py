@@ -64,7 +64,7 @@ def test_ragged_blocks_shapes_and_batched_equals_alone(name, tiny_bert, tokenize
     assert [len(s) for s in segmented.segments] == [1, 2, 3]
     q, docs, mask = model(model.query_inputs(["a query", "another query here"]), model.doc_inputs(segmented.segments))
     assert q.shape == (2, 32) and docs.shape == (3, 1, 32) and mask.all()
-    vectors, owners = model.encode_corpus(segmented, batch_size=3, progress=False)
+    vectors, owners = model.encode_corpus(segmented, max_tokens=40, progress=False)
     assert vectors.shape == (3, 32) and sorted(owners) == [0, 1, 2]
     for doc in range(3):
         alone, _ = model.encode_corpus(SegmentedCorpus(["x"], [segmented.segments[doc]]), progress=False)
@@ -99,11 +99,13 @@ def test_exchange_lets_tokens_see_other_blocks(tiny_bert, tokenizer):
 def test_intra_layers_run_once_per_layer_for_the_whole_batch(tiny_bert, tokenizer):
     model = make("Longtriever", tiny_bert, tokenizer)
     calls = []
-    for layer in model.backbone.encoder.layer:
-        layer.register_forward_hook(lambda module, args, output: calls.append(output.shape[0]))
+    for layer in model.backbone.encoder.layer:  # the feed-forward of each intra-block layer
+        layer.intermediate.register_forward_hook(lambda module, args, output: calls.append(tuple(output.shape[:2])))
     with torch.no_grad():
-        model.encode_blocks(model.doc_inputs(corpus(tokenizer).segments))
-    assert calls == [6, 6]  # 2 layers, each over all 1 + 2 + 3 real blocks at once
+        batch = model.doc_inputs(corpus(tokenizer).segments)
+        model.encode_blocks(batch)
+    length = batch.input_ids.shape[1]
+    assert calls == [(6, length), (6, length)]  # 2 layers, each over all 1 + 2 + 3 real blocks at once, no extra row
 
 
 def test_doc_token_needs_inter_block():

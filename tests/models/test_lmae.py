@@ -3,6 +3,7 @@ import torch
 
 from longdoc.models.lmae import LMAEDecoder, LongtrieverPretraining
 from longdoc.models.longtriever import Longtriever, LongtrieverConfig
+from longdoc.seeding import seeded
 from longdoc.text import SegmentedCorpus
 from longdoc.train.pretrain import PretrainConfig, pretrain_longtriever
 
@@ -42,7 +43,8 @@ def test_bf16_losses_are_fp32_and_close_to_fp32_losses(tiny_bert, tokenizer):
     corpus = SegmentedCorpus.build(tokenizer, ["a", "b"], TEXTS, 24, 3)
     losses = {}
     for precision in ("fp32", "bf16"):
-        task = LongtrieverPretraining(encoder(tiny_bert, tokenizer, precision=precision)).eval()
+        with seeded(0):
+            task = LongtrieverPretraining(encoder(tiny_bert, tokenizer, precision=precision)).eval()
         losses[precision] = task(task.encoder.doc_inputs(corpus.segments), torch.Generator().manual_seed(0))
     for name in ("mlm", "lmae", "loss"):
         assert losses["bf16"][name].dtype == torch.float32
@@ -57,3 +59,42 @@ def test_pretraining_loss_decreases(precision, tiny_bert, tokenizer):
     losses = [r["loss"] for r in result.history]
     assert len(losses) == 30
     assert sum(losses[-5:]) / 5 < 0.85 * sum(losses[:5]) / 5
+
+
+def test_decoder_starts_random_or_as_a_copy_of_the_last_layer(tiny_bert, tokenizer):
+    last = tiny_bert.encoder.layer[-1].state_dict()
+    copied = LongtrieverPretraining(encoder(tiny_bert, tokenizer), decoder_init="copy").decoder.layer.state_dict()
+    with seeded(0):
+        random = LongtrieverPretraining(encoder(tiny_bert, tokenizer), decoder_init="random").decoder.layer.state_dict()
+    assert all(torch.equal(copied[k], last[k]) for k in last)
+    assert not torch.equal(random["attention.self.query.weight"], last["attention.self.query.weight"])
+    with pytest.raises(ValueError, match="decoder_init"):
+        LongtrieverPretraining(encoder(tiny_bert, tokenizer), decoder_init="warm")
+    with pytest.raises(ValueError, match="decoder_init"):
+        PretrainConfig(decoder_init="warm")
+
+
+def test_head_warmup_trains_the_head_and_decoder_with_the_encoder_frozen(tiny_bert, tokenizer):
+    corpus = SegmentedCorpus.build(tokenizer, ["a", "b"], TEXTS, 24, 3)
+    with seeded(0):
+        task = LongtrieverPretraining(encoder(tiny_bert, tokenizer))
+    before = {k: v.clone() for k, v in task.state_dict().items()}
+    config = PretrainConfig(steps=0, epochs=1, batch_size=2, head_warmup_steps=3, warmup_ratio=0.0)
+    result = pretrain_longtriever(task, corpus, config, progress=False)
+    assert [r["phase"] for r in result.history] == ["head"] * 3 + ["full"]
+    changed = {k for k, v in task.state_dict().items() if not torch.equal(v, before[k])}
+    assert any(k.startswith("encoder.") for k in changed)  # the one full step
+    with seeded(0):
+        task2 = LongtrieverPretraining(encoder(tiny_bert_copy(tiny_bert), tokenizer))
+    start = {k: v.clone() for k, v in task2.state_dict().items()}
+    pretrain_longtriever(task2, corpus, PretrainConfig(steps=1, batch_size=2, head_warmup_steps=3, warmup_ratio=0.0,
+                                                      learning_rate=0.0), progress=False)
+    moved = {k for k, v in task2.state_dict().items() if not torch.equal(v, start[k])}
+    assert moved and all(k.startswith(("head.", "decoder.")) for k in moved), moved  # lr 0 in the full phase
+    assert all(p.requires_grad for p in task2.parameters())
+
+
+def tiny_bert_copy(model):
+    import copy
+
+    return copy.deepcopy(model)

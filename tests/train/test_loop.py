@@ -43,30 +43,42 @@ def test_training_lowers_the_loss(name, precision, tiny_bert_with, tokenizer):
     model = model_class(config, tiny_bert, tokenizer)
     before = full_batch_loss(model, corpus, queries)
     negatives = {q: [d for d in corpus.doc_ids if d not in qrels[q]] for q in qrels}
-    config = TrainConfig(epochs=8, batch_size=4, hard_negatives=1, learning_rate=2e-3, warmup_ratio=0.0, seed=0)
+    config = TrainConfig(steps=16, batch_size=4, hard_negatives=1, learning_rate=2e-3, warmup_ratio=0.0, seed=0)
     train_biencoder(model, queries, qrels, corpus, negatives, config, progress=False)
     after = full_batch_loss(model, corpus, queries)
     assert after < 0.5 * before, (before, after)
     assert all(p.dtype == torch.float32 for p in model.parameters())  # mixed precision keeps fp32 weights
 
 
-def test_dev_selects_the_best_epoch(tiny_bert, tokenizer):
+def test_selection_keeps_the_dev_best_checkpoint(tiny_bert, tokenizer):
+    """Evaluated every 2 steps (and after the last); the model returns holding the weights it had at
+    the best evaluation (the first of equal scores), not the last ones."""
     corpus, queries, qrels = toy_data(tokenizer)
     model = MaxP(EncoderConfig(segment_length=16, max_segments=2, max_query_length=8), tiny_bert, tokenizer)
-    dev_values = iter([0.1, 0.9, 0.3])
-    snapshots = []
+    dev_values = iter([0.1, 0.9, 0.9, 0.3, 0.2])
+    snapshots, steps = [], []
 
-    def dev_eval(m):
+    def dev_eval(m, step):
         snapshots.append({k: v.clone() for k, v in m.state_dict().items()})
+        steps.append(step)
         return next(dev_values)
 
-    config = TrainConfig(epochs=3, batch_size=4, hard_negatives=0, learning_rate=1e-3, warmup_ratio=0.0, seed=0)
+    config = TrainConfig(steps=9, batch_size=4, hard_negatives=0, learning_rate=1e-3, warmup_ratio=0.0, eval_every=2, seed=0)
     result = train_biencoder(model, queries, qrels, corpus, {}, config, dev_eval=dev_eval, progress=False)
-    assert result.best_epoch == 2 and result.best_dev == 0.9
-    assert [h["epoch"] for h in result.history] == [1, 2, 3]
-    for key, value in model.state_dict().items():  # the model holds the best epoch's weights
+    assert steps == [2, 4, 6, 8, 9] and [h["step"] for h in result.history] == steps
+    assert result.best_step == 4 and result.best_dev == 0.9
+    assert [h["epoch"] for h in result.history] == [1, 2, 3, 4, 5]  # 8 queries, 4 per step: 2 steps a pass
+    for key, value in model.state_dict().items():  # the model holds the best evaluation's weights
         assert torch.equal(value, snapshots[1][key]), key
-    assert any(not torch.equal(snapshots[1][k], snapshots[2][k]) for k in snapshots[1])
+    assert any(not torch.equal(snapshots[1][k], snapshots[-1][k]) for k in snapshots[1])
+
+
+def test_without_dev_the_model_keeps_its_last_weights(tiny_bert, tokenizer):
+    corpus, queries, qrels = toy_data(tokenizer)
+    model = MaxP(EncoderConfig(segment_length=16, max_segments=2, max_query_length=8), tiny_bert, tokenizer)
+    result = train_biencoder(model, queries, qrels, corpus, {}, TrainConfig(epochs=2, batch_size=4, hard_negatives=0),
+                             progress=False)
+    assert result.best_step == 4 and [h["step"] for h in result.history] == [2, 4]  # one record per pass
 
 
 def test_negatives_from_run_skips_relevant_and_respects_depth():
@@ -77,3 +89,5 @@ def test_negatives_from_run_skips_relevant_and_respects_depth():
 def test_bad_train_config():
     with pytest.raises(ValueError, match="hard_negatives"):
         TrainConfig(hard_negatives=-1)
+    with pytest.raises(ValueError, match="eval_every"):
+        TrainConfig(eval_every=-1)

@@ -39,8 +39,13 @@ class EncoderConfig:
     max_query_length: int = 32
     pooling: str = "cls"  # "cls" as in the papers; "mean" is how all-MiniLM-L6-v2 was trained
     precision: str = "fp32"  # "bf16": mixed precision (the released Longtriever code trained in fp16)
+    document_tokens: int = 0  # content tokens read per document; 0 = all that max_segments blocks hold
 
     def __post_init__(self) -> None:
+        if self.document_tokens < 0:
+            raise ValueError(f"document_tokens must be >= 0, got {self.document_tokens}")
+        if self.document_tokens >= self.max_segments * (self.segment_length - 2):
+            self.document_tokens = 0  # one spelling for "all the blocks hold", so equal configs share a cache key
         if self.pooling not in ("cls", "mean"):
             raise ValueError(f"pooling must be 'cls' or 'mean', got {self.pooling!r}")
         if self.precision not in PRECISIONS:
@@ -154,16 +159,35 @@ class BiEncoder(nn.Module):
             out.append(vectors.float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, self.backbone.config.hidden_size), np.float32)
 
+    def token_batches(self, corpus: SegmentedCorpus, max_tokens: int = 8192) -> list[list[int]]:
+        """Documents grouped so that each batch holds at most ``max_tokens`` padded tokens (segments x
+        the longest segment), documents kept whole (single-vector models need all their blocks) and
+        ordered by their longest segment, so that a batch pads little."""
+        limit = self.config.max_segments
+
+        def extent(i: int) -> tuple[int, int]:  # (padded width, segments) of document i
+            segments = corpus.segments[i][:limit]
+            return max(map(len, segments)) + 2, len(segments)
+
+        order = sorted(range(len(corpus)), key=lambda i: tuple(-v for v in extent(i)))
+        batches, batch, segments, width = [], [], 0, 0
+        for i in order:
+            w, n = extent(i)
+            if batch and (segments + n) * max(width, w) > max_tokens:
+                batches.append(batch)
+                batch, segments, width = [], 0, 0
+            batch.append(i)
+            segments, width = segments + n, max(width, w)
+        return batches + ([batch] if batch else [])
+
     @torch.no_grad()
-    def encode_corpus(self, corpus: SegmentedCorpus, batch_size: int = 32, progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """Segment vectors ``[S, d]`` and their document numbers ``[S]``, documents batched by length."""
+    def encode_corpus(self, corpus: SegmentedCorpus, max_tokens: int = 8192, progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Segment vectors ``[S, d]`` and their document numbers ``[S]``, in batches of at most
+        ``max_tokens`` padded tokens (:meth:`token_batches`; 8,192 = 32 segments of 256)."""
         self.eval()
-        order = sorted(range(len(corpus)), key=lambda i: -sum(map(len, corpus.segments[i][: self.config.max_segments])))
         vectors, owners = [], []
-        for start in tqdm(range(0, len(order), batch_size), desc=f"encoding corpus ({self.name})", disable=not progress):
-            chosen = order[start : start + batch_size]
-            batch = self.doc_inputs([corpus.segments[i] for i in chosen])
-            batch = batch.to(self._device())
+        for chosen in tqdm(self.token_batches(corpus, max_tokens), desc=f"encoding corpus ({self.name})", disable=not progress):
+            batch = self.doc_inputs([corpus.segments[i] for i in chosen]).to(self._device())
             with self.autocast():
                 encoded, owner, _ = self.document_vectors(batch)
             vectors.append(encoded.float().cpu().numpy())

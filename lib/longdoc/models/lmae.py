@@ -8,10 +8,12 @@
 - Loss = MLM + LMAE (1:1, as released).
 
 Positions p_k are block-local (0..M-1) like the encoder's, not document-global as eq. 9 writes:
-BERT has 512 position embeddings and N·M exceeds them. The decoder layer starts as a copy of the
-backbone's last layer (its initialisation is not stated; RetroMAE-style decoders start from BERT).
-The prediction head is BERT's MLM head with decoder weights tied to the word embeddings; it loads
-pretrained weights when the checkpoint has them (bert-base-uncased does, the packaged MiniLM does not).
+BERT has 512 position embeddings and N·M exceeds them. The paper does not say how the decoder layer
+starts; RetroMAE and the released Longtriever code initialise it randomly (``decoder_init="random"``,
+the default), ``"copy"`` starts it as a copy of the backbone's last layer. The prediction head is
+BERT's MLM head with decoder weights tied to the word embeddings; it loads pretrained weights when the
+checkpoint has them (bert-base-uncased does, the packaged MiniLM does not: then
+``PretrainConfig.head_warmup_steps`` trains it, and the LMAE decoder, with the encoder frozen first).
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import BertForMaskedLM
-from transformers.models.bert.modeling_bert import BertOnlyMLMHead
+from transformers.models.bert.modeling_bert import BertLayer, BertOnlyMLMHead
 
+from longdoc.models.attention import attention_bias, layer_with_context
 from longdoc.models.backbone import resolve_backbone
 from longdoc.models.biencoder import DocBatch
 from longdoc.models.longtriever import Longtriever
@@ -34,22 +37,13 @@ from longdoc.text.masking import IGNORE, candidates, continuation_table, lmae_at
 class LMAEDecoder(nn.Module):
     """A Transformer layer whose queries and keys/values come from different streams (eq. 10–11)."""
 
-    def __init__(self, template: nn.Module):
+    def __init__(self, layer: nn.Module):
         super().__init__()
-        self.layer = copy.deepcopy(template)  # an HF BertLayer: its projections, output and FFN are reused
+        self.layer = layer  # an HF BertLayer: its projections, output and FFN are reused
 
     def forward(self, queries: torch.Tensor, keys: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-        attention = self.layer.attention.self
-        heads, width = attention.num_attention_heads, attention.attention_head_size
-
-        def split(x):
-            return x.view(*x.shape[:2], heads, width).transpose(1, 2)
-
-        q, k, v = split(attention.query(queries)), split(attention.key(keys)), split(attention.value(keys))
-        mixed = F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None],
-                                               dropout_p=attention.dropout.p if self.training else 0.0)
-        mixed = mixed.transpose(1, 2).reshape(queries.shape)
-        return self.layer.feed_forward_chunk(self.layer.attention.output(mixed, queries))
+        """``keep`` ``[R, L, L + 1]``: True where query row may attend to key column."""
+        return layer_with_context(self.layer, queries, keys, attention_bias(keep, queries.dtype))
 
 
 def prediction_head(encoder: Longtriever) -> tuple[BertOnlyMLMHead, bool]:
@@ -69,20 +63,45 @@ def prediction_head(encoder: Longtriever) -> tuple[BertOnlyMLMHead, bool]:
     return head, pretrained
 
 
-class LongtrieverPretraining(nn.Module):
-    """The encoder with ψ and the LMAE decoder; ``forward`` returns the losses of one batch."""
+DECODER_INITS = ("random", "copy")
 
-    def __init__(self, encoder: Longtriever, mlm_ratio: float = 0.3, lmae_ratio: float = 0.5, lmae: bool = True):
+
+def decoder_layer(encoder: Longtriever, init: str) -> nn.Module:
+    """The LMAE decoder's Transformer layer: random (RetroMAE, the released code) or a copy of the
+    backbone's last layer."""
+    if init not in DECODER_INITS:
+        raise ValueError(f"decoder_init must be one of {DECODER_INITS}, got {init!r}")
+    if init == "copy":
+        return copy.deepcopy(encoder.backbone.encoder.layer[-1])
+    layer = BertLayer(encoder.backbone.config)
+    layer.apply(encoder.backbone._init_weights)
+    return layer
+
+
+class LongtrieverPretraining(nn.Module):
+    """The encoder with ψ and the LMAE decoder; ``forward`` returns the losses of one batch.
+
+    Build it inside :func:`longdoc.seeding.seeded`: ψ's transform (and a random decoder) are new
+    parameters."""
+
+    def __init__(self, encoder: Longtriever, mlm_ratio: float = 0.3, lmae_ratio: float = 0.5, lmae: bool = True,
+                 decoder_init: str = "random"):
         super().__init__()
         if lmae and not encoder.doc_token:
             raise ValueError("LMAE reconstructs from s_d: it needs doc_token=True")
         self.encoder = encoder
         self.mlm_ratio, self.lmae_ratio, self.use_lmae = mlm_ratio, lmae_ratio, lmae
         self.head, self.head_pretrained = prediction_head(encoder)
-        self.decoder = LMAEDecoder(encoder.backbone.encoder.layer[-1]) if lmae else None
+        self.decoder = LMAEDecoder(decoder_layer(encoder, decoder_init)) if lmae else None
         tokenizer = encoder.tokenizer
         self.register_buffer("continuation", continuation_table(tokenizer), persistent=False)
         self.special_ids = [tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id]
+
+    def head_parameters(self) -> list[nn.Parameter]:
+        """The parameters outside the encoder (ψ's transform and bias, the LMAE decoder); ψ's output
+        weights are the encoder's word embeddings and are not among them."""
+        encoder = {id(p) for p in self.encoder.parameters()}
+        return [p for p in self.parameters() if id(p) not in encoder]
 
     def _predict(self, states: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Cross-entropy over the labelled positions only (the head is not run on the others)."""

@@ -16,7 +16,7 @@ from torch import nn
 from transformers.models.bert.modeling_bert import BertLayer
 
 from longdoc.models.biencoder import DocBatch, EncoderConfig, SingleVectorEncoder, cls_embedding, scatter_slots
-from longdoc.models.hierarchical import attention_bias
+from longdoc.models.attention import attention_bias
 
 
 @dataclass

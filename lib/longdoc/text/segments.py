@@ -31,8 +31,13 @@ class SegmentedCorpus:
 
     @classmethod
     def build(cls, tokenizer: PreTrainedTokenizerBase, doc_ids: list[str], texts: list[str],
-              segment_length: int = 512, max_segments: int = 1, batch_size: int = 256) -> "SegmentedCorpus":
+              segment_length: int = 512, max_segments: int = 1, document_tokens: int = 0,
+              batch_size: int = 256) -> "SegmentedCorpus":
+        """``document_tokens`` > 0 reads at most that many content tokens per document (the last
+        block is then shorter); 0 reads all that ``max_segments`` blocks hold."""
         limit = (segment_length - 2) * max_segments
+        if document_tokens:
+            limit = min(limit, document_tokens)
         segments = []
         for start in range(0, len(texts), batch_size):
             encoded = tokenizer(texts[start : start + batch_size], add_special_tokens=False,

@@ -3,9 +3,10 @@
 Each step takes B training queries per process, one sampled positive each and ``hard_negatives``
 sampled from each query's mined list; queries and documents of all processes are gathered and every
 document is a negative for every other query (cross-device in-batch negatives,
-:mod:`longdoc.train.distributed`). AdamW with linear warm-up and
-decay, gradient clipping, fixed seeds, a dev-set evaluation after every epoch; the best epoch's
-weights are kept (model selection on dev only) and optionally written as a checkpoint.
+:mod:`longdoc.train.distributed`). AdamW with linear warm-up and decay, gradient clipping, fixed
+seeds. The budget is counted in optimizer steps; the model is evaluated on dev every ``eval_every``
+steps (and after the last one), and the weights of the best evaluation are kept (model selection on
+dev only).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import copy
 import math
 import random
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import torch
@@ -32,7 +32,8 @@ from longdoc.train.distributed import gather_ids, gather_with_grad, world_size
 
 @dataclass
 class TrainConfig:
-    epochs: int = 1
+    epochs: int = 1  # full passes over the training queries (when ``steps`` is 0)
+    steps: int = 0  # > 0: exactly this many optimizer steps, as many passes as that takes
     batch_size: int = 8  # queries per process and step
     hard_negatives: int = 1  # per query (0 = in-batch negatives only)
     learning_rate: float = 2e-5
@@ -40,18 +41,19 @@ class TrainConfig:
     weight_decay: float = 0.01
     temperature: float = 1.0
     max_grad_norm: float = 1.0
-    max_steps: int = 0  # > 0 stops early (smoke runs)
+    eval_every: int = 0  # dev evaluation every this many steps (0: after every pass); always after the last
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1 or self.hard_negatives < 0:
-            raise ValueError(f"epochs >= 1, batch_size >= 1 and hard_negatives >= 0 are required: {self}")
+        if self.epochs < 1 or self.batch_size < 1 or self.hard_negatives < 0 or self.steps < 0 or self.eval_every < 0:
+            raise ValueError("epochs >= 1, batch_size >= 1 and hard_negatives, steps, eval_every >= 0 are "
+                             f"required: {self}")
 
 
 @dataclass
 class TrainResult:
-    history: list[dict] = field(default_factory=list)
-    best_epoch: int = 0
+    history: list[dict] = field(default_factory=list)  # one record per dev evaluation (or pass, without dev)
+    best_step: int = 0  # the step whose weights the model holds on return
     best_dev: float = float("nan")
     config: dict = field(default_factory=dict)
 
@@ -99,6 +101,12 @@ def _pad_segments(docs: torch.Tensor, mask: torch.Tensor, max_segments: int) -> 
     return F.pad(docs, (0, 0, 0, extra)), F.pad(mask, (0, extra), value=False)
 
 
+def _evaluation_steps(config: TrainConfig, steps_per_epoch: int, total_steps: int) -> set[int]:
+    if config.eval_every:
+        return set(range(config.eval_every, total_steps + 1, config.eval_every)) | {total_steps}
+    return {s for s in range(steps_per_epoch, total_steps + 1, steps_per_epoch)} | {total_steps}
+
+
 def train_biencoder(
     model: BiEncoder,
     queries: dict[str, str],
@@ -106,11 +114,14 @@ def train_biencoder(
     corpus: SegmentedCorpus,
     negatives: dict[str, list[str]],
     config: TrainConfig,
-    dev_eval: Callable[[BiEncoder], float] | None = None,
-    output_dir: str | Path | None = None,
+    dev_eval: Callable[[BiEncoder, int], float] | None = None,
     progress: bool = True,
 ) -> TrainResult:
-    """Fine-tune ``model`` in place; on return it holds the weights of the best dev epoch."""
+    """Fine-tune ``model`` in place; on return it holds the weights of the best dev evaluation.
+
+    ``dev_eval(model, step)`` scores the model on dev (higher is better); the first of equal best
+    scores wins. Without it the model keeps its last weights.
+    """
     set_seed(config.seed)
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     world, rank = world_size(), accelerator.process_index
@@ -121,29 +132,28 @@ def train_biencoder(
         raise ValueError("no training query has a relevant document in the corpus")
     global_batch = config.batch_size * world
     steps_per_epoch = max(1, len(qids) // global_batch if world > 1 else math.ceil(len(qids) / global_batch))
-    total_steps = steps_per_epoch * config.epochs
-    if config.max_steps:
-        total_steps = min(total_steps, config.max_steps)
+    total_steps = config.steps or steps_per_epoch * config.epochs
+    evaluate_at = _evaluation_steps(config, steps_per_epoch, total_steps)
     optimizer, scheduler = adamw_with_warmup(model, config.learning_rate, config.weight_decay, config.warmup_ratio, total_steps)
     wrapped, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     result = TrainResult(config=asdict(config))
-    best_state, step = None, 0
+    best_state, step, epoch, losses = None, 0, 0, []
     bar = tqdm(total=total_steps, desc=f"training {model.name}", disable=not (progress and accelerator.is_main_process))
-    for epoch in range(1, config.epochs + 1):
-        wrapped.train()
+    device = accelerator.device
+    while step < total_steps:
+        epoch += 1
         order = list(qids)
         random.Random(config.seed + epoch).shuffle(order)  # same order on every process
-        losses = []
         for batch_start in range(0, steps_per_epoch * global_batch, global_batch):
-            if config.max_steps and step >= config.max_steps:
+            if step >= total_steps:
                 break
             local = order[batch_start : batch_start + global_batch][rank * config.batch_size : (rank + 1) * config.batch_size]
             if not local:
                 break
+            wrapped.train()
             positives = [sampler.positive(q) for q in local]
             negative_numbers = [n for q in local for n in sampler.hard_negatives(q, config.hard_negatives)]
             numbers = torch.tensor(positives + negative_numbers)
-            device = accelerator.device
             doc_batch = model.doc_inputs([corpus.segments[i] for i in numbers.tolist()]).to(device)
             query_inputs = {k: v.to(device) for k, v in model.query_inputs([queries[q] for q in local]).items()}
             q, docs, mask = wrapped(query_inputs, doc_batch)
@@ -166,20 +176,20 @@ def train_biencoder(
             step += 1
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.3f}", epoch=epoch)
-        record = {"epoch": epoch, "steps": step, "train_loss": sum(losses) / max(1, len(losses))}
-        if dev_eval is not None:
-            record["dev"] = float(dev_eval(accelerator.unwrap_model(wrapped)))
-            if best_state is None or record["dev"] > result.best_dev:
-                result.best_dev, result.best_epoch = record["dev"], epoch
-                best_state = copy.deepcopy(accelerator.unwrap_model(wrapped).state_dict())
-        result.history.append(record)
-        if config.max_steps and step >= config.max_steps:
-            break
+            if step not in evaluate_at:
+                continue
+            record = {"step": step, "epoch": epoch, "train_loss": sum(losses) / len(losses)}
+            losses = []
+            if dev_eval is not None:
+                record["dev"] = float(dev_eval(accelerator.unwrap_model(wrapped), step))
+                if best_state is None or record["dev"] > result.best_dev:
+                    result.best_dev, result.best_step = record["dev"], step
+                    best_state = copy.deepcopy(accelerator.unwrap_model(wrapped).state_dict())
+            result.history.append(record)
     bar.close()
     if best_state is not None:
         model.load_state_dict(best_state)
     else:
-        result.best_epoch = result.history[-1]["epoch"]
-    if output_dir is not None and accelerator.is_main_process:
-        model.save(output_dir)
+        result.best_step = step
+    model.eval()
     return result

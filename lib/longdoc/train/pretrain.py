@@ -3,6 +3,11 @@
 One step takes ``batch_size`` documents per process, all of their blocks at once. AdamW with linear
 warm-up and decay (the paper: lr 1e-4, warm-up 0.1, weight decay 0.01). The masks are drawn from one
 seeded generator per process, so a run is reproducible.
+
+Head warm-up (not in the paper, which starts from BERT's trained MLM head): when the backbone ships no
+MLM head (the packaged MiniLM), ψ's transform starts random and its gradients would first scramble the
+encoder. ``head_warmup_steps`` steps then train only the parameters outside the encoder (ψ, the LMAE
+decoder) with the encoder frozen, before the full pre-training steps.
 """
 
 from __future__ import annotations
@@ -10,20 +15,22 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import asdict, dataclass, field
+from typing import Iterator
 
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 
-from longdoc.models.lmae import LongtrieverPretraining
+from longdoc.models.lmae import DECODER_INITS, LongtrieverPretraining
 from longdoc.text.segments import SegmentedCorpus
 from longdoc.train.optim import adamw_with_warmup
 
 
 @dataclass
 class PretrainConfig:
-    epochs: int = 1
+    epochs: int = 1  # passes over the documents (when ``steps`` is 0)
+    steps: int = 0  # > 0: exactly this many full pre-training steps
     batch_size: int = 4  # documents per process and step
     learning_rate: float = 1e-4
     warmup_ratio: float = 0.1
@@ -31,23 +38,41 @@ class PretrainConfig:
     mlm_ratio: float = 0.3
     lmae_ratio: float = 0.5
     lmae: bool = True  # False: MLM only (Table 4, II)
+    decoder_init: str = "random"  # the LMAE decoder layer: "random" (RetroMAE, released code) or "copy"
+    head_warmup_steps: int = 0  # steps that train ψ and the decoder only, encoder frozen, before the rest
+    head_learning_rate: float = 1e-3
     max_grad_norm: float = 1.0
-    max_steps: int = 0  # > 0 stops early
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1:
-            raise ValueError(f"epochs >= 1 and batch_size >= 1 are required: {self}")
+        if self.epochs < 1 or self.batch_size < 1 or self.steps < 0 or self.head_warmup_steps < 0:
+            raise ValueError(f"epochs >= 1, batch_size >= 1, steps >= 0 and head_warmup_steps >= 0 are required: {self}")
         for name in ("mlm_ratio", "lmae_ratio"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.decoder_init not in DECODER_INITS:
+            raise ValueError(f"decoder_init must be one of {DECODER_INITS}, got {self.decoder_init!r}")
 
 
 @dataclass
 class PretrainResult:
-    history: list[dict] = field(default_factory=list)  # one record per step
+    history: list[dict] = field(default_factory=list)  # one record per step ("phase": "head" or "full")
     head_pretrained: bool = False
     config: dict = field(default_factory=dict)
+
+
+def _document_batches(documents: list[int], config: PretrainConfig, world: int, rank: int) -> Iterator[tuple[int, list[int]]]:
+    """``(epoch, this process's documents)`` for ever, one seeded shuffle per epoch."""
+    global_batch = config.batch_size * world
+    epoch = 0
+    while True:
+        epoch += 1
+        order = list(documents)
+        random.Random(config.seed + epoch).shuffle(order)
+        for start in range(0, len(order), global_batch):
+            local = order[start : start + global_batch][rank * config.batch_size : (rank + 1) * config.batch_size]
+            if local:
+                yield epoch, local
 
 
 def pretrain_longtriever(task: LongtrieverPretraining, corpus: SegmentedCorpus, config: PretrainConfig,
@@ -59,39 +84,41 @@ def pretrain_longtriever(task: LongtrieverPretraining, corpus: SegmentedCorpus, 
     documents = [i for i, segments in enumerate(corpus.segments) if any(segments)]
     if not documents:
         raise ValueError("the pre-training corpus has no non-empty document")
-    global_batch = config.batch_size * world
-    steps_per_epoch = max(1, math.ceil(len(documents) / global_batch))
-    total_steps = steps_per_epoch * config.epochs
-    if config.max_steps:
-        total_steps = min(total_steps, config.max_steps)
-    optimizer, scheduler = adamw_with_warmup(task, config.learning_rate, config.weight_decay, config.warmup_ratio, total_steps)
-    wrapped, optimizer, scheduler = accelerator.prepare(task, optimizer, scheduler)
+    total_steps = config.steps or config.epochs * math.ceil(len(documents) / (config.batch_size * world))
+    batches = _document_batches(documents, config, world, rank)
     generator = torch.Generator(device=accelerator.device).manual_seed(config.seed + rank)
     result = PretrainResult(head_pretrained=task.head_pretrained, config=asdict(config))
-    bar = tqdm(total=total_steps, desc="pre-training Longtriever", disable=not (progress and accelerator.is_main_process))
-    step = 0
-    wrapped.train()
-    for epoch in range(1, config.epochs + 1):
-        order = list(documents)
-        random.Random(config.seed + epoch).shuffle(order)
-        for start in range(0, len(order), global_batch):
-            if step >= total_steps:
-                break
-            local = order[start : start + global_batch][rank * config.batch_size : (rank + 1) * config.batch_size]
-            if not local:
-                break
+    heads = task.head_parameters()
+    phases = [("head", config.head_warmup_steps, heads, config.head_learning_rate),
+              ("full", total_steps, list(task.parameters()), config.learning_rate)]
+    bar = tqdm(total=config.head_warmup_steps + total_steps, desc="pre-training Longtriever",
+               disable=not (progress and accelerator.is_main_process))
+    task.train()
+    for phase, steps, trained, learning_rate in phases:
+        if not steps:
+            continue
+        for parameter in task.parameters():  # the head phase freezes the encoder
+            parameter.requires_grad_(phase == "full")
+        for parameter in trained:
+            parameter.requires_grad_(True)
+        optimizer, scheduler = adamw_with_warmup(task, learning_rate, config.weight_decay, config.warmup_ratio, steps,
+                                                 trainable_only=True)
+        wrapped, optimizer, scheduler = accelerator.prepare(task, optimizer, scheduler)
+        for step in range(1, steps + 1):
+            epoch, local = next(batches)
             batch = task.encoder.doc_inputs([corpus.segments[i] for i in local]).to(accelerator.device)
             losses = wrapped(batch, generator)
             accelerator.backward(losses["loss"])
             if config.max_grad_norm:
-                accelerator.clip_grad_norm_(wrapped.parameters(), config.max_grad_norm)
+                accelerator.clip_grad_norm_(trained, config.max_grad_norm)
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad()
-            step += 1
-            record = {"step": step, "epoch": epoch, **{k: float(v.detach()) for k, v in losses.items()}}
+            record = {"phase": phase, "step": step, "epoch": epoch, **{k: float(v.detach()) for k, v in losses.items()}}
             result.history.append(record)
             bar.update(1)
-            bar.set_postfix(loss=f"{record['loss']:.3f}")
+            bar.set_postfix(phase=phase, loss=f"{record['loss']:.3f}")
+    for parameter in task.parameters():
+        parameter.requires_grad_(True)
     bar.close()
     return result
