@@ -3,12 +3,15 @@ import math
 import pytest
 import torch
 
-from longdoc.bench.efficiency import MODELS, Shape, build, measure
+from longdoc.bench.efficiency import (MODELS, Shape, against_reference, bigbird_attention, build, eager_fits, flops,
+                                      measure)
 
 
 def test_shape_checks_its_fields():
     with pytest.raises(ValueError, match="model must be"):
-        Shape("XLNet")
+        Shape("GPT")
+    with pytest.raises(ValueError, match="precision"):
+        Shape("Longtriever", precision="fp16")
     with pytest.raises(ValueError, match="multiple of block_size"):
         Shape("Longtriever", length=100, block_size=32)
     with pytest.raises(ValueError, match="attention"):
@@ -25,19 +28,51 @@ def test_every_model_encodes_the_batch(model):
     assert hidden.shape[0] == 2 and hidden.shape[-1] == 32
 
 
-def test_in_process_cpu_measurement_reports_time_only():
-    row = measure(Shape("Longtriever", batch=1, length=64, block_size=32, hidden=32, layers=1, heads=2, repeats=1), isolate=False)
-    assert row["time_ms"] > 0 and math.isnan(row["memory_gib"]) and row["device"] == "cpu"
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_in_process_cpu_measurement_reports_time_only(precision):
+    row = measure(Shape("Longtriever", batch=1, length=64, block_size=32, hidden=32, layers=1, heads=2, repeats=1,
+                        precision=precision), isolate=False)
+    assert row["time_ms"] > 0 and math.isnan(row["memory_gib"]) and math.isnan(row["total_memory_gib"])
+    assert row["device"] == "cpu" and row["precision"] == precision
+
+
+def test_flops_are_counted_as_bert_arithmetic():
+    """Per layer and document of n tokens: 24·n·d² for the projections and feed-forward, 4·n²·d for
+    the two attention products (multiply and add counted apart)."""
+    n, d, batch = 64, 32, 3
+    assert flops(Shape("BERT-Document", batch=batch, length=n, block_size=n, hidden=d, layers=1, heads=2)) == \
+        batch * (24 * n * d * d + 4 * n * n * d)
+    blocks = flops(Shape("Longtriever", batch=batch, length=4 * 16, block_size=16, hidden=d, layers=1, heads=2))
+    assert blocks < batch * (24 * n * d * d + 4 * n * n * d)  # 4 blocks of 16: less attention, a small inter-block layer
+
+
+def test_ratios_against_the_reference_and_the_compute_floor():
+    import pandas as pd
+
+    rows = pd.DataFrame([{"model": "BERT-Document", "length": 512, "batch": 1, "attention": "sdpa", "time_ms": 100.0,
+                          "memory_gib": 1.0, "flops": 1000},
+                         {"model": "Longtriever", "length": 512, "batch": 1, "attention": "sdpa", "time_ms": 90.0,
+                          "memory_gib": 0.5, "flops": 800}])
+    out = against_reference(rows).set_index("model")
+    assert out.loc["Longtriever", "time ratio"] == pytest.approx(0.9) and out.loc["Longtriever", "FLOP ratio"] == 0.8
+    assert out.loc["Longtriever", "× floor"] == pytest.approx(1.125) and out.loc["BERT-Document", "× floor"] == 1.0
+
+
+def test_bigbird_and_eager_limits():
+    assert bigbird_attention(704) == "original_full" and bigbird_attention(768) == "block_sparse"
+    assert eager_fits(1, 4096, 12) and not eager_fits(1, 8192, 12)
 
 
 def test_isolated_cpu_measurement_sees_the_attention_matrices_grow():
     """Eager attention materialises heads x L x L scores per layer: 8 x 2048² floats = 128 MiB at
-    2,048 tokens, 16 times the 8 MiB at 512, in fresh worker processes (the peak is each one's own)."""
-    rows = [measure(Shape("BERT-Document", batch=1, length=length, block_size=length, hidden=32, layers=1, heads=8,
+    2,048 tokens, 16 times the 8 MiB at 512, in fresh worker processes (the peak is each one's own);
+    the total also holds the weights (a 30k x 256 embedding: 30 MiB)."""
+    rows = [measure(Shape("BERT-Document", batch=1, length=length, block_size=length, hidden=256, layers=1, heads=8,
                           repeats=1, attention="eager"))
             for length in (512, 2048)]
     small, large = (row["memory_gib"] for row in rows)
     assert large > 0.1 and large > 4 * small, (small, large)
+    assert all(row["total_memory_gib"] > row["memory_gib"] + 0.02 for row in rows), rows
 
 
 def test_a_failure_in_the_worker_process_names_the_shape():
