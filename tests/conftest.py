@@ -41,3 +41,66 @@ def tiny_bert_with(tiny_bert):
         return BertModel(BertConfig(**{**tiny_bert.config.to_dict(), **changes}), add_pooling_layer=False)
 
     return build
+
+
+@pytest.fixture(scope="session")
+def tiny_backbone(tmp_path_factory, tokenizer):
+    """A tiny random BERT saved as a backbone directory (``backbone=<path>``), with the real vocabulary."""
+    directory = tmp_path_factory.mktemp("tiny_backbone")
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)
+    BertModel(config, add_pooling_layer=False).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return str(directory)
+
+
+TOPICS = ["kernel", "socket", "thread", "signal", "memory", "file", "clock", "locale", "pipe", "mutex", "timer", "device",
+          "network", "printer", "terminal", "process", "string", "number", "random", "matrix", "vector", "buffer", "cache", "queue"]
+
+
+def write_tiny_dataset(directory: Path) -> Path:
+    """24 documents, one query each: 12 train, 6 dev, 6 test (BEIR layout)."""
+    from longdoc.data.beir import Document, RetrievalDataset, save_beir
+
+    corpus = {f"d{i}": Document(f"d{i}", t, f"{t} " * 20 + "about the " + t + " and other things " * 6) for i, t in enumerate(TOPICS)}
+    queries = {f"q{i}": f"what is a {t}" for i, t in enumerate(TOPICS)}
+    splits = {"train": range(0, 12), "dev": range(12, 18), "test": range(18, 24)}
+    qrels = {split: {f"q{i}": {f"d{i}": 1} for i in ids} for split, ids in splits.items()}
+    save_beir(RetrievalDataset("tiny", corpus, queries, qrels), directory)
+    return directory
+
+
+@pytest.fixture
+def tiny_dataset(tmp_path) -> Path:
+    return write_tiny_dataset(tmp_path / "tiny")
+
+
+@pytest.fixture
+def isolated_outputs(tmp_path, monkeypatch):
+    """Cache, results and figures in a temporary directory (tests never write into the checkout)."""
+    from longdoc import plots
+    from longdoc.experiments import cache, results, study
+
+    monkeypatch.setattr(cache, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(study, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(study, "FIGURES_DIR", tmp_path / "figures")
+    monkeypatch.setattr(plots, "FIGURES_DIR", tmp_path / "figures")
+    return tmp_path
+
+
+def build_tiny_study(dataset, backbone, **changes):
+    """A study of the tiny dataset with the tiny backbone (seconds per fine-tuning run)."""
+    from longdoc.experiments.study import Study
+
+    params = dict(profile="test", dataset=str(dataset), max_docs=0, backbone=backbone, pooling="cls", precision="fp32",
+                  block_size=16, max_blocks=2, query_length=8, train_steps=4, batch_size=4, dev_evals=2,
+                  learning_rates=[1e-4, 3e-3], seeds=[0, 1], pretrain_corpus="", pretrain_steps=1, pretrain_batch_size=2,
+                  pretrain_learning_rate=1e-3, head_warmup_steps=0, decoder_init="copy", mlm_ratio=0.3, lmae_ratio=0.5)
+    return Study("01_baselines", params | changes, progress=False)
+
+
+@pytest.fixture
+def tiny_study():
+    return build_tiny_study

@@ -36,30 +36,57 @@ def length_histogram(lengths: pd.DataFrame, path: Path, limit: int = 512, bins: 
     return fig
 
 
-def metric_bars(table: pd.DataFrame, path: Path, title: str = ""):
-    """Grouped bars: systems (rows) by metrics (columns)."""
-    ax = table.plot.bar(figsize=(8, 3.8), rot=0, width=0.8)
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("score")
-    ax.set_title(title)
-    ax.legend(loc="lower right", ncols=len(table.columns))
-    fig = ax.get_figure()
-    fig.tight_layout()
+def system_bars(table: pd.DataFrame, path: Path, measures: list[str], paper: pd.DataFrame | None = None,
+                title: str = "", paper_label: str = "paper"):
+    """One panel per measure, systems on the y axis (labels never overlap): our mean over seeds with
+    its standard deviation as an error bar, and the paper's value as a marker where it reports one.
+    ``table`` has columns ``m`` and ``m sd`` (from :meth:`Study.table`); ``paper`` is indexed by the
+    same system names."""
+    systems = list(table.index)[::-1]  # first row on top
+    fig, axes = plt.subplots(1, len(measures), figsize=(3.2 * len(measures) + 2.2, 0.42 * len(systems) + 1.4),
+                             sharey=True, squeeze=False)
+    y = range(len(systems))
+    for ax, measure in zip(axes[0], measures):
+        means = table.loc[systems, measure].astype(float)
+        errors = table.loc[systems, f"{measure} sd"].astype(float) if f"{measure} sd" in table else None
+        ax.barh(list(y), means, xerr=errors, color="#4C72B0", alpha=0.85, capsize=3, label="ours (mean ± sd over seeds)")
+        if paper is not None and measure in paper:
+            values = [paper[measure].get(name, float("nan")) for name in systems]
+            ax.scatter(values, list(y), marker="D", color="#C44E52", zorder=3, label=paper_label)
+        ax.set_xlim(0, 1)
+        ax.set_title(measure)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks(list(y))
+    axes[0][0].set_yticklabels(systems)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncols=2, frameon=False)
+    fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, dpi=120)
     return fig
 
 
-def sweep_plot(table: pd.DataFrame, path: Path, xlabel: str, title: str = "", logx: bool = False):
-    """Metrics (columns) against a swept parameter (the index), as in Longtriever Figure 3."""
-    ax = table.plot(marker="o", figsize=(6, 3.8), logx=logx)
+def sweep_plot(table: pd.DataFrame, path: Path, measures: list[str], xlabel: str, title: str = "",
+               paper_trend: str = "", logx: bool = False):
+    """Measures against a swept parameter (the index), as in Longtriever Figure 3; error bars when the
+    table has ``m sd`` columns from several seeds, and the paper's trend as a caption (Figure 3 gives
+    no values)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for measure in measures:
+        errors = table[f"{measure} sd"] if f"{measure} sd" in table and (table[f"{measure} sd"] > 0).any() else None
+        ax.errorbar(list(table.index), table[measure], yerr=errors, marker="o", capsize=3, label=measure)
+    if logx:
+        ax.set_xscale("log", base=2)
     ax.set_xticks(list(table.index))
     ax.set_xticklabels([str(v) for v in table.index])
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("score")
+    ax.set_ylabel("score (test)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    fig = ax.get_figure()
-    fig.tight_layout()
+    ax.legend()
+    if paper_trend:
+        fig.text(0.01, 0.01, f"paper: {paper_trend}", fontsize=8, style="italic")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=120)
     return fig
 

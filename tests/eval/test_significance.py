@@ -22,3 +22,21 @@ def test_different_query_sets_are_refused():
 def test_classification_metrics():
     m = classification_metrics([1, 1, 0, 0], [0.9, 0.2, 0.7, 0.1])
     assert m == {"Accuracy": 0.5, "Precision": 0.5, "Recall": 0.5, "F1": 0.5}
+
+
+def test_seed_query_bootstrap_pairs_queries_and_widens_with_the_seed_spread():
+    from longdoc.eval.significance import seed_query_bootstrap
+
+    rng = np.random.default_rng(0)
+    base = {f"q{i}": float(v) for i, v in enumerate(rng.uniform(0, 1, 200))}
+    same = seed_query_bootstrap([base], [base])
+    assert same["mean_difference"] == 0 and same["ci_low"] == same["ci_high"] == 0
+    shifted = [{q: v + 0.05 for q, v in base.items()} for _ in range(3)]
+    paired = seed_query_bootstrap(shifted, [base])
+    assert paired["ci_low"] == pytest.approx(0.05) and paired["ci_high"] == pytest.approx(0.05)  # paired: no query noise
+    spread = [{q: v + delta for q, v in base.items()} for delta in (-0.1, 0.05, 0.2)]
+    wide = seed_query_bootstrap(spread, [base])
+    assert wide["mean_difference"] == pytest.approx(0.05)
+    assert wide["ci_low"] < 0 < wide["ci_high"] and wide["seeds"] == [3, 1] and wide["queries"] == 200
+    with pytest.raises(ValueError, match="same queries"):
+        seed_query_bootstrap([base], [{"other": 1.0}])

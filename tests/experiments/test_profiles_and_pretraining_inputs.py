@@ -1,9 +1,10 @@
 import json
 
 import pytest
+import torch
 
 from longdoc.data.errors import DataFormatError
-from longdoc.experiments.longtriever import ABLATIONS, ablation_setup, pretraining_texts
+from longdoc.experiments.pretraining import pretraining_texts, unjudged_documents
 from longdoc.experiments.profiles import parameters_for
 from longdoc.models.longtriever import LongtrieverConfig
 from longdoc.train.pretrain import PretrainConfig
@@ -17,10 +18,11 @@ def notebook(tmp_path, source):
 
 def test_a_notebook_gets_only_the_parameters_it_declares(tmp_path):
     profile = tmp_path / "p.yaml"
-    profile.write_text("profile: cpu\na: 1\nb: [1, 2]\nc: x\n")
-    assert parameters_for(profile, notebook(tmp_path, "profile = 'smoke'\nb = [3]  # a comment\n")) == {"profile": "cpu", "b": [1, 2]}
-    with pytest.raises(KeyError, match="does not set"):
-        parameters_for(profile, notebook(tmp_path, "d = 1\n"))
+    profile.write_text("profile: cpu\nseeds: [1, 2]\nbatch_size: 3\n")
+    declared = notebook(tmp_path, "profile = 'smoke'\nseeds = [3]  # a comment\n")
+    assert parameters_for(profile, declared) == {"profile": "cpu", "seeds": [1, 2]}
+    with pytest.raises(ValueError, match="does not set"):
+        parameters_for(profile, notebook(tmp_path, "seed = 1\n"))
 
 
 def test_pretraining_texts_from_a_text_file(tmp_path):
@@ -35,27 +37,39 @@ def test_pretraining_texts_from_a_text_file(tmp_path):
         pretraining_texts(tmp_path / "missing.txt")
 
 
-def test_ablation_rows_remove_one_component_after_another():
-    encoder, pretrain = LongtrieverConfig(), PretrainConfig()
-    rows = [ablation_setup(row, encoder, pretrain) for row in ABLATIONS]
-    assert rows[0] == (encoder, pretrain)
-    assert rows[1][1].lmae is False and rows[1][1].mlm_ratio == pretrain.mlm_ratio
-    assert rows[2] == (encoder, None)
-    assert rows[3][0].doc_token is False and rows[3][0].inter_block and rows[3][1] is None
-    assert rows[4][0].doc_token is False and rows[4][0].inter_block is False
+def test_ablation_rows_remove_one_component_after_another(tiny_dataset, tiny_backbone, tiny_study):
+    from longdoc.experiments.longtriever import ABLATIONS, ablation_systems
+
+    study = tiny_study(tiny_dataset, tiny_backbone)
+    rows = ablation_systems(study)
+    assert [r.name for r in rows] == list(ABLATIONS)
+    full, mlm, plain, no_doc, no_inter = rows
+    assert full.pretrain.lmae and not mlm.pretrain.lmae and mlm.pretrain.mlm_ratio == full.pretrain.mlm_ratio
+    assert plain.pretrain is None and plain.encoder == full.encoder
+    assert not no_doc.encoder.doc_token and no_doc.encoder.inter_block and no_doc.pretrain is None
+    assert not no_inter.encoder.doc_token and not no_inter.encoder.inter_block
+    assert all(r.settings_from is full for r in rows[1:])  # one learning rate for the whole ablation
 
 
-def test_starting_model_is_the_backbone_or_the_pretrained_checkpoint(tmp_path, monkeypatch):
-    import torch
+def test_unjudged_documents_leave_out_every_dev_and_test_judgement(tiny_dataset):
+    from longdoc.data import load_dataset
 
-    from longdoc.experiments import cache
-    from longdoc.experiments.longtriever import starting_model
+    data = load_dataset(str(tiny_dataset))
+    ids, texts = unjudged_documents(data)
+    judged = {d for split in ("dev", "test") for docs in data.qrels[split].values() for d in docs}
+    assert ids and not set(ids) & judged and set(ids) | judged == set(data.doc_ids)
+    assert pretraining_texts("unjudged", data) == (ids, texts)
+    with pytest.raises(ValueError, match="needs the dataset"):
+        pretraining_texts("unjudged")
 
-    monkeypatch.setattr(cache, "CACHE_DIR", tmp_path / "cache")
-    (tmp_path / "corpus.txt").write_text("the kernel schedules threads\n\nsockets carry bytes between hosts\n")
-    encoder = LongtrieverConfig(segment_length=16, max_segments=2, max_query_length=8)
-    plain = starting_model(None, encoder, None)
-    tuned = starting_model(None, encoder, PretrainConfig(batch_size=2, max_steps=1, warmup_ratio=0.0), str(tmp_path / "corpus.txt"))
-    assert list(cache.CACHE_DIR.glob("pretrain/*/model/encoder_config.json"))
+
+def test_the_starting_model_is_the_backbone_or_the_pretrained_checkpoint(tiny_dataset, tiny_backbone, isolated_outputs,
+                                                                         tiny_study):
+    from longdoc.experiments.study import System
+
+    study = tiny_study(tiny_dataset, tiny_backbone)
+    plain = study.starting_model(System("III", "Longtriever", study.encoder("Longtriever")))
+    tuned = study.starting_model(System("I", "Longtriever", study.encoder("Longtriever"), pretrain=study.pretrain_config()))
+    assert list((isolated_outputs / "cache").glob("pretrain/*/model/encoder_config.json"))
     changed = [k for k, v in plain.state_dict().items() if not torch.equal(v, tuned.state_dict()[k])]
     assert "doc_embedding" in changed and any(k.startswith("backbone.encoder.layer.") for k in changed)

@@ -7,13 +7,20 @@ from longdoc.experiments.results import ConfigMismatchError, write_metrics
 
 
 def test_metrics_record_carries_provenance_and_refuses_other_config(tmp_path):
-    directory = write_metrics("smoke", "01_x", {"a": 1}, {"MRR@100": 0.5}, "abc", 0, root=tmp_path)
-    record = json.loads((directory / "metrics.json").read_text())
-    assert record["config"] == {"a": 1} and record["data_checksum"] == "abc" and record["seed"] == 0
-    assert "torch" in record["versions"] and "python" in record["versions"]
-    write_metrics("smoke", "01_x", {"a": 1}, {"MRR@100": 0.6}, "abc", 0, root=tmp_path)  # same config: fine
+    def write(config, metrics, checksum="abc"):
+        return write_metrics(tmp_path / "smoke" / "d" / "01_x", "01_x", "smoke", config, metrics, checksum, [0, 1])
+
+    directory = write({"a": 1}, {"MRR@100": 0.5, "missing": float("nan")})
+    text = (directory / "metrics.json").read_text()
+    record = json.loads(text)
+    assert "NaN" not in text and record["metrics"]["missing"] is None  # valid JSON for every reader
+    assert record["config"] == {"a": 1} and record["data_checksum"] == "abc" and record["seeds"] == [0, 1]
+    assert "torch" in record["versions"] and "python" in record["versions"] and record["machine"]["cores"] >= 1
+    write({"a": 1}, {"MRR@100": 0.6})  # same config: fine
     with pytest.raises(ConfigMismatchError, match="another configuration"):
-        write_metrics("smoke", "01_x", {"a": 2}, {"MRR@100": 0.7}, "abc", 0, root=tmp_path)
+        write({"a": 2}, {"MRR@100": 0.7})
+    with pytest.raises(ConfigMismatchError, match="dataset"):
+        write({"a": 1}, {"MRR@100": 0.7}, checksum="other")
     assert json.loads((directory / "metrics.json").read_text())["metrics"] == {"MRR@100": 0.6}
 
 
@@ -36,7 +43,25 @@ def test_cache_builds_once_per_key_and_never_keeps_a_failed_build(tmp_path, monk
 
     with pytest.raises(RuntimeError):
         cache.cached_directory("kind", broken, lr=3e-5)
-    assert not any(p.name.endswith(cache.cache_key(lr=3e-5)) for p in (tmp_path / "kind").iterdir())
+    assert sorted((tmp_path / "kind").iterdir()) == sorted([first, other])  # nothing of the failed build is left
+
+
+def test_cache_keys_hold_a_fingerprint_of_the_code(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "CACHE_DIR", tmp_path)
+    built = cache.cached_directory("kind", lambda d: None, lr=1e-5)
+    assert json.loads((built / "key.json").read_text())["code"] == cache.code_fingerprint()
+    package = tmp_path / "package"
+    for relative in ["models/a.py", "plots.py", "experiments/report.py"]:
+        (package / relative).parent.mkdir(parents=True, exist_ok=True)
+        (package / relative).write_text("x = 1\n")
+    monkeypatch.setattr(cache, "PACKAGE_DIR", package)
+    fingerprint = lambda: (cache.code_fingerprint.cache_clear(), cache.code_fingerprint())[1]  # noqa: E731
+    original = fingerprint()
+    (package / "plots.py").write_text("x = 2\n")  # presentation only: same artefacts
+    assert fingerprint() == original
+    (package / "models" / "a.py").write_text("x = 2\n")  # code that makes artefacts
+    assert fingerprint() != original
+    cache.code_fingerprint.cache_clear()
 
 
 def test_versions_say_whether_the_tree_differed_from_its_commit(tmp_path, monkeypatch):

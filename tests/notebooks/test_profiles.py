@@ -35,17 +35,21 @@ def test_profiles_only_set_parameters_some_notebook_has(profile):
 
 
 def test_a_notebook_value_overrides_the_shared_one(tmp_path):
-    notebook = next(n for n in NOTEBOOKS if "learning_rate" in parameters(n))
+    profiles = tmp_path / "notebooks" / "profiles"
+    profiles.mkdir(parents=True)
+    for notebook in NOTEBOOKS:
+        (tmp_path / "notebooks" / notebook.name).write_text(notebook.read_text())
+    notebook = next(n for n in NOTEBOOKS if "batch_size" in parameters(n))
     profile = yaml.safe_load((PROFILES / "smoke.yaml").read_text())
-    profile["notebooks"] = {notebook.stem: {"learning_rate": 0.5}}
-    (tmp_path / "p.yaml").write_text(yaml.safe_dump(profile))
-    assert parameters_for(tmp_path / "p.yaml", notebook)["learning_rate"] == 0.5
-    other = next(n for n in NOTEBOOKS if n != notebook and "learning_rate" in parameters(n))
-    assert parameters_for(tmp_path / "p.yaml", other)["learning_rate"] == profile["learning_rate"]
-    profile["notebooks"] = {notebook.stem: {"no_such_parameter": 1}}
-    (tmp_path / "p.yaml").write_text(yaml.safe_dump(profile))
-    with pytest.raises(KeyError, match="no_such_parameter"):
-        parameters_for(tmp_path / "p.yaml", notebook)
+    profile["notebooks"] = {notebook.stem: {"batch_size": 7}}
+    (profiles / "p.yaml").write_text(yaml.safe_dump(profile))
+    assert parameters_for(profiles / "p.yaml", notebook)["batch_size"] == 7
+    other = next(n for n in NOTEBOOKS if n != notebook and "batch_size" in parameters(n))
+    assert parameters_for(profiles / "p.yaml", other)["batch_size"] == profile["batch_size"]
+    profile["notebooks"] = {notebook.stem: {"bench_batch": 1}}
+    (profiles / "p.yaml").write_text(yaml.safe_dump(profile))
+    with pytest.raises(ValueError, match="bench_batch"):
+        parameters_for(profiles / "p.yaml", notebook)
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])

@@ -7,6 +7,7 @@ becomes a :class:`RetrievalDataset`, so every notebook runs on any of them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from dataclasses import dataclass, field
@@ -194,7 +195,20 @@ def load_beir(directory: str | Path, name: str | None = None, on_empty: str = "e
     }
     manifest_path = directory / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    if "checksum" not in manifest:  # a user's directory: the checksum of its files' bytes
+        manifest["checksum"] = files_checksum(directory)
     return RetrievalDataset(name or directory.name, corpus, queries, qrels, manifest)
+
+
+def files_checksum(directory: Path) -> str:
+    """SHA-256 over the dataset's files (corpus, queries, every qrels split), names included."""
+    digest = hashlib.sha256()
+    for path in [directory / "corpus.jsonl", directory / "queries.jsonl", *sorted((directory / "qrels").glob("*.tsv"))]:
+        digest.update(path.relative_to(directory).as_posix().encode() + b"\0")
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
 
 
 def write_jsonl(path: Path, rows: Iterable[dict]) -> None:

@@ -45,3 +45,17 @@ def split_summary(dataset: RetrievalDataset) -> pd.DataFrame:
 def pair_summary(pairs: dict[str, list[DocumentPair]]) -> pd.DataFrame:
     return pd.DataFrame({split: {"positive": sum(p.label == 1 for p in rows), "negative": sum(p.label == 0 for p in rows)}
                          for split, rows in pairs.items()}).T
+
+
+def data_findings(lengths: pd.DataFrame, limit: int = 512) -> str:
+    """What the length distribution says against the design targets and SeDR's Figure 1 (computed)."""
+    words, tokens = lengths["words"], lengths["tokens"]
+    fits = float(np.mean(tokens <= limit))
+    return "\n".join([
+        f"- Median length {np.median(words):.0f} words (DESIGN.md planned about 420 for `manpages`); "
+        f"{np.mean(words > 1600):.1%} of documents are longer than 1,600 words (planned: about 10%).",
+        f"- {fits:.1%} of documents fit in {limit} WordPiece tokens (SeDR Figure 1: 29.5% of MS MARCO documents): "
+        f"{'a long-document collection like MS MARCO' if fits < 0.5 else 'mostly short documents, unlike MS MARCO'}.",
+        f"- Median {np.median(tokens):.0f} tokens, 90th percentile {np.percentile(tokens, 90):.0f}: a model that reads "
+        f"one {limit}-token window sees all of only {fits:.0%} of the documents.",
+    ])

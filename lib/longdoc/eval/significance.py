@@ -34,3 +34,35 @@ def paired_bootstrap(
     low, high = np.quantile(means, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
     p = 2 * min(np.mean(means <= 0), np.mean(means >= 0))
     return {"mean_difference": float(diff.mean()), "ci_low": float(low), "ci_high": float(high), "p_value": float(min(p, 1.0))}
+
+
+def seed_query_bootstrap(a: list[dict[str, float]], b: list[dict[str, float]], samples: int = 10_000,
+                         confidence: float = 0.95, seed: int = 0) -> dict[str, float]:
+    """Interval of the difference of two systems' means when each was trained with several seeds.
+
+    ``a`` and ``b`` hold per-query values, one dict per seed (a deterministic system has one). Each
+    resample draws queries with replacement (the same queries for both systems: they are paired) and,
+    independently for each system, its seeds with replacement; the difference of the two means over
+    the resampled seeds and queries is collected. The interval therefore widens with the seed-to-seed
+    spread as well as with the query-to-query spread. The p-value is the paired t-test over queries
+    of the seed-averaged values; ``mean_difference`` is the difference of the seed-averaged means.
+    """
+    if not a or not b:
+        raise ValueError("each system needs at least one seed's per-query values")
+    keys = sorted(a[0])
+    for values in [*a, *b]:
+        if set(values) != set(keys):
+            raise ValueError("all seeds of both systems must be evaluated on the same queries")
+    x = np.array([[values[k] for k in keys] for values in a])  # [Sa, Q]
+    y = np.array([[values[k] for k in keys] for values in b])  # [Sb, Q]
+    rng = np.random.default_rng(seed)
+    weights_x = rng.multinomial(len(x), np.full(len(x), 1 / len(x)), size=samples) / len(x)  # [samples, Sa]
+    weights_y = rng.multinomial(len(y), np.full(len(y), 1 / len(y)), size=samples) / len(y)
+    per_query = weights_x @ x - weights_y @ y  # [samples, Q]: seed-resampled differences per query
+    queries = rng.integers(0, len(keys), size=(samples, len(keys)))
+    means = np.take_along_axis(per_query, queries, axis=1).mean(axis=1)
+    low, high = np.quantile(means, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
+    averaged_x, averaged_y = x.mean(0), y.mean(0)
+    t = paired_t_test(dict(zip(keys, averaged_x)), dict(zip(keys, averaged_y)))
+    return {"mean_difference": float(averaged_x.mean() - averaged_y.mean()), "ci_low": float(low),
+            "ci_high": float(high), "p_value": t["p_value"], "seeds": [len(x), len(y)], "queries": len(keys)}

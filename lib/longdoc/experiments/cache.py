@@ -1,9 +1,14 @@
-"""Artefact cache: expensive outputs (fine-tuned checkpoints, mined negatives) stored under a key
-derived from everything that determines them, so notebooks share a run and a changed parameter
-never reuses a stale artefact."""
+"""Artefact cache: expensive outputs (pre-trained and fine-tuned checkpoints, their runs) stored under
+a key derived from everything that determines them, so notebooks share a run and a changed parameter
+never reuses a stale artefact.
+
+The key also holds a fingerprint of the code that makes artefacts (:func:`code_fingerprint`), so a
+checkpoint made by older code never stands behind a newer record.
+"""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -13,6 +18,26 @@ from longdoc.data.registry import DATA_DIR
 from longdoc.io import atomic_directory, atomic_write
 
 CACHE_DIR = Path(os.environ.get("LONGDOC_CACHE", DATA_DIR / "cache"))
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+# modules that only choose configurations (every choice is in the key itself), present, compare or
+# record results; every other module can change an artefact
+PRESENTATION_ONLY = ("plots.py", "bench/", "experiments/report.py", "experiments/findings.py", "experiments/study.py",
+                     "experiments/baselines.py", "experiments/longtriever.py", "experiments/start_points.py",
+                     "experiments/parameters.py", "experiments/profiles.py", "experiments/results.py",
+                     "experiments/paper.py", "eval/significance.py", "eval/run_files.py", "eval/classification.py",
+                     "eval/probes.py")
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """Hash of the source of every ``longdoc`` module that can change an artefact."""
+    digest = hashlib.sha256()
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        relative = path.relative_to(PACKAGE_DIR).as_posix()
+        if relative.startswith(PRESENTATION_ONLY):
+            continue
+        digest.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def cache_key(**determinants) -> str:
@@ -21,7 +46,9 @@ def cache_key(**determinants) -> str:
 
 
 def cached_directory(kind: str, build, **determinants) -> Path:
-    """``CACHE_DIR/kind/<key>``; calls ``build(tmp_dir)`` to create it when missing (atomically)."""
+    """``CACHE_DIR/kind/<key>``; calls ``build(tmp_dir)`` to create it when missing (atomically).
+    The key covers ``determinants`` and the code fingerprint."""
+    determinants = {**determinants, "code": code_fingerprint()}
     directory = CACHE_DIR / kind / cache_key(**determinants)
     if not (directory / "key.json").exists():
         with atomic_directory(directory) as tmp:

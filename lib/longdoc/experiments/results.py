@@ -1,9 +1,11 @@
-"""Result records: ``results/<profile>/<notebook>/metrics.json`` with config, seed, data checksum and
-versions, written atomically; a rerun never silently overwrites a different configuration's results."""
+"""Result records: ``results/<profile>/<dataset>/<notebook>/metrics.json`` with config, seeds, data
+checksum, code fingerprint and versions, written atomically; a rerun never silently overwrites the
+results of a different configuration or dataset."""
 
 from __future__ import annotations
 
 import json
+import math
 import platform
 import subprocess
 from importlib import metadata
@@ -39,24 +41,60 @@ def _git_state() -> dict:
         return {"git_commit": "unknown"}
 
 
+def machine() -> dict[str, str | int]:
+    """The CPU (and GPU) the record was made on: timings mean nothing without it."""
+    import os
+
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as handle:
+            cpu = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    found = {"cpu": cpu, "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+             "torch_threads": torch.get_num_threads()}
+    if torch.cuda.is_available():
+        found["gpu"] = torch.cuda.get_device_name()
+    return found
+
+
 class ConfigMismatchError(RuntimeError):
     pass
 
 
-def write_metrics(profile: str, notebook: str, config: dict, metrics: dict, data_checksum: str, seed: int,
-                  overwrite: bool = False, root: Path | None = None) -> Path:
-    """Write the record; refuse (unless ``overwrite``) when one exists with a different config."""
-    directory = (root or RESULTS_DIR) / profile / notebook
+def finite(value):
+    """JSON without NaN/Infinity (invalid JSON for most readers): non-finite floats become None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def write_metrics(directory: Path, notebook: str, profile: str, config: dict, metrics: dict, data_checksum: str,
+                  seeds: list[int], extra: dict | None = None, overwrite: bool = False) -> Path:
+    """Write ``directory/metrics.json``; refuse (unless ``overwrite``) when one exists with a different
+    config or data checksum."""
+    directory = Path(directory)
     path = directory / "metrics.json"
+    config = json.loads(json.dumps(finite(config), default=str))
     if path.exists() and not overwrite:
         previous = json.loads(path.read_text())
-        if previous.get("config") != json.loads(json.dumps(config, default=str)):
+        if previous.get("config") != config or previous.get("data_checksum") != data_checksum:
             raise ConfigMismatchError(
-                f"{path} holds results of another configuration; pass overwrite=True or use another profile name"
+                f"{path} holds results of another configuration or dataset; pass overwrite=True or use another profile name"
             )
-    record = {"notebook": notebook, "profile": profile, "config": config, "seed": seed,
-              "data_checksum": data_checksum, "versions": versions(), "metrics": metrics}
+    record = {"notebook": notebook, "profile": profile, "config": config, "seeds": seeds, "data_checksum": data_checksum,
+              "versions": versions(), "machine": machine(), **(extra or {}), "metrics": metrics}
+    text = json.dumps(finite(json.loads(json.dumps(record, default=str))), indent=2, sort_keys=True, allow_nan=False)
     with atomic_write(path) as handle:
-        json.dump(record, handle, indent=2, sort_keys=True, default=str)
-        handle.write("\n")
+        handle.write(text + "\n")
     return directory
+
+
+def read_metrics(path: Path) -> dict:
+    return json.loads(Path(path).read_text())

@@ -1,19 +1,18 @@
-"""Retrieval experiments: runs of BM25 and dense models, fine-tuning with cached checkpoints, tables.
+"""Retrieval runs: BM25, dense models, fine-tuning with dev selection and cached checkpoints.
 
-The notebooks are thin: everything they compute goes through these functions.
+Every fine-tuning run (one model, one learning rate, one seed, one protocol) is cached with the runs
+of its dev-best checkpoint on the dev and test queries, so notebooks that share a run share its
+checkpoint and its runs, and a table never re-encodes the corpus.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import pandas as pd
-
 from longdoc.data.beir import RetrievalDataset
-from longdoc.eval.metrics import Run, evaluate, per_query
-from longdoc.eval.significance import paired_t_test
+from longdoc.eval.metrics import Run, evaluate
 from longdoc.experiments.cache import cached_directory, portable
 from longdoc.index.bm25 import BM25Retriever
 from longdoc.index.dense import DenseIndex
@@ -21,24 +20,38 @@ from longdoc.models.biencoder import BiEncoder, EncoderConfig, FirstP, MaxP
 from longdoc.models.hi_transformer import HiTransformer
 from longdoc.models.longtriever import Longtriever
 from longdoc.models.parade import Parade
+from longdoc.seeding import seeded
 from longdoc.text.segments import SegmentedCorpus
 from longdoc.train.loop import TrainConfig, train_biencoder
 from longdoc.train.negatives import negatives_from_run
 
 MODELS = {"FirstP": FirstP, "MaxP": MaxP, "PARADE": Parade, "Hi-Transformer": HiTransformer, "Longtriever": Longtriever}
+RUN_DEPTH = 100  # documents per query in every run (MRR@100, R@100)
+SELECTION_MEASURE = "MRR@100"
+EVALUATION_SPLITS = ("dev", "test")
+NEGATIVES = ("none", "bm25")
 
 
-def bm25_run(dataset: RetrievalDataset, queries: dict[str, str], k: int = 100, **params) -> Run:
+def bm25_run(dataset: RetrievalDataset, queries: dict[str, str], k: int = RUN_DEPTH, **params) -> Run:
     retriever = BM25Retriever(**params).index(dataset.doc_ids, dataset.texts)
     return retriever.search(queries, k)
 
 
+_SEGMENTED: dict[tuple, SegmentedCorpus] = {}  # in-process: a study segments its corpus once per block shape
+
+
 def segment_corpus(model: BiEncoder, dataset: RetrievalDataset) -> SegmentedCorpus:
-    return SegmentedCorpus.build(model.tokenizer, dataset.doc_ids, dataset.texts,
-                                 model.config.segment_length, model.config.max_segments)
+    """The dataset's documents cut into the model's blocks (tokenized once per process and shape)."""
+    config = model.config
+    key = (dataset.name, dataset.checksum, len(dataset.corpus), model.tokenizer.name_or_path, len(model.tokenizer),
+           config.segment_length, config.max_segments, config.document_tokens)
+    if key not in _SEGMENTED:
+        _SEGMENTED[key] = SegmentedCorpus.build(model.tokenizer, dataset.doc_ids, dataset.texts, config.segment_length,
+                                                config.max_segments, config.document_tokens)
+    return _SEGMENTED[key]
 
 
-def dense_run(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str, str], k: int = 100,
+def dense_run(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str, str], k: int = RUN_DEPTH,
               index_factory: str = "Flat", progress: bool = True) -> Run:
     """Encode the corpus (one vector per segment), search, max-pool segment hits into documents."""
     vectors, owners = model.encode_corpus(corpus, progress=progress)
@@ -58,40 +71,88 @@ def model_negatives(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str
     return negatives_from_run(dense_run(model, corpus, queries, depth, progress=False), qrels, depth)
 
 
-def dev_mrr(dataset: RetrievalDataset, corpus: SegmentedCorpus, measure: str = "MRR@100"):
-    """A dev-set scorer for the training loop's model selection (never the test split)."""
-    queries, qrels = dataset.split("dev")
+def evaluation_queries(dataset: RetrievalDataset) -> dict[str, dict[str, str]]:
+    """The queries of the dev and test splits (dev is required: it selects models)."""
+    if "dev" not in dataset.qrels:
+        raise ValueError(f"{dataset.name} has no dev split (qrels/dev.tsv): model selection needs one")
+    return {split: dataset.split(split)[0] for split in EVALUATION_SPLITS if split in dataset.qrels}
 
-    def score(model: BiEncoder) -> float:
-        return evaluate(dense_run(model, corpus, queries, progress=False), qrels, [measure])[measure]
 
-    return score
+class DevEvaluator:
+    """The dev evaluation inside fine-tuning: each call encodes the corpus once, searches the dev and
+    test queries, and scores dev only (``SELECTION_MEASURE``); the runs of every evaluated step are
+    kept, so the dev-best checkpoint's test run needs no second encoding. Test judgements are never
+    read."""
+
+    def __init__(self, dataset: RetrievalDataset, corpus: SegmentedCorpus):
+        self.queries = evaluation_queries(dataset)
+        self.dev_qrels = dataset.split("dev")[1]
+        self.corpus = corpus
+        self.runs: dict[int, dict[str, Run]] = {}
+
+    def __call__(self, model: BiEncoder, step: int) -> float:
+        merged = {q: text for queries in self.queries.values() for q, text in queries.items()}
+        run = dense_run(model, self.corpus, merged, RUN_DEPTH, progress=False)
+        self.runs[step] = {split: {q: run[q] for q in queries} for split, queries in self.queries.items()}
+        return evaluate(self.runs[step]["dev"], self.dev_qrels, [SELECTION_MEASURE])[SELECTION_MEASURE]
+
+
+@dataclass
+class FineTuned:
+    """A cached fine-tuning: its directory, training history and the runs of its dev-best checkpoint."""
+
+    model_name: str
+    directory: Path
+    history: dict
+    runs: dict[str, Run]
+
+    def model(self) -> BiEncoder:
+        return MODELS[self.model_name].load(self.directory / "model")
+
+    @property
+    def best_dev(self) -> float:
+        return self.history["iterations"][-1]["best_dev"]
+
+
+def _load(model_name: str, directory: Path) -> FineTuned:
+    return FineTuned(model_name, directory, json.loads((directory / "history.json").read_text()),
+                     json.loads((directory / "runs.json").read_text()))
+
+
+def build_model(model_name: str, encoder: EncoderConfig, seed: int, init: str | Path | None = None) -> BiEncoder:
+    """A model of ``MODELS`` from the backbone (new parameters drawn under ``seed``) or a checkpoint."""
+    if model_name not in MODELS:
+        raise KeyError(f"unknown model {model_name!r}; known: {sorted(MODELS)}")
+    with seeded(seed):
+        return MODELS[model_name].load(init) if init else MODELS[model_name](encoder)
 
 
 def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig, train: TrainConfig,
-             negatives: str = "bm25", negative_depth: int = 100, iterations: int = 1,
-             init: str | Path | None = None, progress: bool = True) -> tuple[BiEncoder, dict]:
-    """Fine-tune a model on the train split; the checkpoint is cached under a key of everything that
-    determines it (dataset checksum, configs, negatives, iterations, starting checkpoint).
+             negatives: str = "none", negative_depth: int = 100, iterations: int = 1,
+             init: str | Path | None = None, progress: bool = True) -> FineTuned:
+    """Fine-tune a model on the train split with dev selection; cached under a key of everything that
+    determines it (dataset checksum, configs, negatives, iterations, starting checkpoint, code).
 
-    Iteration 1 uses in-batch negatives plus ``negatives`` ("bm25" or "none"); every further
-    iteration continues from the previous one with hard negatives mined by that model (ANCE/STAR;
-    Longtriever section 4.2: one BM25 iteration, then two with the model's own negatives).
-    ``init`` is a saved model directory to start from (a pre-trained Longtriever), else the backbone.
-    Model selection on dev runs only when an iteration has several epochs.
+    Iteration 1 uses in-batch negatives plus ``negatives`` ("none" or "bm25": ``train.hard_negatives``
+    per query from BM25's top ``negative_depth``); every further iteration continues from the previous
+    one's dev-best checkpoint with hard negatives mined by that model (ANCE/STAR; Longtriever section
+    4.2: one BM25 iteration, then two with the model's own negatives). ``init`` is a saved model
+    directory to start from (a pre-trained Longtriever), else the backbone.
     """
     if iterations < 1:
         raise ValueError(f"iterations must be >= 1, got {iterations}")
-    if negatives not in ("bm25", "none"):
-        raise ValueError(f"negatives must be 'bm25' or 'none', got {negatives!r}")
-    model_class = MODELS[model_name]
+    if negatives not in NEGATIVES:
+        raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
+    if negatives == "none" and iterations == 1 and train.hard_negatives:
+        raise ValueError("negatives='none' (in-batch only) needs train.hard_negatives=0")
+    evaluation_queries(dataset)  # fail early without a dev split
     train_queries, train_qrels = dataset.split("train")
     common = dict(model_name=model_name, dataset=dataset, encoder=encoder, train=train, negatives=negatives,
                   negative_depth=negative_depth, init=init, progress=progress)
 
     def build(directory: Path) -> None:
         if iterations == 1:
-            model = model_class.load(init) if init else model_class(encoder)
+            model = build_model(model_name, encoder, train.seed, init)
             corpus = segment_corpus(model, dataset)
             if negatives == "bm25":
                 mined = negatives_from_run(bm25_run(dataset, train_queries, negative_depth), train_qrels, negative_depth)
@@ -99,15 +160,17 @@ def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig,
                 mined = {}
             history = []
         else:
-            model, previous = finetune(**common, iterations=iterations - 1)
+            previous = finetune(**common, iterations=iterations - 1)
+            model = previous.model()
             corpus = segment_corpus(model, dataset)
             mined = model_negatives(model, corpus, train_queries, train_qrels, negative_depth)
-            history = previous["iterations"]
-        dev_eval = dev_mrr(dataset, corpus) if train.epochs > 1 else None
-        result = train_biencoder(model, dataset.queries, train_qrels, corpus, mined, train, dev_eval=dev_eval, progress=progress)
+            history = previous.history["iterations"]
+        evaluator = DevEvaluator(dataset, corpus)
+        result = train_biencoder(model, dataset.queries, train_qrels, corpus, mined, train, dev_eval=evaluator, progress=progress)
         model.save(directory / "model")
         record = {"iterations": history + [asdict(result) | {"negatives": negatives if iterations == 1 else "model"}]}
         (directory / "history.json").write_text(json.dumps(record, indent=2))
+        (directory / "runs.json").write_text(json.dumps(evaluator.runs[result.best_step]))
 
     directory = cached_directory(
         "finetune", build, model=model_name, dataset=dataset.name, data_checksum=dataset.checksum,
@@ -115,16 +178,21 @@ def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig,
         train=asdict(train), negatives=negatives, negative_depth=negative_depth, iterations=iterations,
         init=portable(init) if init else None,
     )
-    history = json.loads((directory / "history.json").read_text())
-    return model_class.load(directory / "model"), history
+    return _load(model_name, directory)
 
 
-def metrics_table(runs: dict[str, Run], qrels: dict, measures: list[str]) -> pd.DataFrame:
-    return pd.DataFrame({name: evaluate(run, qrels, measures) for name, run in runs.items()}).T[measures]
+def zero_shot(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig, seed: int = 0,
+              progress: bool = True) -> dict[str, Run]:
+    """Runs of a model that is not fine-tuned (the backbone as it is), on the dev and test queries."""
 
+    def build(directory: Path) -> None:
+        model = build_model(model_name, encoder, seed)
+        merged = {q: t for queries in evaluation_queries(dataset).values() for q, t in queries.items()}
+        run = dense_run(model, segment_corpus(model, dataset), merged, RUN_DEPTH, progress=progress)
+        runs = {split: {q: run[q] for q in queries} for split, queries in evaluation_queries(dataset).items()}
+        (directory / "runs.json").write_text(json.dumps(runs))
 
-def significance_against(runs: dict[str, Run], qrels: dict, baseline: str, measure: str) -> pd.DataFrame:
-    """Paired t-test of every system against ``baseline`` on per-query ``measure``."""
-    values = {name: per_query(run, qrels, [measure])[measure] for name, run in runs.items()}
-    rows = {name: paired_t_test(values[name], values[baseline]) for name in runs if name != baseline}
-    return pd.DataFrame(rows).T.rename(columns={"mean_difference": f"Δ{measure} vs {baseline}"})
+    directory = cached_directory("zero_shot", build, model=model_name, dataset=dataset.name,
+                                 data_checksum=dataset.checksum, subsample=dataset.manifest.get("subsample"),
+                                 encoder={"class": type(encoder).__name__, **asdict(encoder)}, seed=seed)
+    return json.loads((directory / "runs.json").read_text())

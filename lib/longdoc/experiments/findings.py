@@ -1,0 +1,109 @@
+"""Findings computed from the numbers: each paper claim gets a verdict from our interval.
+
+A :class:`Claim` says "``system`` beats ``against``" (on a measure), as the paper reports. Its verdict
+comes from the 95% interval of our difference over queries and seeds (:meth:`Study.compare`):
+
+- **holds**: the interval lies above zero;
+- **reversed**: the interval lies below zero;
+- **not shown at this scale**: the interval includes zero (our runs cannot tell the two apart);
+- **not testable at this scale**: a stated precondition failed (e.g. pre-training did not move the
+  start point at the ``cpu`` budget), so the comparison cannot speak to the claim.
+
+No sentence here is written by hand after the fact: the notebook's last cell and the results report
+show exactly what :func:`assess` computed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+HOLDS, REVERSED, NOT_SHOWN, NOT_TESTABLE = "holds", "reversed", "not shown at this scale", "not testable at this scale"
+
+
+@dataclass(frozen=True)
+class Precondition:
+    """What must be true for a comparison to test a claim, and whether it is."""
+
+    holds: bool
+    what: str  # e.g. "pre-training raises the start probe's dev accuracy (0.10 vs 0.16)"
+
+
+@dataclass(frozen=True)
+class Claim:
+    statement: str  # the paper's claim, in a few words
+    system: str  # the system the paper finds better ...
+    against: str  # ... than this one
+    paper: str = ""  # the paper's numbers behind it
+    measure: str = "MRR@100"
+    precondition: Precondition | None = None
+
+
+def verdict(low: float, high: float, precondition: Precondition | None = None) -> str:
+    if precondition is not None and not precondition.holds:
+        return NOT_TESTABLE
+    if low > 0:
+        return HOLDS
+    if high < 0:
+        return REVERSED
+    return NOT_SHOWN
+
+
+def assess(study, claims: list[Claim]) -> pd.DataFrame:
+    """One row per claim: the paper's numbers, our Δ with its 95% interval, p-value and verdict."""
+    rows = []
+    for claim in claims:
+        stats = study.compare([(claim.system, claim.against)], claim.measure).iloc[0]
+        rows.append({
+            "claim": claim.statement, "paper": claim.paper, "measure": claim.measure,
+            "ours: Δ [95% CI]": f"{stats['Δ']:+.3f} [{stats['95% CI low']:+.3f}, {stats['95% CI high']:+.3f}]",
+            "p (paired t)": round(float(stats["p (paired t)"]), 4),
+            "verdict": verdict(stats["95% CI low"], stats["95% CI high"], claim.precondition),
+            "condition": "" if claim.precondition is None else
+                         f"{'met' if claim.precondition.holds else 'NOT met'}: {claim.precondition.what}",
+        })
+    return pd.DataFrame(rows)
+
+
+class Findings:
+    """The verdict table, shown as Markdown in a notebook's last cell and kept in its record."""
+
+    def __init__(self, table: pd.DataFrame, context: str = ""):
+        self.table = table
+        self.context = context
+
+    def counts(self) -> dict[str, int]:
+        return self.table["verdict"].value_counts().to_dict() if len(self.table) else {}
+
+    def markdown(self) -> str:
+        lines = [self.context] if self.context else []
+        if len(self.table):
+            counts = ", ".join(f"{n} {v}" for v, n in self.counts().items())
+            lines.append(f"**{len(self.table)} claim(s) of the paper: {counts}.**\n")
+            lines.append(markdown_table(self.table))
+        return "\n".join(lines)
+
+    def _repr_markdown_(self) -> str:
+        return self.markdown()
+
+    def __repr__(self) -> str:
+        return self.markdown()
+
+    def as_record(self) -> dict:
+        return {"context": self.context, "claims": self.table.to_dict(orient="records")}
+
+
+def markdown_table(frame: pd.DataFrame, index: bool = False) -> str:
+    """A pipe table (no extra dependency); ``index`` adds the frame's index as the first column."""
+    frame = frame.reset_index() if index else frame
+    header = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([header, rule, *body])
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) >= 1e-3 or value == 0 else f"{value:.1e}"
+    return str(value).replace("|", "\\|").replace("\n", " ")

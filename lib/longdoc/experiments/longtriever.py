@@ -1,0 +1,150 @@
+"""The Longtriever paper's experiments as rows and claims: main tables (Tables 1–2), the ablation
+(Table 4) and the hyperparameter sweeps (Figure 3), for notebooks 10–13.
+
+Protocols as the paper states them: Tables 2 and 4 fine-tune every model for one iteration with
+in-batch negatives only; Table 1 fine-tunes Longtriever with BM25 negatives, then with its own
+(:func:`longdoc.experiments.study.table1_protocol`). Ablation rows and sweep points keep row I's
+dev-chosen learning rate (an ablation changes one component and keeps the rest), and the record
+says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pandas as pd
+
+from longdoc.experiments.baselines import passage_baselines
+from longdoc.experiments.findings import Claim, Precondition
+from longdoc.experiments.paper import paper_results
+from longdoc.experiments.study import Study, System, table1_protocol
+from longdoc.train.pretrain import PretrainConfig
+
+# Table 4's rows: (pre-training objective or None, encoder switches)
+ABLATIONS = {
+    "I. Longtriever": ("lmae+mlm", {}),
+    "II. I w/o LMAE": ("mlm", {}),
+    "III. II w/o MLM": (None, {}),
+    "IV. III w/o [DOC]": (None, {"doc_token": False}),
+    "V. IV w/o inter-block": (None, {"doc_token": False, "inter_block": False}),
+}
+
+
+def paper_mrr(name: str) -> float:
+    table = paper_results("longtriever").set_index("our_name")
+    return float(table.loc[name, "MRR@100"])
+
+
+def longtriever(study: Study, name: str | None = None, pretrain: PretrainConfig | None = None, **encoder_changes) -> System:
+    """Longtriever pre-trained with the study's budget (LMAE + MLM), then fine-tuned (Table 2's protocol)."""
+    n, m = study.params["max_blocks"], study.params["block_size"]
+    return System(name or f"Longtriever {n}×{m}", "Longtriever", study.encoder("Longtriever", **encoder_changes),
+                  pretrain=pretrain or study.pretrain_config(), pretrain_corpus=study.params["pretrain_corpus"],
+                  paper_name="Longtriever")
+
+
+def main_systems(study: Study) -> list[System]:
+    """Tables 1–2: the passage baselines, PARADE, Hi-Transformer, Longtriever (in-batch, one
+    iteration), and Longtriever under Table 1's iterative protocol."""
+    n, m = study.params["max_blocks"], study.params["block_size"]
+    row = longtriever(study)
+    iterative = replace(row, name=f"{row.name}, Table 1 protocol", paper_name="Longtriever (iterative)", settings_from=row,
+                        protocol=table1_protocol(study.params["hard_negatives"], study.params["iterations"]))
+    return passage_baselines(study) + [
+        System(f"PARADE {n}×{m}", "PARADE", study.encoder("PARADE"), paper_name="PARADE"),
+        System(f"Hi-Transformer {n}×{m}", "Hi-Transformer", study.encoder("Hi-Transformer"), paper_name="Hi-Transformer"),
+        row, iterative,
+    ]
+
+
+def main_claims(study: Study) -> list[Claim]:
+    n, m = study.params["max_blocks"], study.params["block_size"]
+    lt, first, parade, hit = f"Longtriever {n}×{m}", f"FirstP 1×{m}", f"PARADE {n}×{m}", f"Hi-Transformer {n}×{m}"
+    iterative = f"{lt}, Table 1 protocol"
+    v = paper_mrr
+    return [
+        Claim("Longtriever beats BERT-Passage (the first block only)", lt, first,
+              f"{v('Longtriever'):.3f} vs {v('FirstP'):.3f} (Table 2)"),
+        Claim("Longtriever beats BERT-PARADE", lt, parade, f"{v('Longtriever'):.3f} vs {v('PARADE'):.3f} (Table 2)"),
+        Claim("Longtriever beats Hi-Transformer", lt, hit, f"{v('Longtriever'):.3f} vs {v('Hi-Transformer'):.3f} (Table 2)"),
+        Claim("BERT-PARADE beats BERT-Passage", parade, first, f"{v('PARADE'):.3f} vs {v('FirstP'):.3f} (Table 2)"),
+        Claim("Longtriever (Table 1 protocol) beats BM25", iterative, "BM25",
+              f"{v('Longtriever (iterative)'):.3f} vs {v('BM25'):.3f} (Table 1)"),
+        Claim("BM25 then self-mined negatives beat one in-batch iteration", iterative, lt,
+              f"{v('Longtriever (iterative)'):.3f} (Table 1, after MS MARCO passage fine-tuning too) vs {v('Longtriever'):.3f} (Table 2)"),
+    ]
+
+
+def ablation_systems(study: Study) -> list[System]:
+    """Table 4's rows I–V; rows II–V take row I's dev-chosen learning rate."""
+    first = longtriever(study, "I. Longtriever")
+    rows = [first]
+    for name, (objective, switches) in list(ABLATIONS.items())[1:]:
+        pretrain = None if objective is None else replace(first.pretrain, lmae=objective == "lmae+mlm")
+        rows.append(System(name, "Longtriever", study.encoder("Longtriever", **switches), pretrain=pretrain,
+                           pretrain_corpus=study.params["pretrain_corpus"], settings_from=first, paper_name=name))
+    return rows
+
+
+def pretraining_helps(probes: pd.DataFrame, pretrained: str, plain: str) -> Precondition:
+    """Pre-training can only matter if it moves the start point: the pre-trained start must beat the
+    start without pre-training on the dev in-batch probe (higher accuracy and lower loss)."""
+    a, b = probes.loc[pretrained], probes.loc[plain]
+    holds = bool(a["accuracy"] > b["accuracy"] and a["loss"] < b["loss"])
+    return Precondition(holds, f"start probe of {pretrained} vs {plain}: accuracy "
+                               f"{a['accuracy']:.3f} vs {b['accuracy']:.3f}, loss {a['loss']:.2f} vs {b['loss']:.2f}")
+
+
+def ablation_claims(probes: pd.DataFrame) -> list[Claim]:
+    """Table 4's claims; those about pre-training are testable only where pre-training moved the start."""
+    names = list(ABLATIONS)
+    v = {name: paper_mrr(name) for name in names}
+    lmae, mlm, plain, no_doc, no_inter = names
+    return [
+        Claim("pre-training (LMAE + MLM) helps", lmae, plain, f"{v[lmae]:.3f} vs {v[plain]:.3f}",
+              precondition=pretraining_helps(probes, lmae, plain)),
+        Claim("LMAE adds to MLM pre-training", lmae, mlm, f"{v[lmae]:.3f} vs {v[mlm]:.3f}",
+              precondition=pretraining_helps(probes, lmae, plain)),
+        Claim("MLM pre-training helps", mlm, plain, f"{v[mlm]:.3f} vs {v[plain]:.3f}",
+              precondition=pretraining_helps(probes, mlm, plain)),
+        Claim("the [DOC] token helps", plain, no_doc, f"{v[plain]:.3f} vs {v[no_doc]:.3f}"),
+        Claim("the inter-block encoder helps", no_doc, no_inter, f"{v[no_doc]:.3f} vs {v[no_inter]:.3f}"),
+    ]
+
+
+def block_size_systems(study: Study) -> list[System]:
+    """Figure 3a: the full Longtriever at each block size M, the content read per document fixed at
+    ``document_tokens`` (N = ceil(document_tokens / (M − 2)) blocks, the last one shorter)."""
+    tokens, base = study.params["document_tokens"], longtriever(study)
+    rows = []
+    for size in study.params["sweep_block_sizes"]:
+        blocks = math.ceil(tokens / (size - 2))
+        encoder = study.encoder("Longtriever", segment_length=size, max_segments=blocks, document_tokens=tokens)
+        rows.append(replace(base, name=f"M = {size} (N = {blocks})", encoder=encoder, settings_from=base))
+    return rows
+
+
+def lmae_ratio_systems(study: Study) -> list[System]:
+    """Figure 3b: the full Longtriever pre-trained at each LMAE masking ratio (MLM ratio fixed)."""
+    base = longtriever(study)
+    return [replace(base, name=f"LMAE ratio {ratio}", pretrain=replace(base.pretrain, lmae_ratio=ratio), settings_from=base)
+            for ratio in study.params["sweep_lmae_ratios"]]
+
+
+def rising_claims(names: list[str], statement: str, paper: str, precondition: Precondition | None = None) -> list[Claim]:
+    """A trend claim as consecutive pairs: each point beats the one before it."""
+    return [Claim(f"{statement}: {later} above {earlier}", later, earlier, paper, precondition=precondition)
+            for earlier, later in zip(names, names[1:])]
+
+
+def ratio_claims(study: Study, systems: list[System], probes: pd.DataFrame, plain: str = "without pre-training") -> list[Claim]:
+    """Figure 3b's claim, a peak at 0.5: the 0.5 point beats every other point; testable only if
+    pre-training at 0.5 moves the start point."""
+    by_ratio = {system.pretrain.lmae_ratio: system.name for system in systems}
+    if 0.5 not in by_ratio:
+        return []
+    peak = by_ratio[0.5]
+    condition = pretraining_helps(probes, peak, plain)
+    return [Claim(f"LMAE ratio 0.5 beats {ratio}", peak, name, "Figure 3b: peak at 0.5", precondition=condition)
+            for ratio, name in by_ratio.items() if ratio != 0.5]

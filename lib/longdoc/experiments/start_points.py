@@ -1,0 +1,76 @@
+"""Where each model starts before fine-tuning, and the alternatives its new parameters could start from.
+
+Every new parameter starts from a value the in-batch probe (:mod:`longdoc.eval.probes`) can justify:
+notebook 10 probes each model's start (ours) beside the alternatives below, on dev queries, so the
+choice is re-checked by every run. The alternatives are what the released code or the original
+paper did where it differs from ours.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Callable
+
+import pandas as pd
+import torch
+from torch import nn
+
+from longdoc.eval.probes import in_batch_probe
+from longdoc.experiments.retrieval import segment_corpus
+from longdoc.experiments.study import Study, System
+from longdoc.models.biencoder import BiEncoder
+from longdoc.seeding import seeded
+
+
+def _doc_from_normal(model: BiEncoder) -> None:
+    model.doc_embedding.data.normal_(0.0, 1.0)  # nn.Embedding's default, as the released code left it
+
+
+def _inter_layers_random(model: BiEncoder) -> None:
+    for layer in model.inter_layers:
+        layer.apply(model.backbone._init_weights)
+
+
+def _aggregator_from_backbone(model: BiEncoder) -> None:
+    layers = model.backbone.encoder.layer
+    model.aggregator = nn.ModuleList(copy.deepcopy(layer) for layer in layers[len(layers) - len(model.aggregator):])
+
+
+def _random_pooling_query(model: BiEncoder) -> None:
+    model.pooling.query.data.normal_(0.0, model.backbone.config.initializer_range)
+
+
+ALTERNATIVES: dict[str, dict[str, Callable[[BiEncoder], None]]] = {
+    "Longtriever": {"[DOC] ~ N(0, 1), as released": _doc_from_normal,
+                    "inter-block layers random, as released": _inter_layers_random},
+    "PARADE": {"aggregation layers copied from the backbone's last layers": _aggregator_from_backbone},
+    "Hi-Transformer": {"random pooling query": _random_pooling_query},
+}
+
+
+def start_probes(study: Study, systems: list[System], size: int = 128, alternatives: bool = True) -> pd.DataFrame:
+    """The probe of every system's start point and (``alternatives``) of each alternative start of
+    its new parameters, for the systems that have them and are not pre-trained."""
+    dev_queries, dev_qrels = study.split("dev")
+    rows, probed = {}, {}
+    for system in systems:
+        if system.model == "BM25":
+            continue
+        start = (system.model, repr(system.encoder), repr(system.pretrain), system.pretrain_corpus)
+        if start in probed:  # the same start point (e.g. one model under two fine-tuning protocols)
+            rows[system.name] = {**rows[probed[start]], "start": f"as {probed[start]}"}
+            continue
+        probed[start] = system.name
+        model = study.starting_model(system)
+        corpus = segment_corpus(model, study.data)
+        rows[system.name] = {"start": "ours", **in_batch_probe(model, corpus, dev_queries, dev_qrels, size=size)}
+        if system.pretrain is not None or not alternatives:
+            continue  # alternatives concern the untrained new parameters
+        for label, change in ALTERNATIVES.get(system.model, {}).items():
+            variant = study.starting_model(system)
+            with seeded(study.seeds[0]), torch.no_grad():
+                change(variant)
+            rows[f"{system.name}: {label}"] = {"start": label, **in_batch_probe(variant, corpus, dev_queries, dev_qrels, size=size)}
+    table = pd.DataFrame(rows).T
+    table["chance"] = 1.0 / table["queries"].astype(float)
+    return table[["start", "queries", "accuracy", "chance", "loss", "cosine"]]

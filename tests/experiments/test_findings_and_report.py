@@ -1,0 +1,70 @@
+"""Verdicts come from intervals and preconditions; the report is rendered from the records alone."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from longdoc.experiments import report
+from longdoc.experiments.findings import (HOLDS, NOT_SHOWN, NOT_TESTABLE, REVERSED, Claim, Findings, Precondition,
+                                          assess, markdown_table, verdict)
+
+
+def test_verdicts_follow_the_interval_and_the_precondition():
+    assert verdict(0.01, 0.05) == HOLDS and verdict(-0.05, -0.01) == REVERSED and verdict(-0.01, 0.02) == NOT_SHOWN
+    assert verdict(0.01, 0.05, Precondition(False, "pre-training did not move the start")) == NOT_TESTABLE
+    assert verdict(0.01, 0.05, Precondition(True, "it did")) == HOLDS
+
+
+class FakeStudy:
+    def __init__(self, intervals):
+        self.intervals = intervals
+
+    def compare(self, pairs, measure):
+        (a, b), = pairs
+        low, high = self.intervals[(a, b)]
+        return pd.DataFrame([{"Δ": (low + high) / 2, "95% CI low": low, "95% CI high": high, "p (paired t)": 0.01}])
+
+
+def test_assess_gives_one_row_per_claim_with_its_interval():
+    study = FakeStudy({("A", "B"): (0.01, 0.03), ("B", "C"): (-0.04, -0.02), ("A", "C"): (0.02, 0.06)})
+    claims = [Claim("A beats B", "A", "B", "0.3 vs 0.2"), Claim("B beats C", "B", "C"),
+              Claim("A beats C", "A", "C", precondition=Precondition(False, "probe of A 0.1 vs C 0.2"))]
+    table = assess(study, claims)
+    assert list(table.verdict) == [HOLDS, REVERSED, NOT_TESTABLE]
+    assert table.loc[0, "ours: Δ [95% CI]"] == "+0.020 [+0.010, +0.030]"
+    assert "NOT met: probe of A" in table.loc[2, "condition"]
+    text = Findings(table, "context line").markdown()
+    assert "3 claim(s) of the paper: 1 holds, 1 reversed, 1 not testable at this scale." in text
+    assert text.count("\n| ") >= 4
+
+
+def test_markdown_table_escapes_pipes_and_formats_numbers():
+    text = markdown_table(pd.DataFrame({"a": ["x|y"], "b": [0.12345], "c": [0.00001]}))
+    assert "x\\|y" in text and "0.123" in text and "1.0e-05" in text
+
+
+def write_record(root, notebook, dataset="manpages", findings=None):
+    directory = root / "cpu" / dataset / notebook
+    directory.mkdir(parents=True)
+    record = {"notebook": notebook, "profile": "cpu", "dataset": dataset, "seeds": [0, 1, 2], "data_checksum": "abc" * 8,
+              "versions": {"git_commit": "f" * 40, "git_dirty": False}, "code_fingerprint": "0123456789abcdef",
+              "machine": {"cpu": "Test CPU", "cores": 2}, "usage": {"seconds": 61.0, "peak_rss_gib": 1.5},
+              "metrics": {"tables": [{"title": "Main", "note": "", "markdown": "| a |\n|---|\n| 1 |"}],
+                          "figures": [f"figures/cpu/{dataset}/{notebook}.png"], "findings": findings}}
+    (directory / "metrics.json").write_text(json.dumps(record))
+
+
+def test_the_report_is_rendered_from_the_records(tmp_path):
+    root = tmp_path / "results"
+    claims = [{"claim": "A beats B", "paper": "0.3 vs 0.2", "verdict": HOLDS}]
+    write_record(root, "10_longtriever_main", findings={"context": "", "claims": claims})
+    write_record(root, "14_efficiency", dataset="random-weights")
+    (root / "cpu" / "timings.tsv").write_text("10_longtriever_main\t100\tok\tT\n10_longtriever_main\t120\tok\tT2\n")
+    text = report.render("cpu", root=root, link_base=tmp_path, out=tmp_path / "RESULTS.md")
+    assert "commit `ffffffffffff`" in text and "Test CPU, 2 cores" in text
+    assert "| 10_longtriever_main | manpages | 2.0 min |" in text  # the last timing of a notebook counts
+    assert "| A beats B | 0.3 vs 0.2 | holds |" in text and "### Main" in text
+    assert "](figures/cpu/manpages/10_longtriever_main.png)" in text
+    with pytest.raises(FileNotFoundError, match="run_all.sh --profile smoke"):
+        report.render("smoke", root=root)

@@ -1,0 +1,111 @@
+"""The study protocol: settings chosen on dev (never on test), seeded construction, configs by keyword."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from longdoc.experiments.parameters import check_parameters
+from longdoc.experiments.profiles import notebook_parameters, parameters_for
+from longdoc.experiments.study import Study, System
+
+NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+PROFILES = Path(__file__).parents[2] / "notebooks" / "profiles"
+
+
+def test_the_learning_rate_is_chosen_on_dev_and_never_reads_test_judgements(tiny_dataset, tiny_backbone, isolated_outputs, tiny_study):
+    system = lambda study: System("FirstP", "FirstP", study.encoder("FirstP"))  # noqa: E731
+    study = tiny_study(tiny_dataset, tiny_backbone)
+    chosen = study.selection(system(study))
+    assert chosen["seed"] == 0 and set(chosen["dev"]) == {"0.0001", "0.003"}
+    assert chosen["learning_rate"] == max(study.params["learning_rates"], key=lambda lr: chosen["dev"][str(lr)])
+    scrambled = shutil.copytree(tiny_dataset, isolated_outputs / "scrambled")
+    lines = (scrambled / "qrels" / "test.tsv").read_text().splitlines()
+    rotated = [f"{q}\t{other.split(chr(9))[1]}\t1" for q, other in zip((l.split("\t")[0] for l in lines[1:]), lines[2:] + lines[1:2])]
+    (scrambled / "qrels" / "test.tsv").write_text("\n".join([lines[0], *rotated]) + "\n")
+    again = tiny_study(scrambled, tiny_backbone)
+    assert again.data.checksum != study.data.checksum  # really another dataset (and other cache entries)
+    assert again.selection(system(again)) == chosen
+
+
+def test_runs_keep_one_fine_tuning_per_seed_at_the_chosen_rate(tiny_dataset, tiny_backbone, isolated_outputs, tiny_study):
+    study = tiny_study(tiny_dataset, tiny_backbone)
+    result = study.run(System("MaxP", "MaxP", study.encoder("MaxP")))
+    assert result.seeds == [0, 1] and len(result.test_runs) == 2 and result.test_runs[0] != result.test_runs[1]
+    assert all(t["best_step"] in (2, 4) for t in result.training)
+    assert {q for run in result.test_runs for q in run} == set(study.split("test")[0])
+    inherited = study.run(System("MaxP again", "MaxP", study.encoder("MaxP"), settings_from=result.system))
+    assert inherited.selection["inherited_from"] == "MaxP" and inherited.test_runs == result.test_runs  # same cached runs
+    table = study.table()
+    assert list(table.index) == ["MaxP", "MaxP again"] and (table["seeds"] == 2).all()
+    comparison = study.compare([("MaxP", "MaxP again")]).iloc[0]
+    # the same runs under two names: no difference, and an interval that still holds the seed spread
+    assert comparison["Δ"] == 0 and comparison["95% CI low"] < 0 < comparison["95% CI high"]
+    assert comparison["difference"].startswith("no difference")
+
+
+def test_the_record_holds_the_parameters_the_study_was_built_from(tiny_dataset, tiny_backbone, isolated_outputs, tiny_study):
+    study = tiny_study(tiny_dataset, tiny_backbone, seeds=[0])
+    study.run(System("BM25", "BM25"))
+    directory = study.record()
+    assert directory == isolated_outputs / "results" / "test" / "tiny" / "01_baselines"
+    record = json.loads((directory / "metrics.json").read_text())
+    assert record["config"] == json.loads(json.dumps(study.params)) and record["seeds"] == [0]
+    assert record["data_checksum"] == study.data.checksum and len(record["code_fingerprint"]) == 16
+    assert (directory / "runs" / "BM25.trec").exists()
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_config_built_from_a_profile_by_keyword_equals_the_one_recorded(profile, notebook):
+    values = parameters_for(PROFILES / f"{profile}.yaml", notebook)
+    study = Study(notebook.stem, values, progress=False)
+    assert study.params == check_parameters(values)  # what record() writes as the config
+    if "block_size" in values and "max_blocks" in values:
+        config = study.encoder("Longtriever")
+        assert (config.segment_length, config.max_segments, config.pooling, config.precision) == (
+            values["block_size"], values["max_blocks"], values["pooling"], values["precision"])
+        assert study.encoder("FirstP").max_segments == 1
+    if "train_steps" in values:
+        train = study.train_config(learning_rate=values["learning_rates"][0], seed=values["seeds"][0])
+        assert (train.steps, train.batch_size, train.hard_negatives) == (values["train_steps"], values["batch_size"], 0)
+        assert train.steps // train.eval_every >= values["dev_evals"]
+
+
+def test_open_takes_the_notebook_parameters_from_its_namespace():
+    namespace = {**notebook_parameters(NOTEBOOKS[1]), "unrelated": 1}
+    study = Study.open(NOTEBOOKS[1].stem, namespace)
+    assert study.params == check_parameters(notebook_parameters(NOTEBOOKS[1]))
+
+
+@pytest.mark.parametrize("change, message", [({"batch_size": "4"}, "batch_size='4'"), ({"batch_size": 4.5}, "batch_size=4.5"),
+                                             ({"block_size": 0}, "block_size=0"), ({"dev_evals": 1}, "dev_evals=1"),
+                                             ({"pooling": "max"}, "pooling='max'"), ({"seeds": []}, "seeds"),
+                                             ({"dev_evals": 9}, "more dev evaluations")])
+def test_bad_parameters_are_named_before_any_work(tiny_dataset, tiny_backbone, change, message, tiny_study):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        tiny_study(tiny_dataset, tiny_backbone, **change)
+
+
+def test_seeded_construction_gives_the_same_weights_whatever_ran_before(tiny_dataset, tiny_backbone, isolated_outputs,
+                                                                      monkeypatch, tiny_study):
+    """Pre-train and fine-tune a tiny Longtriever and a tiny PARADE twice, after different amounts of
+    unrelated random work and with an empty cache each time: the weights are equal."""
+    from longdoc.experiments import cache
+    from longdoc.experiments.retrieval import build_model
+
+    weights = []
+    for attempt, noise in enumerate((0, 1000)):
+        monkeypatch.setattr(cache, "CACHE_DIR", isolated_outputs / f"cache{attempt}")
+        torch.rand(noise)  # unrelated random work before
+        study = tiny_study(tiny_dataset, tiny_backbone, seeds=[3], learning_rates=[1e-3], pretrain_steps=2,
+                           head_warmup_steps=1, decoder_init="random")
+        system = System("LT", "Longtriever", study.encoder("Longtriever"), pretrain=study.pretrain_config())
+        fit = study._finetune(system, 1e-3, 3)
+        parade = build_model("PARADE", study.encoder("PARADE"), seed=3)
+        weights.append((fit.model().state_dict(), parade.state_dict(), fit.runs))
+    (lt_a, parade_a, runs_a), (lt_b, parade_b, runs_b) = weights
+    assert all(torch.equal(lt_a[k], lt_b[k]) for k in lt_a) and runs_a == runs_b
+    assert all(torch.equal(parade_a[k], parade_b[k]) for k in parade_a)
