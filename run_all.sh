@@ -4,6 +4,8 @@
 #   ./run_all.sh                      set up if needed, build the benchmark, run every notebook (cpu profile)
 #   ./run_all.sh --profile smoke      another profile (notebooks/profiles/<name>.yaml)
 #   ./run_all.sh --only 00,01         a subset of notebooks (by number prefix)
+#                                     (every run ends with the results report: RESULTS.md for cpu,
+#                                      results/<profile>/RESULTS.md otherwise)
 #   ./run_all.sh --tests              set up if needed, run pytest and the nbval notebook checks (smoke)
 #   ./run_all.sh --setup              only create/refresh the environment
 #
@@ -20,10 +22,10 @@ while [ $# -gt 0 ]; do
     --profile) PROFILE="${2:?--profile needs a name}"; shift 2 ;;
     --profile=*) PROFILE="${1#*=}"; shift ;;
     --only) ONLY="${2:?--only needs a list like 00,01}"; shift 2 ;;
-    --only=*) ONLY="${1#*=}"; shift ;;
+    --only=*) ONLY="${1#*=}"; [ -n "$ONLY" ] || { echo "run_all.sh: --only= needs a list like 00,01" >&2; exit 2; }; shift ;;
     --tests) MODE=tests; shift ;;
     --setup) MODE=setup; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "run_all.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -83,23 +85,29 @@ run_study() {
     notebooks+=("$nb")
   done
   [ ${#notebooks[@]} -gt 0 ] || { echo "run_all.sh: no notebook matches --only $ONLY" >&2; exit 2; }
-  local i=0 start out
+  local i=0 start out seconds status params_file
+  local timings="results/$PROFILE/timings.tsv"
+  mkdir -p "results/$PROFILE/executed"
   for nb in "${notebooks[@]}"; do
     i=$((i + 1)); start=$(date +%s)
-    out="results/$PROFILE/$(basename "$nb" .ipynb)/$(basename "$nb")"
-    mkdir -p "$(dirname "$out")"
+    out="results/$PROFILE/executed/$(basename "$nb")"
+    params_file="results/$PROFILE/executed/$(basename "$nb" .ipynb).parameters.yaml"
     log "[$i/${#notebooks[@]}] $nb (profile $PROFILE)"
-    # each notebook gets the profile's values of the parameters it declares
-    "$PY" -m longdoc.experiments.profiles "$params" "$nb" > "$(dirname "$out")/parameters.yaml" || { failed+=("$nb"); continue; }
-    if "$PY" -m papermill "$nb" "$out" -f "$(dirname "$out")/parameters.yaml" -k python3 --log-level WARNING --progress-bar; then
-      log "[$i/${#notebooks[@]}] $nb done in $(( $(date +%s) - start ))s"
+    # each notebook gets the profile's values of the parameters it declares (checked before it starts)
+    if ! "$PY" -m longdoc.experiments.profiles "$params" "$nb" > "$params_file"; then failed+=("$nb"); continue; fi
+    if "$PY" -m papermill "$nb" "$out" -f "$params_file" -k python3 --log-level WARNING --progress-bar; then
+      status=ok
     else
-      log "[$i/${#notebooks[@]}] $nb FAILED after $(( $(date +%s) - start ))s (executed copy: $out)"
-      failed+=("$nb")
+      status=failed; failed+=("$nb")
     fi
+    seconds=$(( $(date +%s) - start ))
+    printf '%s\t%s\t%s\t%s\n' "$(basename "$nb" .ipynb)" "$seconds" "$status" "$(date -u +%FT%TZ)" >> "$timings"
+    log "[$i/${#notebooks[@]}] $nb $status after ${seconds}s (executed copy: $out)"
   done
+  log "results report from every record of profile $PROFILE"
+  "$PY" -m longdoc.experiments.report --profile "$PROFILE" || failed+=("report")
   if [ ${#failed[@]} -gt 0 ]; then
-    log "failed notebooks: ${failed[*]}"
+    log "failed: ${failed[*]}"
     exit 1
   fi
   log "all ${#notebooks[@]} notebooks ran; results in results/$PROFILE, figures in figures/$PROFILE"
