@@ -17,8 +17,8 @@ CPU every measurement runs in a fresh process, forked from a server that has imp
 transformers once, and memory is the growth of its peak resident set (Linux: the high-water mark is
 reset before the model is built).
 
-:func:`flops` counts a forward pass's floating-point operations with ``torch.utils.flop_counter``
-(eager attention, so the attention products are counted as matrix products); the ratio of a model's
+Every measurement also counts the forward pass's floating-point operations (``flops``: its warm-up run
+under ``torch.utils.flop_counter``; :func:`flops` alone counts one shape); the ratio of a model's
 FLOPs to BERT-Document's over the same tokens is the compute floor of its time ratio.
 
 BigBird: Hugging Face's ``BigBirdModel`` silently falls back to full attention when a sequence is not
@@ -201,7 +201,11 @@ def measure_here(shape: Shape, memory: bool = True) -> dict:
         built = torch.cuda.memory_allocated()
     elif memory:
         built = _rss_bytes()
-    run()  # warm-up
+    from torch.utils.flop_counter import FlopCounterMode
+
+    _count_cpu_fused_attention()
+    with FlopCounterMode(display=False) as counter:
+        run()  # warm-up, its operations counted
     times = [run() for _ in range(shape.repeats)]
     grown = total = float("nan")
     if cuda:
@@ -212,7 +216,8 @@ def measure_here(shape: Shape, memory: bool = True) -> dict:
         grown, total = max(0, peak - built) / 2**30, max(0, peak - before) / 2**30
     row = {**asdict(shape), "device": torch.cuda.get_device_name() if cuda else "cpu",
            "threads": torch.get_num_threads(), "time_ms": 1000 * statistics.median(times),
-           "memory_gib": grown, "total_memory_gib": total, "parameters": sum(p.numel() for p in model.parameters())}
+           "memory_gib": grown, "total_memory_gib": total, "parameters": sum(p.numel() for p in model.parameters()),
+           "flops": counter.get_total_flops()}
     row["attention used"] = bigbird_attention(shape.length) if shape.model == "BigBird" else shape.attention
     return row
 
@@ -301,8 +306,7 @@ def measure_all(models, isolate: bool = True, progress: bool = True, **shape) ->
     grid = {k: v if isinstance(v, (list, tuple)) else [v] for k, v in shape.items()}
     combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
     jobs = [(model, combo) for combo in combos for model in models]
-    rows = [measure(Shape(model, **combo), isolate=isolate) | {"flops": flops(Shape(model, **combo))}
-            for model, combo in tqdm(jobs, desc="measuring", disable=not progress)]
+    rows = [measure(Shape(model, **combo), isolate=isolate) for model, combo in tqdm(jobs, desc="measuring", disable=not progress)]
     return pd.DataFrame(rows)
 
 
