@@ -124,3 +124,39 @@ def test_save_and_load_keep_the_extra_parameters(name, tiny_bert, tokenizer, tmp
     np.testing.assert_allclose(model.encode_queries(["hello there"]), again.encode_queries(["hello there"]), atol=1e-6)
     with pytest.raises(ValueError, match="holds a"):
         (Parade if name != "PARADE" else Longtriever).load(tmp_path / "m")
+
+
+def slot_formulation(model, batch):
+    """Longtriever as the released code computes it: a slot in front of every block, masked in the
+    first layer, refilled with the block's inter-block state after every layer and run as a query
+    too (reference for the key/value-context implementation)."""
+    from longdoc.models.attention import attention_bias
+    from longdoc.models.biencoder import place_slots, slot_mask
+
+    bert = model.backbone
+    embedded = bert.embeddings(input_ids=batch.input_ids)
+    rows, _, hidden = embedded.shape
+    states = torch.cat([embedded.new_zeros(rows, 1, hidden), embedded], 1)
+    keep = torch.cat([batch.attention_mask.new_zeros(rows, 1), batch.attention_mask], 1).bool()
+    document = model.doc_embedding.expand(batch.num_docs, hidden)
+    block_mask = slot_mask(batch.owner, batch.position, batch.num_docs, batch.max_segments)
+    inter_bias = attention_bias(torch.cat([block_mask.new_ones(batch.num_docs, 1), block_mask], 1), states.dtype)
+    for depth, layer in enumerate(bert.encoder.layer):
+        states = layer(states, attention_mask=attention_bias(keep, states.dtype))
+        blocks = place_slots(states[:, 1], batch.owner, batch.position, batch.num_docs, batch.max_segments)
+        exchanged = model.inter_layers[depth](torch.cat([document[:, None], blocks], 1), attention_mask=inter_bias)
+        document, exchanged = exchanged[:, 0], exchanged[:, 1:]
+        states = torch.cat([exchanged[batch.owner, batch.position][:, None], states[:, 1:]], 1)
+        keep = torch.cat([keep.new_ones(rows, 1), keep[:, 1:]], 1)
+    return document, states[:, 1:]
+
+
+def test_context_as_key_and_value_equals_the_released_slot_formulation(tiny_bert, tokenizer):
+    model = make("Longtriever", tiny_bert, tokenizer)
+    batch = model.doc_inputs(corpus(tokenizer).segments)  # ragged: 1, 2 and 3 blocks, a padded last block
+    with torch.no_grad():
+        ours = model.encode_blocks(batch)
+        document, tokens = slot_formulation(model, batch)
+    real = batch.attention_mask.bool()
+    torch.testing.assert_close(ours.document, document, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ours.tokens[real], tokens[real], atol=1e-5, rtol=1e-5)

@@ -28,29 +28,44 @@ def firstp_long_length(study: Study) -> int:
     return min(study.params["max_blocks"] * study.params["block_size"], positions)
 
 
+def baseline_names(study: Study) -> dict[str, str]:
+    """The row names of :func:`passage_baselines`, by role."""
+    n, m, long = study.params["max_blocks"], study.params["block_size"], firstp_long_length(study)
+    other = other_pooling(study.params["pooling"])
+    return {"bm25": "BM25", "zero_shot": f"zero-shot FirstP 1×{long}", "zero_shot_other": f"zero-shot FirstP 1×{long}, {other} pooling",
+            "first_block": f"FirstP 1×{m}", "first_long": f"FirstP 1×{long}", "maxp": f"MaxP {n}×{m}",
+            "maxp_other": f"MaxP {n}×{m}, {other} pooling"}
+
+
 def passage_baselines(study: Study) -> list[System]:
-    n, m, pooling = study.params["max_blocks"], study.params["block_size"], study.params["pooling"]
-    long = firstp_long_length(study)
-    other = other_pooling(pooling)
+    long, other = firstp_long_length(study), other_pooling(study.params["pooling"])
+    names = baseline_names(study)
     return [
-        System("BM25", "BM25", paper_name="BM25"),
-        System(f"zero-shot FirstP 1×{long}", "FirstP", study.encoder("FirstP", segment_length=long), protocol=None),
-        System(f"zero-shot FirstP 1×{long}, {other} pooling", "FirstP",
-               study.encoder("FirstP", segment_length=long, pooling=other), protocol=None),
-        System(f"FirstP 1×{m}", "FirstP", study.encoder("FirstP"), paper_name="FirstP"),
-        System(f"FirstP 1×{long}", "FirstP", study.encoder("FirstP", segment_length=long)),
-        System(f"MaxP {n}×{m}", "MaxP", study.encoder("MaxP"), paper_name="MaxP"),
-        System(f"MaxP {n}×{m}, {other} pooling", "MaxP", study.encoder("MaxP", pooling=other)),
+        System(names["bm25"], "BM25", paper_name="BM25"),
+        System(names["zero_shot"], "FirstP", study.encoder("FirstP", segment_length=long), protocol=None),
+        System(names["zero_shot_other"], "FirstP", study.encoder("FirstP", segment_length=long, pooling=other), protocol=None),
+        System(names["first_block"], "FirstP", study.encoder("FirstP"), paper_name="FirstP"),
+        System(names["first_long"], "FirstP", study.encoder("FirstP", segment_length=long)),
+        System(names["maxp"], "MaxP", study.encoder("MaxP"), paper_name="MaxP"),
+        System(names["maxp_other"], "MaxP", study.encoder("MaxP", pooling=other)),
     ]
+
+
+def baseline_pairs(study: Study) -> list[tuple[str, str]]:
+    """The comparisons of notebook 01: every row against BM25, MaxP against FirstP (first block) and
+    MaxP under the study's start rule against the other rule."""
+    names = baseline_names(study)
+    return ([(name, "BM25") for key, name in names.items() if key != "bm25"]
+            + [(names["maxp"], names["first_block"]), (names["maxp"], names["maxp_other"])])
 
 
 def passage_claims(study: Study) -> list[Claim]:
     """What the papers report about these baselines on MS MARCO documents."""
-    n, m = study.params["max_blocks"], study.params["block_size"]
+    names = baseline_names(study)
     paper = paper_results("retrieval_baselines").set_index("system")["MRR@100"]
     return [
-        Claim("dense retrieval over the first block beats BM25", f"FirstP 1×{m}", "BM25",
+        Claim("dense retrieval over the first block beats BM25", names["first_block"], "BM25",
               f"{paper['BERT-Passage (first 512 tokens)']:.3f} vs {paper['BM25'].iloc[0]:.3f} (Longtriever Tables 1–2)"),
-        Claim("MaxP beats FirstP over the first block", f"MaxP {n}×{m}", f"FirstP 1×{m}",
+        Claim("MaxP beats FirstP over the first block", names["maxp"], names["first_block"],
               f"{paper['STAR(MaxP)']:.3f} vs {paper['STAR (first 512 tokens)']:.3f} (SeDR Table 1)"),
     ]

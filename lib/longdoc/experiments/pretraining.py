@@ -81,8 +81,9 @@ def pretrained(source: str | Path | RetrievalDataset, encoder: LongtrieverConfig
         model.save(directory / "model")
         (directory / "history.json").write_text(json.dumps(asdict(result), indent=2))
 
-    directory = cached_directory("pretrain", build, corpus=name, corpus_checksum=checksum, documents=len(ids),
-                                 encoder=asdict(encoder), pretrain=asdict(pretrain))
+    subsample = source.manifest.get("subsample") if isinstance(source, RetrievalDataset) else None
+    directory = cached_directory("pretrain", build, corpus=name, corpus_checksum=checksum, subsample=subsample,
+                                 documents=len(ids), encoder=asdict(encoder), pretrain=asdict(pretrain))
     return directory / "model"
 
 

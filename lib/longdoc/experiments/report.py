@@ -73,10 +73,9 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
              "- code fingerprint of the artefacts: " + ", ".join(sorted({f"`{r.get('code_fingerprint', '?')}`" for r in found})),
              "", "## Time and memory per notebook", "",
              "| notebook | dataset | wall time (run_all.sh) | in-study time | peak memory (GiB) |", "|---|---|---|---|---|"]
-    total = 0
+    total = sum(timing["seconds"] for notebook, timing in times.items() if any(r["notebook"] == notebook for r in found))
     for r in found:
         timing = times.get(r["notebook"])
-        total += timing["seconds"] if timing else 0
         usage = r.get("usage", {})
         lines.append(f"| {r['notebook']} | {r.get('dataset', '')} | {_minutes(timing['seconds']) if timing else '—'} | "
                      f"{_minutes(usage['seconds']) if 'seconds' in usage else '—'} | {usage.get('peak_rss_gib', '—')} |")

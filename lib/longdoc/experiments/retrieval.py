@@ -43,8 +43,9 @@ _SEGMENTED: dict[tuple, SegmentedCorpus] = {}  # in-process: a study segments it
 def segment_corpus(model: BiEncoder, dataset: RetrievalDataset) -> SegmentedCorpus:
     """The dataset's documents cut into the model's blocks (tokenized once per process and shape)."""
     config = model.config
-    key = (dataset.name, dataset.checksum, len(dataset.corpus), model.tokenizer.name_or_path, len(model.tokenizer),
-           config.segment_length, config.max_segments, config.document_tokens)
+    key = (dataset.name, dataset.checksum, repr(dataset.manifest.get("subsample")), len(dataset.corpus),
+           model.tokenizer.name_or_path, len(model.tokenizer), config.segment_length, config.max_segments,
+           config.document_tokens)
     if key not in _SEGMENTED:
         _SEGMENTED[key] = SegmentedCorpus.build(model.tokenizer, dataset.doc_ids, dataset.texts, config.segment_length,
                                                 config.max_segments, config.document_tokens)

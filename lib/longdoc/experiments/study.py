@@ -4,7 +4,8 @@ A notebook opens one :class:`Study` from its parameters (``Study.open(notebook, 
 its rows as :class:`System` s, and gets each row's runs from :meth:`Study.run`:
 
 - **Budget and start rule.** Every fine-tuned system of a study gets the same number of optimizer
-  steps and queries per step, and reads its document vector under the study's ``pooling`` rule
+  steps and queries per step per fine-tuning iteration (Table 1's iterative protocol runs one such
+  budget per iteration), and reads its document vector under the study's ``pooling`` rule
   (:meth:`Study.encoder`); new parameters are drawn under the run's seed.
 - **Settings chosen on dev, in code.** For each system the learning rate is chosen from
   ``learning_rates`` by dev MRR@100 with the first seed; each run is evaluated on dev ``dev_evals``
@@ -29,16 +30,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from longdoc.data.beir import RetrievalDataset
-from longdoc.data.registry import load_dataset
+from longdoc.data.registry import REPO_ROOT, load_dataset
 from longdoc.eval.metrics import Run, evaluate, per_query
 from longdoc.eval.probes import in_batch_probe
 from longdoc.eval.run_files import write_run
 from longdoc.eval.significance import seed_query_bootstrap
-from longdoc.data.registry import REPO_ROOT
 from longdoc.experiments.cache import code_fingerprint
 from longdoc.experiments.findings import Claim, Findings, assess, markdown_table
 from longdoc.experiments.pretraining import pretrained, pretraining_summary
@@ -247,6 +246,8 @@ class Study:
         """The learning rate chosen on dev for ``system`` (grid with the first seed), or the one
         of ``system.settings_from``."""
         if system.name in self._selections:
+            if self._selections[system.name]["system"] != system.describe():
+                raise ValueError(f"two different systems are named {system.name!r} in this study")
             return self._selections[system.name]
         if system.settings_from is not None:
             source = self.selection(system.settings_from)
@@ -258,6 +259,7 @@ class Study:
             chosen = {"learning_rate": next(lr for lr, score in grid.items() if score == best),
                       "dev": {str(lr): score for lr, score in grid.items()}, "measure": f"dev {SELECTION_MEASURE}",
                       "seed": self.seeds[0]}
+        chosen["system"] = system.describe()
         self._selections[system.name] = chosen
         return chosen
 
@@ -292,6 +294,11 @@ class Study:
                 for name, r in self.results.items() if r.system.paper_name in reported.index}
         return pd.DataFrame(rows).T.astype(float)
 
+    @staticmethod
+    def paper_columns(beside: pd.DataFrame, datasets: dict[str, str]) -> pd.DataFrame:
+        """The paper's values with their collection in the column name (``datasets``: measure → collection)."""
+        return beside.rename(columns={m: f"paper {m} ({datasets[m]})" if m in datasets else f"paper {m}" for m in beside})
+
     def table(self, names: list[str] | None = None, measures: list[str] = MEASURES, split: str = "test") -> pd.DataFrame:
         """Mean and standard deviation over seeds of each measure, one row per system."""
         qrels = self.split(split)[1]
@@ -307,7 +314,8 @@ class Study:
 
     def compare(self, pairs: list[tuple[str, str]], measure: str = "MRR@100") -> pd.DataFrame:
         """For each (system, against): Δ of the means, 95% interval over queries and seeds, paired t-test
-        p-value, and whether the interval excludes zero."""
+        p-value, and whether the interval excludes zero. No correction for multiple comparisons: a
+        table of ten comparisons at 95% expects one interval to exclude zero by chance."""
         qrels = self.split("test")[1]
         rows = []
         for name, against in pairs:

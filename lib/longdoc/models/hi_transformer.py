@@ -21,8 +21,8 @@ class AttentivePooling(nn.Module):
     """``softmax_i(q · tanh(W h_i + b))``-weighted sum over the real items (Hi-Transformer's pooling).
 
     The query q starts at zero, so the pooling starts as the mean of the block states (Longtriever's
-    ablation IV pooling); a random q (Hi-Transformer does not say) probed no better on dev
-    (notebook 10's start probes), and zero is the same start for every seed."""
+    ablation IV pooling) and is the same for every seed; Hi-Transformer does not say how q starts,
+    and notebook 10's start probes compare this start with a random q on dev."""
 
     def __init__(self, hidden: int):
         super().__init__()

@@ -18,8 +18,10 @@ Both attention steps go through the backbone's attention implementation (PyTorch
 ``scaled_dot_product_attention`` when the backbone was loaded with ``attn_implementation="sdpa"``);
 masks are built once per batch, and left out when nothing is padded (the fused kernel's fast path).
 Cost: O(M²Nd) for the intra-block layers plus O(N²d) for the inter-block layers. The released code
-prepends a slot to every block and rebuilds all block states each layer to refill it; keeping c̃_i
-apart computes the same function without the copy and without a wasted query row per block.
+prepends a slot to every block, runs it as a query too and rebuilds all block states each layer to
+refill it; keeping c̃_i apart computes the same function (a test checks it against that slot
+formulation) with one query row less per block and without rewriting the layer's output; the keys
+and values are still read from ``[c̃_i; tokens]``, a copy of the layer input.
 
 Initialisation: the intra-block layers *are* the pretrained backbone layers (the released Longtriever
 code silently loaded none of them, see notes/upstream-implementations.md). Inter-block layer l starts

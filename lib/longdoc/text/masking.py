@@ -57,7 +57,8 @@ def lmae_attention_mask(words: torch.Tensor, maskable: torch.Tensor, attention_m
     Rows are the decoder's queries (block positions 0..L-1); columns are its keys
     ``[s_d, c̃_i, h⁰_1 .. h⁰_{L-1}]`` (eq. 9; token column j + 1 holds token j, the block's own
     [CLS] is replaced by c̃_i). For every row a fresh set of whole words is hidden with probability
-    ``ratio``; a row never sees its own token; [DOC], the block state, [SEP] and never padding.
+    ``ratio``; a row never sees its own token; it always sees [DOC], the block state and [SEP], and never
+    padding.
     """
     if not 0.0 <= ratio <= 1.0:
         raise ValueError(f"lmae ratio must be in [0, 1], got {ratio}")
