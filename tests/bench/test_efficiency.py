@@ -65,13 +65,15 @@ def test_bigbird_and_eager_limits():
 
 def test_isolated_cpu_measurement_sees_the_attention_matrices_grow():
     """Eager attention materialises heads x L x L scores per layer: 8 x 2048² floats = 128 MiB at
-    2,048 tokens, 16 times the 8 MiB at 512, in fresh worker processes (the peak is each one's own);
-    the total also holds the weights (a 30k x 256 embedding: 30 MiB)."""
+    2,048 tokens, 16 times the 8 MiB at 512, in fresh worker processes (the peak is each one's own).
+    The test asks for the growth (at least the 120 MiB of scores), not a ratio: at 512 tokens the
+    process's peak-RSS noise is of the size of the scores themselves. The total also holds the
+    weights (a 30k x 256 embedding: 30 MiB)."""
     rows = [measure(Shape("BERT-Document", batch=1, length=length, block_size=length, hidden=256, layers=1, heads=8,
                           repeats=1, attention="eager"))
             for length in (512, 2048)]
     small, large = (row["memory_gib"] for row in rows)
-    assert large > 0.1 and large > 4 * small, (small, large)
+    assert large - small > 0.1 and large > 2 * small, (small, large)
     assert all(row["total_memory_gib"] > row["memory_gib"] + 0.02 for row in rows), rows
 
 

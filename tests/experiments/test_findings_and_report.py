@@ -40,8 +40,8 @@ def test_assess_gives_one_row_per_claim_with_its_interval():
 
 
 def test_markdown_table_escapes_pipes_and_formats_numbers():
-    text = markdown_table(pd.DataFrame({"a": ["x|y"], "b": [0.12345], "c": [0.00001]}))
-    assert "x\\|y" in text and "0.123" in text and "1.0e-05" in text
+    text = markdown_table(pd.DataFrame({"a": ["x|y"], "b": [0.12345], "c": [0.00001], "d": [float("nan")]}))
+    assert "x\\|y" in text and "0.123" in text and "1.0e-05" in text and "| — |" in text
 
 
 def write_record(root, notebook, dataset="manpages", findings=None):

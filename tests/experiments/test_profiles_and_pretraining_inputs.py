@@ -73,3 +73,14 @@ def test_the_starting_model_is_the_backbone_or_the_pretrained_checkpoint(tiny_da
     assert list((isolated_outputs / "cache").glob("pretrain/*/model/encoder_config.json"))
     changed = [k for k, v in plain.state_dict().items() if not torch.equal(v, tuned.state_dict()[k])]
     assert "doc_embedding" in changed and any(k.startswith("backbone.encoder.layer.") for k in changed)
+
+
+def test_pretraining_variants_probe_each_start_beside_the_plain_one(tiny_dataset, tiny_backbone, isolated_outputs,
+                                                                   tiny_study):
+    from longdoc.experiments.start_points import pretraining_variants
+
+    study = tiny_study(tiny_dataset, tiny_backbone, pretrain_steps=2)
+    table = pretraining_variants(study, {"random decoder": {"decoder_init": "random"}, "copied decoder": {"decoder_init": "copy"}})
+    assert list(table.index) == ["without pre-training", "random decoder", "copied decoder"]
+    assert table.loc["without pre-training", "losses"] == "" and "MLM" in table.loc["random decoder", "losses"]
+    assert len(list((isolated_outputs / "cache").glob("pretrain/*"))) == 2

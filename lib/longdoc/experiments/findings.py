@@ -104,6 +104,9 @@ def markdown_table(frame: pd.DataFrame, index: bool = False) -> str:
 
 
 def _cell(value) -> str:
+    if isinstance(value, float) and value != value:
+        return "—"  # NaN: nothing reported
     if isinstance(value, float):
         return f"{value:.3f}" if abs(value) >= 1e-3 or value == 0 else f"{value:.1e}"
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    text = str(value).replace("|", "\\|").replace("\n", " ")
+    return "—" if text == "nan" else text

@@ -90,7 +90,8 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
             lines += ["### Findings", "", findings.get("context", ""), "",
                       markdown_table(_frame(findings["claims"])) if findings["claims"] else "", ""]
         for table in metrics.get("tables", []):
-            lines += [f"### {table['title']}", ""] + ([table["note"], ""] if table["note"] else []) + [table["markdown"], ""]
+            body = table["markdown"].replace("| nan |", "| — |").replace("| nan |", "| — |")  # records made before NaN showed as —
+            lines += [f"### {table['title']}", ""] + ([table["note"], ""] if table["note"] else []) + [body, ""]
         for figure in metrics.get("figures", []):
             target = link_base / figure
             link = Path(_relative(target, base))

@@ -74,3 +74,46 @@ def start_probes(study: Study, systems: list[System], size: int = 128, alternati
     table = pd.DataFrame(rows).T
     table["chance"] = 1.0 / table["queries"].astype(float)
     return table[["start", "queries", "accuracy", "chance", "loss", "cosine"]]
+
+
+def pretraining_variants(study: Study, variants: dict[str, dict], size: int = 128) -> pd.DataFrame:
+    """The dev probe of Longtriever's start after pre-training under each variant of the study's
+    pre-training config (e.g. ``{"random decoder": {"decoder_init": "random"}}``), beside the start
+    without pre-training; each pre-training is cached like the notebooks' own."""
+    from dataclasses import replace
+
+    from longdoc.experiments.longtriever import longtriever, losses_fell
+
+    base = longtriever(study)
+    systems = {"without pre-training": replace(base, name="without pre-training", pretrain=None)}
+    systems |= {label: replace(base, name=label, pretrain=replace(base.pretrain, **changes)) for label, changes in variants.items()}
+    table = start_probes(study, list(systems.values()), size=size, alternatives=False)
+    table["losses"] = [losses_fell(study, system)[1] if system.pretrain else "" for system in systems.values()]
+    return table
+
+
+def main(argv: list[str] | None = None) -> pd.DataFrame:
+    """``python -m longdoc.experiments.start_points --profile cpu --decoder-init copy random``: how the
+    LMAE decoder's start (and the pre-training learning rate) change the pre-trained start point."""
+    import argparse
+
+    from longdoc.data.registry import REPO_ROOT
+    from longdoc.experiments.profiles import parameters_for
+
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="cpu")
+    parser.add_argument("--decoder-init", nargs="+", default=["copy", "random"])
+    parser.add_argument("--learning-rates", nargs="+", type=float, default=None)
+    args = parser.parse_args(argv)
+    notebook = REPO_ROOT / "notebooks" / "11_longtriever_ablation.ipynb"
+    study = Study(notebook.stem, parameters_for(REPO_ROOT / "notebooks" / "profiles" / f"{args.profile}.yaml", notebook))
+    rates = args.learning_rates or [study.params["pretrain_learning_rate"]]
+    variants = {f"decoder {init}, lr {rate:g}": {"decoder_init": init, "learning_rate": rate}
+                for init in args.decoder_init for rate in rates}
+    table = pretraining_variants(study, variants)
+    print(table.to_string())
+    return table
+
+
+if __name__ == "__main__":
+    main()
