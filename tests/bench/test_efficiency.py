@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from longdoc.bench.efficiency import (MODELS, Shape, against_reference, bigbird_attention, build, eager_fits, flops,
-                                      measure)
+                                      main, measure)
 
 
 def test_shape_checks_its_fields():
@@ -80,3 +80,18 @@ def test_isolated_cpu_measurement_sees_the_attention_matrices_grow():
 def test_a_failure_in_the_worker_process_names_the_shape():
     with pytest.raises(RuntimeError, match="(?s)BERT-Document.*failed in its worker.*hidden size"):
         measure(Shape("BERT-Document", batch=1, length=64, block_size=64, hidden=30, heads=4, layers=1, repeats=1))
+
+
+def test_every_model_is_built_on_the_requested_device():
+    """XLNet makes its relative-attention weights with the legacy ``torch.FloatTensor``, which ignores
+    the ``torch.device`` context; build() moves them (on a GPU the first forward pass failed)."""
+    for model in MODELS:
+        built, _ = build(Shape(model, batch=1, length=64, block_size=32, hidden=32, layers=1, heads=2), torch.device("meta"))
+        assert {p.device.type for p in built.parameters()} == {"meta"}, model
+
+
+def test_the_command_line_prints_and_writes_notebook_14s_tables(tmp_path, capsys):
+    table3, curve = main(["--profile", "smoke", "--out", str(tmp_path)])
+    assert set(table3.model) == set(MODELS) and (table3.attention == "eager").sum() == 2
+    assert (tmp_path / "table3.csv").exists() and (tmp_path / "growth.csv").exists()
+    assert "× floor" in capsys.readouterr().out and len(curve) >= len(MODELS)

@@ -80,8 +80,9 @@ def _bert_config(shape: Shape, positions: int):
 
 def build(shape: Shape, device: torch.device):
     """``(model, encode)``: ``encode()`` runs one forward pass over a random batch of the shape."""
-    with torch.device(device):  # weights and inputs are created on the device
-        return _build(shape)
+    with torch.device(device):  # weights and inputs are created on the device ...
+        model, encode = _build(shape)
+    return model.to(device), encode  # ... except XLNet's legacy ``torch.FloatTensor`` parameters
 
 
 def _build(shape: Shape):
@@ -367,3 +368,56 @@ def efficiency_claims(table3: "pd.DataFrame", curve: "pd.DataFrame", paper: "pd.
                  ", ".join(f"{int(r.length)}: {r['× floor']:.2f}" for _, r in ours.iterrows()), worst <= 1 + tolerance))
     return pd.DataFrame([{"claim": c, "paper": p, "ours": o, "verdict": "holds" if ok else "not met / reversed"}
                          for c, p, o, ok in rows])
+
+
+def main(argv: list[str] | None = None) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+    """``python -m longdoc.bench.efficiency --profile paper``: notebook 14's measurements (Table 3 at one
+    shape, eager beside fused attention, and the growth curve) at a profile's ``bench_*`` parameters,
+    printed and written as CSV; for GPU nodes without Jupyter."""
+    import argparse
+    from pathlib import Path
+
+    import pandas as pd
+
+    from longdoc.data.registry import REPO_ROOT
+    from longdoc.experiments.paper import paper_results
+    from longdoc.experiments.profiles import parameters_for
+
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="paper", help="a name under notebooks/profiles/ or a YAML path")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], help="instead of the profile's")
+    parser.add_argument("--eager-limit-gib", type=float, default=EAGER_LIMIT_GIB,
+                        help="measure eager BERT-Document where one layer's scores fit in this (GiB)")
+    parser.add_argument("--out", type=Path, help="a folder for table3.csv and growth.csv")
+    args = parser.parse_args(argv)
+    profile = Path(args.profile) if args.profile.endswith(".yaml") else REPO_ROOT / "notebooks" / "profiles" / f"{args.profile}.yaml"
+    p = parameters_for(profile, REPO_ROOT / "notebooks" / "14_efficiency.ipynb")
+    shape = dict(hidden=p["bench_hidden"], layers=p["bench_layers"], heads=p["bench_heads"], block_size=p["block_size"],
+                 repeats=p["bench_repeats"], device=p["bench_device"], precision=args.precision or p["precision"])
+    one = dict(length=p["bench_length"], batch=p["bench_batch"], isolate=p["bench_isolate"])
+    table3 = against_reference(pd.concat([measure_all(MODELS, **one, **shape),
+                                          measure_all(["BERT-Document", "Longtriever"], **one, **shape | {"attention": "eager"})]))
+    batch = p["bench_curve_batch"]
+    eager = [n for n in p["bench_lengths"] if eager_fits(batch, n, p["bench_heads"], args.eager_limit_gib)]
+    curve = against_reference(pd.concat([
+        measure_all(MODELS, isolate=p["bench_isolate"], length=p["bench_lengths"], batch=batch, **shape),
+        measure_all(["BERT-Document"], isolate=p["bench_isolate"], length=eager, batch=batch, **shape | {"attention": "eager"})]))
+    curve["label"] = curve.model + " (" + curve.attention + ")"
+    with pd.option_context("display.width", 250, "display.max_columns", 30):
+        print(f"{table3.device.iloc[0]}, torch {torch.__version__}, {shape['precision']}, hidden {shape['hidden']}, "
+              f"{shape['layers']} layers, blocks of {shape['block_size']}, median of {shape['repeats']}")
+        print(table3[["model", "attention", "attention used", "time_ms", "memory_gib", "total_memory_gib", "flops",
+                      "time ratio", "memory ratio", "FLOP ratio", "× floor"]].round(3).to_string(index=False))
+        for value in ("time_ms", "memory_gib"):
+            print(f"\n{value}, batch {batch}\n" + curve.pivot(index="length", columns="label", values=value).round(2).to_string())
+        print("\n× floor (sdpa)\n" + curve[curve.attention == "sdpa"].pivot(index="length", columns="model", values="× floor").round(3).to_string())
+        print("\n" + efficiency_claims(table3, curve, paper_results("longtriever_efficiency")).to_string(index=False))
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        table3.to_csv(args.out / "table3.csv", index=False)
+        curve.to_csv(args.out / "growth.csv", index=False)
+    return table3, curve
+
+
+if __name__ == "__main__":
+    main()
