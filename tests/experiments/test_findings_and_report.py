@@ -65,6 +65,7 @@ def test_the_report_is_rendered_from_the_records(tmp_path):
     assert "commit `ffffffffffff`" in text and "Test CPU, 2 cores" in text
     assert "| 10_longtriever_main | manpages | 2.0 min |" in text  # the last timing of a notebook counts
     assert "| A beats B | 0.3 vs 0.2 | holds |" in text and "### Main" in text
+    assert "### Findings\n\n**1 claim(s) of the paper: 1 holds.**" in text  # the verdict count, no empty context line
     assert "](figures/cpu/manpages/10_longtriever_main.png)" in text
     with pytest.raises(FileNotFoundError, match="run_all.sh --profile smoke"):
         report.render("smoke", root=root)

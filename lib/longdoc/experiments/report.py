@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from longdoc.data.registry import REPO_ROOT
-from longdoc.experiments.findings import markdown_table
+from longdoc.experiments.findings import Findings
 from longdoc.experiments.results import RESULTS_DIR
 
 COMMITTED_PROFILE = "cpu"  # its report is RESULTS.md at the top of the repository
@@ -87,8 +87,7 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
         metrics = r["metrics"]
         findings = metrics.get("findings")
         if findings:
-            lines += ["### Findings", "", findings.get("context", ""), "",
-                      markdown_table(_frame(findings["claims"])) if findings["claims"] else "", ""]
+            lines += ["### Findings", "", Findings(_frame(findings["claims"]), findings.get("context", "")).markdown(), ""]
         for table in metrics.get("tables", []):
             body = table["markdown"].replace("| nan |", "| — |").replace("| nan |", "| — |")  # records made before NaN showed as —
             lines += [f"### {table['title']}", ""] + ([table["note"], ""] if table["note"] else []) + [body, ""]
