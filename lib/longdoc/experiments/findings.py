@@ -104,9 +104,7 @@ def markdown_table(frame: pd.DataFrame, index: bool = False) -> str:
 
 
 def _cell(value) -> str:
-    if isinstance(value, float) and value != value:
-        return "—"  # NaN: nothing reported
-    if isinstance(value, float):
+    if isinstance(value, float) and value == value:
         return f"{value:.3f}" if abs(value) >= 1e-3 or value == 0 else f"{value:.1e}"
     text = str(value).replace("|", "\\|").replace("\n", " ")
-    return "—" if text == "nan" else text
+    return "—" if text == "nan" else text  # NaN: nothing reported

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 from longdoc.data.registry import REPO_ROOT
@@ -89,7 +90,7 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
         if findings:
             lines += ["### Findings", "", Findings(_frame(findings["claims"]), findings.get("context", "")).markdown(), ""]
         for table in metrics.get("tables", []):
-            body = table["markdown"].replace("| nan |", "| — |").replace("| nan |", "| — |")  # records made before NaN showed as —
+            body = re.sub(r"(?<=\| )nan(?= \|)", "—", table["markdown"])  # records made before NaN showed as —
             lines += [f"### {table['title']}", ""] + ([table["note"], ""] if table["note"] else []) + [body, ""]
         for figure in metrics.get("figures", []):
             target = link_base / figure
