@@ -4,6 +4,10 @@
 #   ./run_all.sh                      set up if needed, build the benchmark, run every notebook (cpu profile)
 #   ./run_all.sh --profile smoke      another profile (notebooks/profiles/<name>.yaml)
 #   ./run_all.sh --only 00,01         a subset of notebooks (by number prefix)
+#   ./run_all.sh --dataset DIR        your own data: a BEIR-layout directory (python -m longdoc.data.convert
+#                                     makes one from MS MARCO / TREC / NQ320k / pair files)
+#   ./run_all.sh --backbone NAME      another backbone (a Hugging Face name or a local path)
+#   ./run_all.sh --set NAME=VALUE     any other parameter of the profile (repeatable; value read as YAML)
 #                                     (every run ends with the results report: RESULTS.md for cpu,
 #                                      results/<profile>/RESULTS.md otherwise)
 #   ./run_all.sh --tests              set up if needed, run pytest and the nbval notebook checks (smoke)
@@ -17,18 +21,34 @@ cd "$(dirname "$0")"
 PROFILE=cpu
 ONLY=""
 MODE=study
+OVERRIDES=()
+DATASET=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile) PROFILE="${2:?--profile needs a name}"; shift 2 ;;
     --profile=*) PROFILE="${1#*=}"; shift ;;
     --only) ONLY="${2:?--only needs a list like 00,01}"; shift 2 ;;
     --only=*) ONLY="${1#*=}"; [ -n "$ONLY" ] || { echo "run_all.sh: --only= needs a list like 00,01" >&2; exit 2; }; shift ;;
+    --dataset) DATASET="${2:?--dataset needs a directory}"; shift 2 ;;
+    --dataset=*) DATASET="${1#*=}"; shift ;;
+    --backbone) OVERRIDES+=(--set "backbone=${2:?--backbone needs a name}"); shift 2 ;;
+    --backbone=*) OVERRIDES+=(--set "backbone=${1#*=}"); shift ;;
+    --set) [[ "${2:-}" == *=* ]] || { echo "run_all.sh: --set ${2:-}: expected NAME=VALUE" >&2; exit 2; }
+           OVERRIDES+=(--set "$2"); shift 2 ;;
     --tests) MODE=tests; shift ;;
     --setup) MODE=setup; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "run_all.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+
+if [ -n "$DATASET" ]; then
+  if [ "$DATASET" != manpages ]; then
+    [ -d "$DATASET" ] || { echo "run_all.sh: --dataset $DATASET: not a directory (expected a BEIR-layout directory)" >&2; exit 2; }
+    DATASET=$(cd "$DATASET" && pwd)
+  fi
+  OVERRIDES+=(--set "dataset=$DATASET")
+fi
 
 log() { printf '[run_all %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
@@ -73,36 +93,62 @@ run_tests() {
   "$PY" -m pytest tests -p no:cacheprovider && "$PY" -m pytest -p no:cacheprovider --nbval-lax notebooks
 }
 
+print_device() {
+  # what the numbers of this run were made on (GPU names, or the CPU and its threads)
+  "$PY" - <<'PY'
+import os, platform, torch
+if torch.cuda.is_available():
+    names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    print(f"device: {len(names)} GPU(s): {', '.join(names)} (torch {torch.__version__}, CUDA {torch.version.cuda})")
+else:
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+    print(f"device: CPU {cpu}, {torch.get_num_threads()} torch threads on {len(os.sched_getaffinity(0))} cores (torch {torch.__version__})")
+PY
+}
+
 run_study() {
   setup
   local params="notebooks/profiles/$PROFILE.yaml"
   [ -f "$params" ] || { echo "run_all.sh: no profile '$PROFILE' ($params missing)" >&2; exit 2; }
-  log "building the embedded benchmark (kept if already built)"
-  "$PY" -c "from longdoc.data import load_dataset; load_dataset('manpages')" || exit 1
   local notebooks=() failed=() nb
   for nb in notebooks/[0-9][0-9]_*.ipynb; do
     if [ -n "$ONLY" ] && ! [[ ",$ONLY," == *",$(basename "$nb" | cut -c1-2),"* ]]; then continue; fi
     notebooks+=("$nb")
   done
   [ ${#notebooks[@]} -gt 0 ] || { echo "run_all.sh: no notebook matches --only $ONLY" >&2; exit 2; }
-  local i=0 start out seconds status params_file
-  local timings="results/$PROFILE/timings.tsv"
-  mkdir -p "results/$PROFILE/executed"
+  # every notebook's parameters are checked before the first one starts
+  local work
+  work=$(mktemp -d "${TMPDIR:-/tmp}/longdoc-run.XXXXXX") || exit 1
+  trap 'rm -rf "$work"' EXIT
+  trap 'exit 130' INT TERM
   for nb in "${notebooks[@]}"; do
-    i=$((i + 1)); start=$(date +%s)
-    out="results/$PROFILE/executed/$(basename "$nb")"
-    params_file="results/$PROFILE/executed/$(basename "$nb" .ipynb).parameters.yaml"
+    "$PY" -m longdoc.experiments.profiles "$params" "$nb" "${OVERRIDES[@]}" > "$work/$(basename "$nb" .ipynb).yaml" || exit 2
+  done
+  print_device | while read -r line; do log "$line"; done
+  if grep -qx "dataset: manpages" "$work"/*.yaml 2>/dev/null; then
+    log "building the embedded benchmark (kept if already built)"
+    "$PY" -c "from longdoc.data import load_dataset; load_dataset('manpages')" || exit 1
+  fi
+  local i=0 start seconds status name executed="results/$PROFILE/executed"
+  local timings="results/$PROFILE/timings.tsv"
+  for nb in "${notebooks[@]}"; do
+    i=$((i + 1)); start=$(date +%s); name=$(basename "$nb" .ipynb)
     log "[$i/${#notebooks[@]}] $nb (profile $PROFILE)"
-    # each notebook gets the profile's values of the parameters it declares (checked before it starts)
-    if ! "$PY" -m longdoc.experiments.profiles "$params" "$nb" > "$params_file"; then failed+=("$nb"); continue; fi
-    if "$PY" -m papermill "$nb" "$out" -f "$params_file" -k python3 --log-level WARNING --progress-bar; then
+    # executed into a temporary folder; only a notebook that finishes lands in results/
+    if "$PY" -m papermill "$nb" "$work/$name.ipynb" -f "$work/$name.yaml" -k python3 --log-level WARNING --progress-bar; then
       status=ok
+      mkdir -p "$executed"
+      mv -f "$work/$name.yaml" "$executed/$name.parameters.yaml" && mv -f "$work/$name.ipynb" "$executed/$name.ipynb"
     else
       status=failed; failed+=("$nb")
+      mkdir -p "${TMPDIR:-/tmp}/longdoc-failed"
+      mv -f "$work/$name.ipynb" "${TMPDIR:-/tmp}/longdoc-failed/$PROFILE-$name.ipynb" 2>/dev/null \
+        && log "the failed notebook, executed up to its error: ${TMPDIR:-/tmp}/longdoc-failed/$PROFILE-$name.ipynb"
     fi
     seconds=$(( $(date +%s) - start ))
-    printf '%s\t%s\t%s\t%s\n' "$(basename "$nb" .ipynb)" "$seconds" "$status" "$(date -u +%FT%TZ)" >> "$timings"
-    log "[$i/${#notebooks[@]}] $nb $status after ${seconds}s (executed copy: $out)"
+    mkdir -p "results/$PROFILE"
+    printf '%s\t%s\t%s\t%s\n' "$name" "$seconds" "$status" "$(date -u +%FT%TZ)" >> "$timings"
+    log "[$i/${#notebooks[@]}] $nb $status after ${seconds}s"
   done
   log "results report from every record of profile $PROFILE"
   "$PY" -m longdoc.experiments.report --profile "$PROFILE" || failed+=("report")

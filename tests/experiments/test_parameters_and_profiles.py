@@ -35,13 +35,14 @@ def write_profile(tmp_path, text):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("profile: x\nbatch_sise: 4\n", "batch_sise"),
-    ("profile: x\nbatch_size: 4\nbatch_size: 5\n", "duplicate key 'batch_size'"),
-    ("profile: x\nbatch_size: four\n", "batch_size='four'"),
-    ("profile: x\nnotebooks:\n  10_longtriever_mian: {batch_size: 4}\n", "10_longtriever_mian"),
-    ("profile: x\nnotebooks:\n  10_longtriever_main: {learning_rate: 1.0e-4}\n", "learning_rate"),
-    ("profile: [x\n", "p.yaml"),
-    ("", "expected a mapping"),
+    ("batch_sise: 4\n", "batch_sise"),
+    ("batch_size: 4\nbatch_size: 5\n", "duplicate key 'batch_size'"),
+    ("batch_size: four\n", "batch_size='four'"),
+    ("notebooks:\n  10_longtriever_mian: {batch_size: 4}\n", "10_longtriever_mian"),
+    ("notebooks:\n  10_longtriever_main: {learning_rate: 1.0e-4}\n", "learning_rate"),
+    ("batch_size: [4\n", "p.yaml"),
+    ("", "the profile is empty"),
+    ("- 4\n", "expected a mapping"),
 ])
 def test_a_bad_profile_names_its_file_and_the_problem(tmp_path, text, message):
     with pytest.raises(ProfileError, match=message):

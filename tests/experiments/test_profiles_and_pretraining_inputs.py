@@ -17,7 +17,7 @@ def notebook(tmp_path, source):
 
 
 def test_a_notebook_gets_only_the_parameters_it_declares(tmp_path):
-    profile = tmp_path / "p.yaml"
+    profile = tmp_path / "cpu.yaml"
     profile.write_text("profile: cpu\nseeds: [1, 2]\nbatch_size: 3\n")
     declared = notebook(tmp_path, "profile = 'smoke'\nseeds = [3]  # a comment\n")
     assert parameters_for(profile, declared) == {"profile": "cpu", "seeds": [1, 2]}

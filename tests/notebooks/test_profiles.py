@@ -42,14 +42,14 @@ def test_a_notebook_value_overrides_the_shared_one(tmp_path):
     notebook = next(n for n in NOTEBOOKS if "batch_size" in parameters(n))
     profile = yaml.safe_load((PROFILES / "smoke.yaml").read_text())
     profile["notebooks"] = {notebook.stem: {"batch_size": 7}}
-    (profiles / "p.yaml").write_text(yaml.safe_dump(profile))
-    assert parameters_for(profiles / "p.yaml", notebook)["batch_size"] == 7
+    (profiles / "smoke.yaml").write_text(yaml.safe_dump(profile))
+    assert parameters_for(profiles / "smoke.yaml", notebook)["batch_size"] == 7
     other = next(n for n in NOTEBOOKS if n != notebook and "batch_size" in parameters(n))
-    assert parameters_for(profiles / "p.yaml", other)["batch_size"] == profile["batch_size"]
+    assert parameters_for(profiles / "smoke.yaml", other)["batch_size"] == profile["batch_size"]
     profile["notebooks"] = {notebook.stem: {"bench_batch": 1}}
-    (profiles / "p.yaml").write_text(yaml.safe_dump(profile))
+    (profiles / "smoke.yaml").write_text(yaml.safe_dump(profile))
     with pytest.raises(ValueError, match="bench_batch"):
-        parameters_for(profiles / "p.yaml", notebook)
+        parameters_for(profiles / "smoke.yaml", notebook)
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])

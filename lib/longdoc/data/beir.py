@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from longdoc.data.errors import DataFormatError
+from longdoc.data.errors import DataFormatError, check_id, json_type, text_lines
 from longdoc.io import atomic_write
 
 Qrels = dict[str, dict[str, int]]  # query id -> document id -> graded relevance
@@ -67,8 +67,11 @@ class RetrievalDataset:
     def split(self, split: str) -> tuple[dict[str, str], Qrels]:
         """Queries and qrels of one split; queries without a relevant document are dropped."""
         if split not in self.qrels:
-            raise KeyError(f"{self.name} has no split {split!r}; it has {sorted(self.qrels)}")
+            raise ValueError(f"{self.name} has no split {split!r} (no qrels/{split}.tsv); it has {sorted(self.qrels)}")
         qrels = {q: d for q, d in self.qrels[split].items() if any(r > 0 for r in d.values())}
+        if not qrels:
+            raise ValueError(f"{self.name}: split {split!r} (qrels/{split}.tsv) has no query with a relevant document "
+                             "(relevance > 0)")
         return {q: self.queries[q] for q in qrels}, qrels
 
     def subsample(self, max_docs: int, seed: int = 0) -> "RetrievalDataset":
@@ -104,17 +107,27 @@ class RetrievalDataset:
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict]]:
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataFormatError(path, f"not valid JSON ({err.msg})", number) from None
-            if not isinstance(row, dict) or "_id" not in row:
-                raise DataFormatError(path, "expected a JSON object with an '_id' field", number)
-            yield number, row
+    for number, line in text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataFormatError(path, f"not valid JSON ({err.msg})", number) from None
+        if not isinstance(row, dict) or "_id" not in row:
+            raise DataFormatError(path, "expected a JSON object with an '_id' field", number)
+        yield number, row
+
+
+def _text_field(row: dict, name: str, path: Path, number: int) -> str:
+    """A ``title``/``text`` field: a string, or absent/null for none (a list or object is an error,
+    not silently stringified)."""
+    value = row.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise DataFormatError(path, f"field {name!r} must be a string, got {json_type(value)}", number)
+    return value
 
 
 def read_corpus(path: str | Path, on_empty: str = "error", stats: dict | None = None) -> dict[str, Document]:
@@ -124,10 +137,10 @@ def read_corpus(path: str | Path, on_empty: str = "error", stats: dict | None = 
     corpus: dict[str, Document] = {}
     skipped = 0
     for number, row in _jsonl_rows(path):
-        doc_id = str(row["_id"])
+        doc_id = check_id(row["_id"], path, number)
         if doc_id in corpus:
             raise DataFormatError(path, f"duplicate document id {doc_id!r}", number)
-        title, text = str(row.get("title") or ""), str(row.get("text") or "")
+        title, text = _text_field(row, "title", path, number), _text_field(row, "text", path, number)
         if not (title.strip() or text.strip()):
             if on_empty == "skip":
                 skipped += 1
@@ -145,10 +158,10 @@ def read_queries(path: str | Path) -> dict[str, str]:
     path = Path(path)
     queries: dict[str, str] = {}
     for number, row in _jsonl_rows(path):
-        qid = str(row["_id"])
+        qid = check_id(row["_id"], path, number, "query id")
         if qid in queries:
             raise DataFormatError(path, f"duplicate query id {qid!r}", number)
-        text = str(row.get("text") or "").strip()
+        text = _text_field(row, "text", path, number).strip()
         if not text:
             raise DataFormatError(path, f"query {qid!r} has no text", number)
         queries[qid] = text
@@ -159,27 +172,27 @@ def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | Non
     """Read a BEIR qrels TSV (header ``query-id corpus-id score``), checking ids when given."""
     path = Path(path)
     qrels: Qrels = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            fields = line.rstrip("\n").split("\t")
-            if number == 1 and fields[0] == "query-id":
-                continue
-            if not line.strip():
-                continue
-            if len(fields) != 3:
-                raise DataFormatError(path, f"expected 3 tab-separated fields, found {len(fields)}", number)
-            qid, doc_id, score = fields
-            try:
-                relevance = int(score)
-            except ValueError:
-                raise DataFormatError(path, f"relevance {score!r} is not an integer", number) from None
-            if queries is not None and qid not in queries:
-                raise DataFormatError(path, f"unknown query id {qid!r}", number)
-            if corpus is not None and doc_id not in corpus:
-                raise DataFormatError(path, f"unknown document id {doc_id!r}", number)
-            if doc_id in qrels.setdefault(qid, {}):
-                raise DataFormatError(path, f"duplicate judgement for ({qid!r}, {doc_id!r})", number)
-            qrels[qid][doc_id] = relevance
+    for number, line in text_lines(path):
+        fields = line.split("\t")
+        if number == 1 and fields[0] == "query-id":
+            continue
+        if not line.strip():
+            continue
+        if len(fields) != 3:
+            raise DataFormatError(path, f"expected 3 tab-separated fields 'query-id corpus-id score', found {len(fields)}", number)
+        qid, doc_id, score = (f.strip() for f in fields)
+        try:
+            relevance = int(score)
+        except ValueError:
+            raise DataFormatError(path, f"relevance {score!r} is not an integer", number) from None
+        qid, doc_id = check_id(qid, path, number, "query id"), check_id(doc_id, path, number)
+        if queries is not None and qid not in queries:
+            raise DataFormatError(path, f"unknown query id {qid!r}", number)
+        if corpus is not None and doc_id not in corpus:
+            raise DataFormatError(path, f"unknown document id {doc_id!r}", number)
+        if doc_id in qrels.setdefault(qid, {}):
+            raise DataFormatError(path, f"duplicate judgement for ({qid!r}, {doc_id!r})", number)
+        qrels[qid][doc_id] = relevance
     return qrels
 
 
@@ -190,20 +203,36 @@ def load_beir(directory: str | Path, name: str | None = None, on_empty: str = "e
             raise DataFormatError(directory / required, "missing (not a BEIR-layout dataset directory)")
     corpus = read_corpus(directory / "corpus.jsonl", on_empty=on_empty)
     queries = read_queries(directory / "queries.jsonl")
-    qrels = {
-        p.stem: read_qrels(p, queries, corpus) for p in sorted((directory / "qrels").glob("*.tsv"))
-    }
+    qrels = {p.stem: read_qrels(p, queries, corpus) for p in qrels_files(directory)}
     manifest_path = directory / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else {}
+    except json.JSONDecodeError as err:
+        raise DataFormatError(manifest_path, f"not valid JSON ({err.msg})", err.lineno) from None
     if "checksum" not in manifest:  # a user's directory: the checksum of its files' bytes
         manifest["checksum"] = files_checksum(directory)
     return RetrievalDataset(name or directory.name, corpus, queries, qrels, manifest)
 
 
+def qrels_files(directory: Path) -> list[Path]:
+    """``qrels/<split>.tsv``; any other file there (``test.txt``, ``dev.tsv.bak``) is an error, not a
+    silently missing split."""
+    folder = directory / "qrels"
+    if not folder.is_dir():
+        raise DataFormatError(folder, "expected a folder of qrels/<split>.tsv files")
+    files = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+    stray = [p.name for p in files if p.suffix != ".tsv" or not p.is_file()]
+    if stray:
+        raise DataFormatError(folder, f"{stray} are not <split>.tsv files (rename them, e.g. test.tsv, or remove them)")
+    if not files:
+        raise DataFormatError(folder, "no qrels/<split>.tsv file")
+    return files
+
+
 def files_checksum(directory: Path) -> str:
     """SHA-256 over the dataset's files (corpus, queries, every qrels split), names included."""
     digest = hashlib.sha256()
-    for path in [directory / "corpus.jsonl", directory / "queries.jsonl", *sorted((directory / "qrels").glob("*.tsv"))]:
+    for path in [directory / "corpus.jsonl", directory / "queries.jsonl", *qrels_files(directory)]:
         digest.update(path.relative_to(directory).as_posix().encode() + b"\0")
         with open(path, "rb") as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):

@@ -1,8 +1,11 @@
-"""The one error type for bad input files: it always names the file and, where there is one, the line."""
+"""The one error type for bad input files (it always names the file and, where there is one, the
+line), and the one way input text files are read (:func:`text_lines`)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Iterator
 
 
 class DataFormatError(ValueError):
@@ -13,3 +16,42 @@ class DataFormatError(ValueError):
         self.line = line
         where = f"{self.path}, line {line}" if line is not None else self.path
         super().__init__(f"{where}: {message}")
+
+
+def text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a UTF-8 text file without its line ending; a byte-order mark at the
+    start is dropped, and a byte that is not UTF-8 (a Latin-1 export) is an error naming the line."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataFormatError(path, "no such file")
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DataFormatError(path, f"byte 0x{raw[err.start]:02x} at column {err.start + 1} is not UTF-8 "
+                                            "(re-encode the file as UTF-8)", number) from None
+            if number == 1:
+                line = line.removeprefix("\ufeff")
+            yield number, line.rstrip("\r\n")
+
+
+_WHITESPACE = re.compile(r"\s")
+
+
+def check_id(value, path: str | Path, line: int, what: str = "document id") -> str:
+    """An id as a string: a JSON string or integer, non-empty and without whitespace (TREC run files
+    separate fields by whitespace)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise DataFormatError(path, f"{what} must be a string, got {json_type(value)} {value!r}", line)
+    text = str(value)
+    if not text:
+        raise DataFormatError(path, f"{what} is empty", line)
+    if _WHITESPACE.search(text):
+        raise DataFormatError(path, f"{what} {text!r} contains whitespace (run files cannot hold it)", line)
+    return text
+
+
+def json_type(value) -> str:
+    return {type(None): "null", bool: "boolean", int: "number", float: "number", str: "string", list: "array",
+            dict: "object"}.get(type(value), type(value).__name__)

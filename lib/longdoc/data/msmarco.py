@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from longdoc.data.beir import Document, RetrievalDataset
-from longdoc.data.errors import DataFormatError
+from longdoc.data.errors import DataFormatError, check_id, text_lines
 from longdoc.data.trec import read_trec_qrels
 
 
@@ -20,20 +20,18 @@ def read_msmarco_docs(path: str | Path, stats: dict | None = None) -> dict[str, 
     path = Path(path)
     corpus: dict[str, Document] = {}
     skipped = 0
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) != 4:
-                raise DataFormatError(path, f"expected 4 tab-separated fields 'docid url title body', found {len(fields)}", number)
-            doc_id, _url, title, body = fields
-            if not doc_id:
-                raise DataFormatError(path, "empty docid", number)
-            if doc_id in corpus:
-                raise DataFormatError(path, f"duplicate docid {doc_id!r}", number)
-            if not (title.strip() or body.strip()):
-                skipped += 1
-                continue
-            corpus[doc_id] = Document(doc_id, title.strip(), body.strip())
+    for number, line in text_lines(path):
+        fields = line.split("\t")
+        if len(fields) != 4:
+            raise DataFormatError(path, f"expected 4 tab-separated fields 'docid url title body', found {len(fields)}", number)
+        doc_id, _url, title, body = fields
+        doc_id = check_id(doc_id.strip(), path, number, "docid")
+        if doc_id in corpus:
+            raise DataFormatError(path, f"duplicate docid {doc_id!r}", number)
+        if not (title.strip() or body.strip()):
+            skipped += 1
+            continue
+        corpus[doc_id] = Document(doc_id, title.strip(), body.strip())
     if stats is not None:
         stats["skipped_empty"] = skipped
     return corpus
@@ -42,19 +40,18 @@ def read_msmarco_docs(path: str | Path, stats: dict | None = None) -> dict[str, 
 def read_queries_tsv(path: str | Path) -> dict[str, str]:
     path = Path(path)
     queries: dict[str, str] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) != 2:
-                raise DataFormatError(path, f"expected 2 tab-separated fields 'qid text', found {len(fields)}", number)
-            qid, text = fields[0].strip(), fields[1].strip()
-            if not text:
-                raise DataFormatError(path, f"query {qid!r} has no text", number)
-            if qid in queries:
-                raise DataFormatError(path, f"duplicate query id {qid!r}", number)
-            queries[qid] = text
+    for number, line in text_lines(path):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise DataFormatError(path, f"expected 2 tab-separated fields 'qid text', found {len(fields)}", number)
+        qid, text = check_id(fields[0].strip(), path, number, "query id"), fields[1].strip()
+        if not text:
+            raise DataFormatError(path, f"query {qid!r} has no text", number)
+        if qid in queries:
+            raise DataFormatError(path, f"duplicate query id {qid!r}", number)
+        queries[qid] = text
     return queries
 
 

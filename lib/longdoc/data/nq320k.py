@@ -13,18 +13,17 @@ import hashlib
 from pathlib import Path
 
 from longdoc.data.beir import Document, RetrievalDataset
-from longdoc.data.errors import DataFormatError
+from longdoc.data.errors import DataFormatError, text_lines
 
 
 def _rows(path: Path, min_fields: int = 3):
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) < min_fields:
-                raise DataFormatError(path, f"expected at least {min_fields} tab-separated fields 'query queryid oldid ...', found {len(fields)}", number)
-            yield number, fields
+    for number, line in text_lines(path):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) < min_fields:
+            raise DataFormatError(path, f"expected at least {min_fields} tab-separated fields 'query queryid oldid ...', found {len(fields)}", number)
+        yield number, fields
 
 
 def read_nci_documents(path: str | Path) -> tuple[dict[str, Document], dict[str, list[str]]]:

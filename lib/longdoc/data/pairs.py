@@ -6,10 +6,11 @@ Importers for the published pair files (GWikiMatch, Wiki65K, AAN104K) map onto i
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from longdoc.data.errors import DataFormatError
+from longdoc.data.errors import DataFormatError, check_id, text_lines
 from longdoc.io import atomic_write
 
 HEADER = ("source-id", "target-id", "label")
@@ -28,48 +29,60 @@ def read_pair_tsv(
     known_ids: set[str] | dict | None = None,
     on_unknown: str = "error",
     stats: dict | None = None,
+    labels: tuple[int, ...] = (0, 1),
 ) -> list[DocumentPair]:
     """Read tab-separated labelled pairs whose three columns are named by ``columns`` (a permutation of
     ``source-id``, ``target-id``, ``label``). A header line equal to the column names is skipped.
-    Pairs naming an id outside ``known_ids`` are an error, or with ``on_unknown='skip'`` skipped and
-    counted in ``stats['skipped_unknown']``; a repeated pair is always an error."""
+    A label outside ``labels``, a document paired with itself, a repeated pair and a pair whose
+    reverse carries another label are errors naming the line. Pairs naming an id outside
+    ``known_ids`` are an error, or with ``on_unknown='skip'`` skipped and counted in
+    ``stats['skipped_unknown']``."""
     if sorted(columns) != sorted(HEADER):
         raise ValueError(f"columns must be a permutation of {HEADER}, got {columns}")
     where = {name: columns.index(name) for name in HEADER}
     path = Path(path)
     pairs: list[DocumentPair] = []
-    seen: set[tuple[str, str]] = set()
+    seen: dict[tuple[str, str], tuple[int, int]] = {}  # (source, target) -> (label, line)
     skipped = 0
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
+    for number, line in text_lines(path):
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in line.split("\t")]
+        if number == 1 and len(fields) == 3 and (tuple(fields) == columns or fields[where["label"]].lower() == "label"):
+            continue
+        if len(fields) != 3:
+            raise DataFormatError(path, f"expected 3 tab-separated fields {' '.join(columns)!r}, found {len(fields)}", number)
+        source, target, label = (fields[where[name]] for name in HEADER)
+        value = _label(label, labels, path, number)
+        source, target = check_id(source, path, number), check_id(target, path, number)
+        if source == target:
+            raise DataFormatError(path, f"document {source!r} is paired with itself", number)
+        if known_ids is not None and (source not in known_ids or target not in known_ids):
+            if on_unknown == "skip":
+                skipped += 1
                 continue
-            fields = [f.strip() for f in line.rstrip("\n").split("\t")]
-            if number == 1 and (tuple(fields) == columns or fields[where["label"]].lower() == "label"):
-                continue
-            if len(fields) != 3:
-                raise DataFormatError(path, f"expected 3 tab-separated fields, found {len(fields)}", number)
-            source, target, label = (fields[where[name]] for name in HEADER)
-            try:
-                value = int(float(label))
-            except ValueError:
-                raise DataFormatError(path, f"label {label!r} is not a number", number) from None
-            if not source or not target:
-                raise DataFormatError(path, "empty document id", number)
-            if known_ids is not None and (source not in known_ids or target not in known_ids):
-                if on_unknown == "skip":
-                    skipped += 1
-                    continue
-                unknown = source if source not in known_ids else target
-                raise DataFormatError(path, f"unknown document id {unknown!r}", number)
-            key = (source, target)
-            if key in seen:
-                raise DataFormatError(path, f"duplicate pair ({source!r}, {target!r})", number)
-            seen.add(key)
-            pairs.append(DocumentPair(source, target, value))
+            unknown = source if source not in known_ids else target
+            raise DataFormatError(path, f"unknown document id {unknown!r}", number)
+        if (source, target) in seen:
+            raise DataFormatError(path, f"duplicate pair ({source!r}, {target!r}); first on line {seen[source, target][1]}", number)
+        reverse = seen.get((target, source))
+        if reverse is not None and reverse[0] != value:
+            raise DataFormatError(path, f"label {value} contradicts label {reverse[0]} of the reverse pair on line {reverse[1]}", number)
+        seen[source, target] = (value, number)
+        pairs.append(DocumentPair(source, target, value))
     if stats is not None:
         stats["skipped_unknown"] = skipped
     return pairs
+
+
+def _label(text: str, allowed: tuple[int, ...], path: Path, number: int) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        raise DataFormatError(path, f"label {text!r} is not a number", number) from None
+    if not math.isfinite(value) or value != int(value) or int(value) not in allowed:
+        raise DataFormatError(path, f"label {text!r} is not one of {list(allowed)}", number)
+    return int(value)
 
 
 def save_pairs(pairs: dict[str, list[DocumentPair]], directory: str | Path) -> None:
@@ -90,7 +103,7 @@ def load_pairs(directory: str | Path, known_ids: set[str] | dict | None = None) 
 def read_gwikimatch(path: str | Path, known_ids=None, on_unknown: str = "error", stats=None) -> list[DocumentPair]:
     """GWikiMatch release TSV: ``source URL, target URL, label`` (labels 0/1/2; 1 and 2 count as a match,
     as in its README). Our label is binarised; the graded label is not kept."""
-    pairs = read_pair_tsv(path, ("source-id", "target-id", "label"), known_ids, on_unknown, stats)
+    pairs = read_pair_tsv(path, ("source-id", "target-id", "label"), known_ids, on_unknown, stats, labels=(0, 1, 2))
     return [DocumentPair(p.source, p.target, int(p.label > 0)) for p in pairs]
 
 

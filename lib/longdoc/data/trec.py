@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from longdoc.data.beir import Qrels
-from longdoc.data.errors import DataFormatError
+from longdoc.data.errors import DataFormatError, text_lines
 
 
 def read_trec_qrels(
@@ -22,30 +22,29 @@ def read_trec_qrels(
     path = Path(path)
     qrels: Qrels = {}
     skipped = 0
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
+    for number, line in text_lines(path):
+        if not line.strip():
+            continue
+        fields = line.split()
+        if len(fields) != 4:
+            raise DataFormatError(path, f"expected 4 fields 'qid iter docid rel', found {len(fields)}", number)
+        qid, _, doc_id, rel = fields
+        try:
+            relevance = int(rel)
+        except ValueError:
+            raise DataFormatError(path, f"relevance {rel!r} is not an integer", number) from None
+        unknown = (known_queries is not None and qid not in known_queries) or (
+            known_docs is not None and doc_id not in known_docs
+        )
+        if unknown:
+            if on_unknown == "skip":
+                skipped += 1
                 continue
-            fields = line.split()
-            if len(fields) != 4:
-                raise DataFormatError(path, f"expected 4 fields 'qid iter docid rel', found {len(fields)}", number)
-            qid, _, doc_id, rel = fields
-            try:
-                relevance = int(rel)
-            except ValueError:
-                raise DataFormatError(path, f"relevance {rel!r} is not an integer", number) from None
-            unknown = (known_queries is not None and qid not in known_queries) or (
-                known_docs is not None and doc_id not in known_docs
-            )
-            if unknown:
-                if on_unknown == "skip":
-                    skipped += 1
-                    continue
-                what = f"query id {qid!r}" if known_queries is not None and qid not in known_queries else f"document id {doc_id!r}"
-                raise DataFormatError(path, f"unknown {what}", number)
-            if doc_id in qrels.setdefault(qid, {}):
-                raise DataFormatError(path, f"duplicate judgement for ({qid!r}, {doc_id!r})", number)
-            qrels[qid][doc_id] = relevance
+            what = f"query id {qid!r}" if known_queries is not None and qid not in known_queries else f"document id {doc_id!r}"
+            raise DataFormatError(path, f"unknown {what}", number)
+        if doc_id in qrels.setdefault(qid, {}):
+            raise DataFormatError(path, f"duplicate judgement for ({qid!r}, {doc_id!r})", number)
+        qrels[qid][doc_id] = relevance
     if stats is not None:
         stats["skipped_unknown"] = skipped
     return qrels

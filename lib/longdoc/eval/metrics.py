@@ -68,13 +68,20 @@ def per_query(run: Run, qrels: Qrels, measures: list[str]) -> dict[str, dict[str
     for qid, judged in qrels.items():
         if not any(r >= 1 for r in judged.values()):
             continue
-        ranked = ranking(run.get(qid, {}))
+        scores = run.get(qid, {})
+        bad = next((d for d, score in scores.items() if not math.isfinite(score)), None)
+        if bad is not None:
+            raise ValueError(f"run: query {qid!r}, document {bad!r} has score {scores[bad]!r} (not a finite number)")
+        ranked = ranking(scores)
         for measure, (name, cutoff) in parsed.items():
             values[measure][qid] = float(_query_value(name, cutoff, ranked, judged))
     return values
 
 
 def evaluate(run: Run, qrels: Qrels, measures: list[str]) -> dict[str, float]:
-    """Mean of each measure over the judged queries (a query missing from the run counts 0)."""
+    """Mean of each measure over the judged queries (a query missing from the run counts 0); qrels
+    without a query that has a relevant document are an error (no NaN means)."""
+    if not any(r >= 1 for judged in qrels.values() for r in judged.values()):
+        raise ValueError("qrels: no query has a relevant document (an empty split?); nothing to evaluate")
     values = per_query(run, qrels, measures)
-    return {m: (math.fsum(v.values()) / len(v) if v else float("nan")) for m, v in values.items()}
+    return {m: math.fsum(v.values()) / len(v) for m, v in values.items()}

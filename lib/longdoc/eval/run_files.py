@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from longdoc.data.errors import DataFormatError
+from longdoc.data.errors import DataFormatError, text_lines
 from longdoc.eval.metrics import Run, ranking
 from longdoc.io import atomic_write
 
@@ -27,9 +27,22 @@ def distinct_scores(scores: dict[str, float], depth: int | None = None) -> list[
     return out
 
 
+def check_run(run: Run) -> None:
+    """Ids a run file can hold (non-empty, no whitespace) and finite scores, checked before writing."""
+    for qid, scores in run.items():
+        if not isinstance(qid, str) or not qid or any(c.isspace() for c in qid):
+            raise ValueError(f"query id {qid!r}: a run file needs non-empty ids without whitespace")
+        for doc, score in scores.items():
+            if not isinstance(doc, str) or not doc or any(c.isspace() for c in doc):
+                raise ValueError(f"query {qid!r}: document id {doc!r}: a run file needs non-empty ids without whitespace")
+            if not math.isfinite(float(score)):
+                raise ValueError(f"query {qid!r}, document {doc!r}: score {score!r} is not finite")
+
+
 def write_run(run: Run, path: str | Path, tag: str = "longdoc", depth: int | None = None) -> None:
     if any(c.isspace() for c in tag) or not tag:
         raise ValueError(f"tag={tag!r}: a run tag must be one word")
+    check_run(run)
     with atomic_write(path) as handle:
         for qid in sorted(run):
             for rank, (doc, score) in enumerate(distinct_scores(run[qid], depth), start=1):
@@ -39,19 +52,20 @@ def write_run(run: Run, path: str | Path, tag: str = "longdoc", depth: int | Non
 def read_run(path: str | Path) -> Run:
     path = Path(path)
     run: Run = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            fields = line.split()
-            if len(fields) != 6:
-                raise DataFormatError(path, f"expected 6 fields 'qid Q0 docid rank score tag', found {len(fields)}", number)
-            qid, _, doc, _, score, _ = fields
-            try:
-                value = float(score)
-            except ValueError:
-                raise DataFormatError(path, f"score {score!r} is not a number", number) from None
-            if doc in run.setdefault(qid, {}):
-                raise DataFormatError(path, f"document {doc!r} appears twice for query {qid!r}", number)
-            run[qid][doc] = value
+    for number, line in text_lines(path):
+        if not line.strip():
+            continue
+        fields = line.split()
+        if len(fields) != 6:
+            raise DataFormatError(path, f"expected 6 fields 'qid Q0 docid rank score tag', found {len(fields)}", number)
+        qid, _, doc, _, score, _ = fields
+        try:
+            value = float(score)
+        except ValueError:
+            raise DataFormatError(path, f"score {score!r} is not a number", number) from None
+        if not math.isfinite(value):
+            raise DataFormatError(path, f"score {score!r} is not a finite number", number)
+        if doc in run.setdefault(qid, {}):
+            raise DataFormatError(path, f"document {doc!r} appears twice for query {qid!r}", number)
+        run[qid][doc] = value
     return run

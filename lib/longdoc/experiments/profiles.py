@@ -50,15 +50,28 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def load_profile(profile: str | Path) -> dict:
-    """The profile's mapping, checked: known parameter names, valid values, known notebooks."""
+    """The profile's mapping, checked: known parameter names, valid values, known notebooks, and every
+    top-level name declared by some notebook. ``profile`` is the file's stem (results and figures go
+    to folders of that name); a ``profile:`` key, if present, must agree."""
     path = Path(profile)
     try:
-        values = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
-    except (yaml.YAMLError, ProfileError) as err:
+        with open(path, encoding="utf-8") as stream:  # a stream: YAML errors then name the file
+            values = yaml.load(stream, Loader=_UniqueKeyLoader)
+    except OSError as err:
+        raise ProfileError(f"{path}: cannot read the profile ({err.strerror})") from None
+    except (yaml.YAMLError, ProfileError, UnicodeDecodeError) as err:
         raise ProfileError(f"{path}: {err}") from None
+    if values is None:
+        raise ProfileError(f"{path}: the profile is empty")
     if not isinstance(values, dict):
-        raise ProfileError(f"{path}: expected a mapping of parameter names to values")
+        raise ProfileError(f"{path}: expected a mapping of parameter names to values, got {type(values).__name__}")
+    if values.get("profile", path.stem) != path.stem:
+        raise ProfileError(f"{path}: profile: {values['profile']!r} differs from the file's name {path.stem!r} "
+                           "(results go to results/<file name>/)")
+    values["profile"] = path.stem
     per_notebook = values.pop("notebooks", None) or {}
+    if not isinstance(per_notebook, dict):
+        raise ProfileError(f"{path}: notebooks: expected a mapping of notebook names to parameter mappings")
     try:
         check_parameters(values)
         for name, own in per_notebook.items():
@@ -67,31 +80,60 @@ def load_profile(profile: str | Path) -> dict:
             check_parameters(own)
     except ValueError as err:
         raise ProfileError(f"{path}: {err}") from None
-    notebooks = {p.stem for p in (path.parent.parent).glob("[0-9][0-9]_*.ipynb")}
-    unknown = sorted(set(per_notebook) - notebooks) if notebooks else []
-    if unknown:
-        raise ProfileError(f"{path}: notebooks: {unknown} are not notebooks of {path.parent.parent}")
+    declared = {p.stem: set(notebook_parameter_names(p)) for p in (path.parent.parent).glob("[0-9][0-9]_*.ipynb")}
+    if declared:
+        unknown = sorted(set(per_notebook) - set(declared))
+        if unknown:
+            raise ProfileError(f"{path}: notebooks: {unknown} are not notebooks of {path.parent.parent} "
+                               f"(they are {sorted(declared)})")
+        unused = sorted(set(values) - set().union(*declared.values()))
+        if unused:
+            raise ProfileError(f"{path}: {unused} set but declared by no notebook")
+        for name, own in per_notebook.items():
+            undeclared = sorted(set(own) - declared[name])
+            if undeclared:
+                raise ProfileError(f"{path}: notebooks.{name} sets {undeclared}, which {name} does not declare")
     return {**values, "notebooks": per_notebook}
 
 
-def parameters_for(profile: str | Path, notebook: str | Path) -> dict:
+def parameters_for(profile: str | Path, notebook: str | Path, overrides: dict | None = None) -> dict:
+    """The values of ``notebook``'s parameters under ``profile``, then ``overrides`` (checked; e.g.
+    ``run_all.sh --dataset DIR --backbone NAME``)."""
     values = load_profile(profile)
     names = notebook_parameter_names(notebook)
     own = values.pop("notebooks").get(Path(notebook).stem, {})
-    unknown = sorted(set(own) - set(names))
-    if unknown:
-        raise ProfileError(f"profile {profile} sets {unknown} for {Path(notebook).name}, which does not declare them")
     values.update(own)
+    try:
+        values.update(check_parameters(overrides or {}))
+    except ValueError as err:
+        raise ProfileError(f"command line: {err}") from None
     missing = [n for n in names if n not in values]
     if missing:
         raise ProfileError(f"profile {profile} does not set {missing}, which {Path(notebook).name} declares")
     return {n: values[n] for n in names}
 
 
-if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: python -m longdoc.experiments.profiles PROFILE.yaml NOTEBOOK.ipynb")
+def _main(argv: list[str]) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m longdoc.experiments.profiles",
+                                     description="Print a notebook's parameters under a profile (YAML for papermill -f).")
+    parser.add_argument("profile")
+    parser.add_argument("notebook")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="override a parameter (value parsed as YAML), e.g. --set dataset=data/mine")
+    args = parser.parse_args(argv)
+    overrides = {}
+    for item in args.set:
+        name, sep, text = item.partition("=")
+        if not sep:
+            sys.exit(f"profile error: --set {item!r}: expected NAME=VALUE")
+        overrides[name] = yaml.safe_load(text) if text else ""
     try:
-        yaml.safe_dump(parameters_for(sys.argv[1], sys.argv[2]), sys.stdout, sort_keys=False)
+        yaml.safe_dump(parameters_for(args.profile, args.notebook, overrides), sys.stdout, sort_keys=False)
     except (ProfileError, ValueError, OSError) as err:
         sys.exit(f"profile error: {err}")
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])

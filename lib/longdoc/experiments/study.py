@@ -149,8 +149,10 @@ class Study:
     @property
     def data(self) -> RetrievalDataset:
         if self._data is None:
-            self._data = load_dataset(self.params["dataset"], max_docs=self.params.get("max_docs", 0),
-                                      seed=self.seeds[0])
+            data = load_dataset(self.params["dataset"], max_docs=self.params.get("max_docs", 0), seed=self.seeds[0])
+            for split in ("train", "dev", "test"):  # every table needs all three: fail before any training
+                data.split(split)
+            self._data = data
         return self._data
 
     def split(self, name: str) -> tuple[dict[str, str], dict]:
