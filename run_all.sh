@@ -85,6 +85,7 @@ setup() {
   ensure_system_packages
   ensure_python_env
   export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONHASHSEED=0 MPLBACKEND=Agg
+  export LONGDOC_PROGRESS="${LONGDOC_PROGRESS:-final}"  # one line per loop in executed notebooks
 }
 
 run_tests() {

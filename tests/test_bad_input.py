@@ -7,8 +7,8 @@ line, or the parameter). The table is printed in the README's "Run it on your ow
 
 from __future__ import annotations
 
-import re
 import math
+import re
 import shutil
 import subprocess
 from pathlib import Path

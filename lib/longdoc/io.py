@@ -1,12 +1,63 @@
-"""Atomic file writing: a reader never sees a half-written file, a failure never clobbers an old one."""
+"""Atomic file writing: a reader never sees a half-written file, a failure never clobbers an old one,
+and a process killed mid-write (SIGKILL, out of memory) leaves nothing that a later run keeps.
+
+Temporary names carry the writer's process id (``.<name>.<pid>.<random>.tmp``); :func:`sweep_stale`
+removes those whose process is gone. Files and folders get the permissions the umask gives (a
+``tempfile`` name is created 0600/0700, which would otherwise survive the rename).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
+
+_STALE = re.compile(r"^\..+\.(\d+)\.[^.]+\.tmp$")
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def _prefix(path: Path) -> str:
+    return f".{path.name}.{os.getpid()}."
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def sweep_stale(folder: str | os.PathLike) -> list[Path]:
+    """Remove the temporary files and folders in ``folder`` left by writers that no longer run (and
+    ``.<name>.old`` folders of an interrupted replacement); returns what was removed."""
+    folder = Path(folder)
+    removed = []
+    if not folder.is_dir():
+        return removed
+    for entry in folder.iterdir():
+        match = _STALE.match(entry.name)
+        stale_old = entry.name.startswith(".") and entry.name.endswith(".old") and entry.is_dir()
+        if (match and not _alive(int(match.group(1)))) or stale_old:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    entry.unlink()
+            removed.append(entry)
+    return removed
 
 
 @contextlib.contextmanager
@@ -14,12 +65,13 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     """Open a temporary file beside ``path``; on success rename it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_prefix(path), suffix=".tmp")
     os.close(fd)
     try:
         kwargs = {} if "b" in mode else {"encoding": encoding, "newline": "\n"}
         with open(tmp, mode, **kwargs) as handle:
             yield handle
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -32,9 +84,10 @@ def atomic_directory(path: str | os.PathLike):
     """Build a directory under a temporary name; on success replace ``path`` with it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=_prefix(path), suffix=".tmp"))
     try:
         yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())
         if path.exists():
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)

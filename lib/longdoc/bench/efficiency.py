@@ -302,7 +302,7 @@ def measure_all(models, isolate: bool = True, progress: bool = True, **shape) ->
     import itertools
 
     import pandas as pd
-    from tqdm.auto import tqdm
+    from longdoc.progress import tqdm
 
     grid = {k: v if isinstance(v, (list, tuple)) else [v] for k, v in shape.items()}
     combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm.auto import tqdm
+from longdoc.progress import tqdm
 
 from longdoc.data.beir import Document, RetrievalDataset, save_beir
 from longdoc.data.pairs import save_pairs

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 import os
+import shutil
 from pathlib import Path
 
 from longdoc.data.registry import DATA_DIR
-from longdoc.io import atomic_directory, atomic_write
+from longdoc.io import atomic_directory, atomic_write, sweep_stale
 
 CACHE_DIR = Path(os.environ.get("LONGDOC_CACHE", DATA_DIR / "cache"))
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -64,14 +66,26 @@ def cache_key(**determinants) -> str:
 def cached_directory(kind: str, build, **determinants) -> Path:
     """``CACHE_DIR/kind/<key>``; calls ``build(tmp_dir)`` to create it when missing (atomically).
     The key covers ``determinants``, the code fingerprint (computed once per process) and the versions
-    of torch, transformers and the packaged backbone."""
+    of torch, transformers and the packaged backbone.
+
+    A ``build(tmp_dir, resume_dir)`` of two arguments gets ``CACHE_DIR/kind/<key>.resume``, a folder
+    that survives a killed build (training states, :mod:`longdoc.train.checkpoint`) and is removed
+    once the artefact exists. Temporary folders of builds whose process is gone are swept first."""
     determinants = {**determinants, "code": code_fingerprint(), "packages": package_versions()}
-    directory = CACHE_DIR / kind / cache_key(**determinants)
+    key = cache_key(**determinants)
+    directory = CACHE_DIR / kind / key
     if not (directory / "key.json").exists():
+        sweep_stale(CACHE_DIR / kind)
+        resume = CACHE_DIR / kind / f"{key}.resume"
         with atomic_directory(directory) as tmp:
-            build(tmp)
+            if len(inspect.signature(build).parameters) == 2:
+                resume.mkdir(parents=True, exist_ok=True)
+                build(tmp, resume)
+            else:
+                build(tmp)
             with atomic_write(tmp / "key.json") as handle:
                 json.dump(determinants, handle, indent=2, sort_keys=True, default=str)
+        shutil.rmtree(resume, ignore_errors=True)
     return directory
 
 

@@ -10,9 +10,10 @@ import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
+from typing import Callable
 
 from longdoc.data.registry import REPO_ROOT
-from longdoc.io import atomic_write
+from longdoc.io import atomic_directory, sweep_stale
 
 RESULTS_DIR = REPO_ROOT / "results"
 _PACKAGES = ("torch", "transformers", "faiss-cpu", "faiss-gpu", "bm25s", "numpy", "accelerate", "longdoc")
@@ -76,9 +77,12 @@ def finite(value):
 
 
 def write_metrics(directory: Path, notebook: str, profile: str, config: dict, metrics: dict, data_checksum: str,
-                  seeds: list[int], extra: dict | None = None, overwrite: bool = False) -> Path:
-    """Write ``directory/metrics.json``; refuse (unless ``overwrite``) when one exists with a different
-    config or data checksum."""
+                  seeds: list[int], extra: dict | None = None, overwrite: bool = False,
+                  write_files: Callable[[Path], None] | None = None) -> Path:
+    """Write ``directory/metrics.json`` (strict JSON: non-finite numbers become null) and whatever
+    ``write_files(folder)`` adds (the TREC runs); refuse (unless ``overwrite``) when a record exists
+    with a different config or data checksum. The folder is built under a temporary name and
+    replaces the old one at once: a killed run leaves the previous record whole, never half of one."""
     directory = Path(directory)
     path = directory / "metrics.json"
     config = json.loads(json.dumps(finite(config), default=str))
@@ -91,8 +95,11 @@ def write_metrics(directory: Path, notebook: str, profile: str, config: dict, me
     record = {"notebook": notebook, "profile": profile, "config": config, "seeds": seeds, "data_checksum": data_checksum,
               "versions": versions(), "machine": machine(), **(extra or {}), "metrics": metrics}
     text = json.dumps(finite(json.loads(json.dumps(record, default=str))), indent=2, sort_keys=True, allow_nan=False)
-    with atomic_write(path) as handle:
-        handle.write(text + "\n")
+    sweep_stale(directory.parent)
+    with atomic_directory(directory) as tmp:
+        (tmp / "metrics.json").write_text(text + "\n", encoding="utf-8")
+        if write_files is not None:
+            write_files(tmp)
     return directory
 
 

@@ -22,6 +22,7 @@ from longdoc.models.longtriever import Longtriever
 from longdoc.models.parade import Parade
 from longdoc.seeding import seeded
 from longdoc.text.segments import SegmentedCorpus
+from longdoc.train.checkpoint import Checkpointer
 from longdoc.train.loop import TrainConfig, train_biencoder
 from longdoc.train.negatives import negatives_from_run
 
@@ -30,6 +31,7 @@ RUN_DEPTH = 100  # documents per query in every run (MRR@100, R@100)
 SELECTION_MEASURE = "MRR@100"
 EVALUATION_SPLITS = ("dev", "test")
 NEGATIVES = ("none", "bm25")
+CHECKPOINT_MINUTES = 10.0  # a fine-tuning run saves its state (to resume after a kill) at most this often
 
 
 def bm25_run(dataset: RetrievalDataset, queries: dict[str, str], k: int = RUN_DEPTH, **params) -> Run:
@@ -91,6 +93,13 @@ class DevEvaluator:
         self.corpus = corpus
         self.runs: dict[int, dict[str, Run]] = {}
 
+    def state_dict(self) -> dict:
+        """The runs of the evaluated steps (saved with a training state, so a resumed run keeps them)."""
+        return {"runs": self.runs}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.runs = {int(step): runs for step, runs in state["runs"].items()}
+
     def __call__(self, model: BiEncoder, step: int) -> float:
         merged = {q: text for queries in self.queries.values() for q, text in queries.items()}
         run = dense_run(model, self.corpus, merged, RUN_DEPTH, progress=False)
@@ -151,7 +160,7 @@ def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig,
     common = dict(model_name=model_name, dataset=dataset, encoder=encoder, train=train, negatives=negatives,
                   negative_depth=negative_depth, init=init, progress=progress)
 
-    def build(directory: Path) -> None:
+    def build(directory: Path, resume: Path) -> None:
         if iterations == 1:
             model = build_model(model_name, encoder, train.seed, init)
             corpus = segment_corpus(model, dataset)
@@ -167,7 +176,8 @@ def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig,
             mined = model_negatives(model, corpus, train_queries, train_qrels, negative_depth)
             history = previous.history["iterations"]
         evaluator = DevEvaluator(dataset, corpus)
-        result = train_biencoder(model, dataset.queries, train_qrels, corpus, mined, train, dev_eval=evaluator, progress=progress)
+        result = train_biencoder(model, dataset.queries, train_qrels, corpus, mined, train, dev_eval=evaluator,
+                                 progress=progress, checkpoint=Checkpointer(resume, minutes=CHECKPOINT_MINUTES))
         model.save(directory / "model")
         record = {"iterations": history + [asdict(result) | {"negatives": negatives if iterations == 1 else "model"}]}
         (directory / "history.json").write_text(json.dumps(record, indent=2))

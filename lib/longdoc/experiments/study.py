@@ -357,15 +357,17 @@ class Study:
                           "findings": self.verdicts.as_record() if self.verdicts else None, **(metrics or {})}
         peak_kib = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
         usage = {"seconds": round(time.time() - self.started, 1), "peak_rss_gib": round(peak_kib / 2**20, 2)}
+        def write_runs(folder: Path) -> None:
+            for name, result in self.results.items():
+                for seed, run in zip(result.seeds, result.test_runs):
+                    tag = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+                    write_run(run, folder / "runs" / f"{tag}{'' if seed is None else f'.seed{seed}'}.trec", tag=tag)
+
         directory = write_metrics(self.directory, self.notebook, self.params["profile"], config=self.params,
                                   metrics=record_metrics, data_checksum=self.data.checksum if "dataset" in self.params else "none",
                                   seeds=self.seeds, extra={"code_fingerprint": code_fingerprint(), "usage": usage,
                                                            "dataset": self.dataset_name},
-                                  overwrite=overwrite)
-        for name, result in self.results.items():
-            for seed, run in zip(result.seeds, result.test_runs):
-                tag = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-                write_run(run, directory / "runs" / f"{tag}{'' if seed is None else f'.seed{seed}'}.trec", tag=tag)
+                                  overwrite=overwrite, write_files=write_runs)
         return directory
 
 

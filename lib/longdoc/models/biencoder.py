@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
+from longdoc.progress import tqdm
 
 from longdoc.models.backbone import DEFAULT_BACKBONE, load_backbone
 from longdoc.text.segments import SegmentedCorpus

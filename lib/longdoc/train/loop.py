@@ -6,7 +6,8 @@ document is a negative for every other query (cross-device in-batch negatives,
 :mod:`longdoc.train.distributed`). AdamW with linear warm-up and decay, gradient clipping, fixed
 seeds. The budget is counted in optimizer steps; the model is evaluated on dev every ``eval_every``
 steps (and after the last one), and the weights of the best evaluation are kept (model selection on
-dev only).
+dev only). With a :class:`~longdoc.train.checkpoint.Checkpointer` the run saves its whole state and a
+killed run resumes to the same final weights.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ import torch
 import torch.nn.functional as F
 from accelerate import Accelerator
 from accelerate.utils import set_seed
-from tqdm.auto import tqdm
+from longdoc.progress import tqdm
 
 from longdoc.losses.contrastive import contrastive_loss
 from longdoc.models.biencoder import BiEncoder, maxp_scores
 from longdoc.text.segments import SegmentedCorpus
+from longdoc.train.checkpoint import Checkpointer
 from longdoc.train.optim import adamw_with_warmup
 from longdoc.train.distributed import gather_ids, gather_with_grad, world_size
 
@@ -116,11 +118,14 @@ def train_biencoder(
     config: TrainConfig,
     dev_eval: Callable[[BiEncoder, int], float] | None = None,
     progress: bool = True,
+    checkpoint: Checkpointer | None = None,
 ) -> TrainResult:
     """Fine-tune ``model`` in place; on return it holds the weights of the best dev evaluation.
 
     ``dev_eval(model, step)`` scores the model on dev (higher is better); the first of equal best
-    scores wins. Without it the model keeps its last weights.
+    scores wins. Without it the model keeps its last weights. ``checkpoint``: save the run's state
+    there, and resume from a state found there (``dev_eval``'s own state too, when it has
+    ``state_dict``/``load_state_dict``).
     """
     set_seed(config.seed)
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
@@ -137,14 +142,28 @@ def train_biencoder(
     optimizer, scheduler = adamw_with_warmup(model, config.learning_rate, config.weight_decay, config.warmup_ratio, total_steps)
     wrapped, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     result = TrainResult(config=asdict(config))
-    best_state, step, epoch, losses = None, 0, 0, []
-    bar = tqdm(total=total_steps, desc=f"training {model.name}", disable=not (progress and accelerator.is_main_process))
+    best_state, step, epoch, position, losses = None, 0, 0, 0, []  # position: batches taken in this epoch
+    saved = checkpoint.load() if checkpoint is not None else None
+    if saved is not None:
+        if saved["config"] != asdict(config) or saved["world"] != world:
+            raise ValueError(f"{checkpoint.path}: a saved state of another run (config or process count differs)")
+        accelerator.unwrap_model(wrapped).load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        sampler.rng.setstate(saved["sampler"])
+        step, epoch, position, losses, best_state = (saved[k] for k in ("step", "epoch", "position", "losses", "best_state"))
+        result.history, result.best_step, result.best_dev = saved["history"], saved["best_step"], saved["best_dev"]
+        if saved.get("dev_eval") is not None:
+            dev_eval.load_state_dict(saved["dev_eval"])
+    bar = tqdm(total=total_steps, initial=step, desc=f"training {model.name}",
+               disable=not (progress and accelerator.is_main_process))
     device = accelerator.device
     while step < total_steps:
-        epoch += 1
+        if position == 0:
+            epoch += 1
         order = list(qids)
         random.Random(config.seed + epoch).shuffle(order)  # same order on every process
-        for batch_start in range(0, steps_per_epoch * global_batch, global_batch):
+        for batch_start in range(position * global_batch, steps_per_epoch * global_batch, global_batch):
             if step >= total_steps:
                 break
             local = order[batch_start : batch_start + global_batch][rank * config.batch_size : (rank + 1) * config.batch_size]
@@ -174,18 +193,28 @@ def train_biencoder(
             optimizer.zero_grad()
             losses.append(loss.item() / world)
             step += 1
+            position += 1
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.3f}", epoch=epoch)
-            if step not in evaluate_at:
-                continue
-            record = {"step": step, "epoch": epoch, "train_loss": sum(losses) / len(losses)}
-            losses = []
-            if dev_eval is not None:
-                record["dev"] = float(dev_eval(accelerator.unwrap_model(wrapped), step))
-                if best_state is None or record["dev"] > result.best_dev:
-                    result.best_dev, result.best_step = record["dev"], step
-                    best_state = copy.deepcopy(accelerator.unwrap_model(wrapped).state_dict())
-            result.history.append(record)
+            evaluated = step in evaluate_at
+            if evaluated:
+                record = {"step": step, "epoch": epoch, "train_loss": sum(losses) / len(losses)}
+                losses = []
+                if dev_eval is not None:
+                    record["dev"] = float(dev_eval(accelerator.unwrap_model(wrapped), step))
+                    if best_state is None or record["dev"] > result.best_dev:
+                        result.best_dev, result.best_step = record["dev"], step
+                        best_state = copy.deepcopy(accelerator.unwrap_model(wrapped).state_dict())
+                result.history.append(record)
+            if checkpoint is not None and checkpoint.due(step):
+                checkpoint.save({
+                    "config": asdict(config), "world": world, "model": accelerator.unwrap_model(wrapped).state_dict(),
+                    "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                    "sampler": sampler.rng.getstate(), "step": step, "epoch": epoch, "position": position,
+                    "losses": losses, "best_state": best_state, "history": result.history,
+                    "best_step": result.best_step, "best_dev": result.best_dev,
+                    "dev_eval": dev_eval.state_dict() if hasattr(dev_eval, "state_dict") else None})
+        position = 0
     bar.close()
     if best_state is not None:
         model.load_state_dict(best_state)

@@ -20,7 +20,7 @@ from typing import Iterator
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
-from tqdm.auto import tqdm
+from longdoc.progress import tqdm
 
 from longdoc.models.lmae import DECODER_INITS, LongtrieverPretraining
 from longdoc.text.segments import SegmentedCorpus

@@ -1,0 +1,38 @@
+"""Atomic writes: permissions follow the umask, and what a killed writer left behind is swept."""
+
+import os
+import subprocess
+import sys
+
+from longdoc.io import atomic_directory, atomic_write, sweep_stale
+
+
+def test_written_files_and_folders_follow_the_umask(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        with atomic_write(tmp_path / "a.txt") as handle:
+            handle.write("x")
+        with atomic_directory(tmp_path / "folder") as folder:
+            (folder / "b.txt").write_text("y")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o644  # mkstemp alone would leave 0600
+    assert (tmp_path / "folder").stat().st_mode & 0o777 == 0o755  # mkdtemp alone would leave 0700
+
+
+def test_a_killed_writer_leaves_nothing_a_sweep_keeps(tmp_path):
+    code = ("import os, signal, sys\nfrom longdoc.io import atomic_directory, atomic_write\n"
+            "with atomic_write(sys.argv[1] + '/file.json') as h:\n"
+            "    with atomic_directory(sys.argv[1] + '/folder') as d:\n"
+            "        h.write('half'); (d / 'x').write_text('half'); os.kill(os.getpid(), signal.SIGKILL)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)])
+    assert done.returncode == -9
+    leftovers = sorted(p.name for p in tmp_path.iterdir())
+    assert len(leftovers) == 2 and all(name.endswith(".tmp") for name in leftovers), leftovers
+    assert not (tmp_path / "file.json").exists() and not (tmp_path / "folder").exists()
+    with atomic_write(tmp_path / "mine.txt") as handle:  # a live writer's temporary file is kept
+        live = [p for p in tmp_path.iterdir() if p.name.startswith(".mine.txt.")]
+        assert sorted(p.name for p in sweep_stale(tmp_path)) == leftovers
+        assert all(p.exists() for p in live)
+        handle.write("ok")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]

@@ -1,0 +1,89 @@
+"""A fine-tuning run killed with SIGKILL resumes from its saved state to the same final weights, dev
+history and chosen step as an uninterrupted run (dropout on, so every random generator matters)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+CHILD = textwrap.dedent("""
+    import json, os, signal, sys
+    from pathlib import Path
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+    from longdoc.models import EncoderConfig, MaxP, resolve_backbone
+    from longdoc.text import SegmentedCorpus
+    from longdoc.train import TrainConfig, train_biencoder
+    from longdoc.train.checkpoint import Checkpointer
+
+    state_dir, out, kill_at = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+    tokenizer = AutoTokenizer.from_pretrained(resolve_backbone("minilm"))
+    words = ["kernel", "socket", "thread", "signal", "memory", "file", "clock", "locale"]
+    corpus = SegmentedCorpus.build(tokenizer, [f"d{i}" for i in range(8)], [f"{w} " * 12 + "page about " + w for w in words], 16, 2)
+    queries = {f"q{i}": w for i, w in enumerate(words)}
+    qrels = {f"q{i}": {f"d{i}": 1} for i in range(8)}
+    negatives = {q: [d for d in corpus.doc_ids if d not in qrels[q]] for q in qrels}
+    torch.manual_seed(0)
+    bert = BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                intermediate_size=64, max_position_embeddings=128), add_pooling_layer=False)
+    model = MaxP(EncoderConfig(segment_length=16, max_segments=2, max_query_length=8), bert, tokenizer)
+
+    class Dev:
+        def __init__(self):
+            self.seen = []
+        def state_dict(self):
+            return {"seen": self.seen}
+        def load_state_dict(self, state):
+            self.seen = state["seen"]
+        def __call__(self, model, step):
+            if step == kill_at and not (state_dir / "killed").exists():
+                (state_dir / "killed").write_text("")
+                os.kill(os.getpid(), signal.SIGKILL)
+            self.seen.append(step)
+            with torch.no_grad():
+                return float(sum(p.double().sum() for p in model.parameters())) % 1.0
+
+    dev = Dev()
+    config = TrainConfig(steps=10, batch_size=3, hard_negatives=1, learning_rate=1e-3, eval_every=2, seed=3)
+    result = train_biencoder(model, queries, qrels, corpus, negatives, config, dev_eval=dev, progress=False,
+                             checkpoint=Checkpointer(state_dir, every=1))
+    torch.save(model.state_dict(), out)
+    out.with_suffix(".json").write_text(json.dumps({"history": result.history, "best_step": result.best_step,
+                                                     "best_dev": result.best_dev, "dev_seen": dev.seen}))
+""")
+
+
+def run_child(tmp_path: Path, name: str, kill_at: int) -> subprocess.CompletedProcess:
+    state = tmp_path / f"{name}_state"
+    state.mkdir(exist_ok=True)
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    env = {**os.environ, "LONGDOC_PROGRESS": "off", "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, str(script), str(state), str(tmp_path / f"{name}.pt"), str(kill_at)],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_to_the_same_weights_and_metrics(tmp_path):
+    killed = run_child(tmp_path, "resumed", kill_at=6)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not (tmp_path / "resumed.pt").exists()
+    assert list((tmp_path / "resumed_state").glob(".*.tmp")) == []  # no half-written state
+    resumed = run_child(tmp_path, "resumed", kill_at=6)
+    assert resumed.returncode == 0, resumed.stderr
+    straight = run_child(tmp_path, "straight", kill_at=-1)
+    assert straight.returncode == 0, straight.stderr
+
+    a, b = torch.load(tmp_path / "resumed.pt"), torch.load(tmp_path / "straight.pt")
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])]
+    record_a = json.loads((tmp_path / "resumed.json").read_text())
+    record_b = json.loads((tmp_path / "straight.json").read_text())
+    assert record_a == record_b
+    assert record_a["dev_seen"] == [2, 4, 6, 8, 10]  # the interrupted evaluation ran once, after the resume
