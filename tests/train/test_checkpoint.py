@@ -1,6 +1,8 @@
 """A fine-tuning run killed with SIGKILL resumes from its saved state to the same final weights, dev
-history and chosen step as an uninterrupted run (dropout on, so every random generator matters)."""
+history and chosen step as an uninterrupted run (dropout on, so every random generator matters);
+pre-training resumes the same way in either of its phases."""
 
+import copy
 import json
 import os
 import signal
@@ -11,6 +13,13 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from longdoc.models.lmae import LongtrieverPretraining
+from longdoc.models.longtriever import Longtriever, LongtrieverConfig
+from longdoc.seeding import seeded
+from longdoc.text import SegmentedCorpus
+from longdoc.train.checkpoint import Checkpointer
+from longdoc.train.pretrain import PretrainConfig, pretrain_longtriever
 
 CHILD = textwrap.dedent("""
     import json, os, signal, sys
@@ -87,3 +96,44 @@ def test_a_killed_run_resumes_to_the_same_weights_and_metrics(tmp_path):
     record_b = json.loads((tmp_path / "straight.json").read_text())
     assert record_a == record_b
     assert record_a["dev_seen"] == [2, 4, 6, 8, 10]  # the interrupted evaluation ran once, after the resume
+
+
+class Interrupted(Exception):
+    pass
+
+
+class StopAfter(Checkpointer):
+    """Saves like a Checkpointer, then stops the run after the ``n``-th save (a kill right after it)."""
+
+    def __init__(self, directory, n):
+        super().__init__(directory, every=1)
+        self.n = n
+
+    def save(self, state):
+        super().save(state)
+        self.n -= 1
+        if self.n == 0:
+            raise Interrupted
+
+
+@pytest.mark.parametrize("stop_after", [1, 3], ids=["in the head phase", "in the full phase"])
+def test_pretraining_resumes_in_either_phase_to_the_same_weights(tmp_path, tiny_bert, tokenizer, stop_after):
+    texts = ["kernel socket thread signal memory file clock locale " * 4, "pipe mutex timer device network " * 5]
+    corpus = SegmentedCorpus.build(tokenizer, ["a", "b"], texts, 24, 3)
+    config = PretrainConfig(steps=4, head_warmup_steps=2, batch_size=1, learning_rate=3e-3, seed=5)
+
+    def fresh_task():
+        with seeded(1):
+            return LongtrieverPretraining(Longtriever(LongtrieverConfig(segment_length=24, max_segments=3), copy.deepcopy(tiny_bert), tokenizer))
+
+    straight = fresh_task()
+    expected = pretrain_longtriever(straight, corpus, config, progress=False)
+    resumed = fresh_task()
+    with pytest.raises(Interrupted):
+        pretrain_longtriever(resumed, corpus, config, progress=False, checkpoint=StopAfter(tmp_path, stop_after))
+    torch.manual_seed(123)  # whatever ran in between
+    resumed = fresh_task()
+    result = pretrain_longtriever(resumed, corpus, config, progress=False, checkpoint=Checkpointer(tmp_path, every=1))
+    assert result.history == expected.history
+    a, b = resumed.state_dict(), straight.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)

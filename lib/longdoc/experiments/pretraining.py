@@ -24,6 +24,7 @@ from longdoc.models.lmae import LongtrieverPretraining
 from longdoc.models.longtriever import Longtriever, LongtrieverConfig
 from longdoc.seeding import seeded
 from longdoc.text.segments import SegmentedCorpus
+from longdoc.train.checkpoint import SAVE_MINUTES, Checkpointer
 from longdoc.train.pretrain import PretrainConfig, pretrain_longtriever
 
 UNJUDGED = "unjudged"
@@ -71,13 +72,14 @@ def pretrained(source: str | Path | RetrievalDataset, encoder: LongtrieverConfig
     else:
         name, checksum = str(source), cache_key(ids=ids, texts=texts)
 
-    def build(directory: Path) -> None:
+    def build(directory: Path, resume: Path) -> None:
         with seeded(pretrain.seed):
             model = Longtriever(encoder)
             task = LongtrieverPretraining(model, pretrain.mlm_ratio, pretrain.lmae_ratio, pretrain.lmae, pretrain.decoder_init)
         corpus = SegmentedCorpus.build(model.tokenizer, ids, texts, encoder.segment_length, encoder.max_segments,
                                        encoder.document_tokens)
-        result = pretrain_longtriever(task, corpus, pretrain, progress=progress)
+        result = pretrain_longtriever(task, corpus, pretrain, progress=progress,
+                                      checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES))
         model.save(directory / "model")
         (directory / "history.json").write_text(json.dumps(asdict(result), indent=2))
 

@@ -22,7 +22,7 @@ from longdoc.models.longtriever import Longtriever
 from longdoc.models.parade import Parade
 from longdoc.seeding import seeded
 from longdoc.text.segments import SegmentedCorpus
-from longdoc.train.checkpoint import Checkpointer
+from longdoc.train.checkpoint import SAVE_MINUTES, Checkpointer
 from longdoc.train.loop import TrainConfig, train_biencoder
 from longdoc.train.negatives import negatives_from_run
 
@@ -31,7 +31,6 @@ RUN_DEPTH = 100  # documents per query in every run (MRR@100, R@100)
 SELECTION_MEASURE = "MRR@100"
 EVALUATION_SPLITS = ("dev", "test")
 NEGATIVES = ("none", "bm25")
-CHECKPOINT_MINUTES = 10.0  # a fine-tuning run saves its state (to resume after a kill) at most this often
 
 
 def bm25_run(dataset: RetrievalDataset, queries: dict[str, str], k: int = RUN_DEPTH, **params) -> Run:
@@ -177,7 +176,7 @@ def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig,
             history = previous.history["iterations"]
         evaluator = DevEvaluator(dataset, corpus)
         result = train_biencoder(model, dataset.queries, train_qrels, corpus, mined, train, dev_eval=evaluator,
-                                 progress=progress, checkpoint=Checkpointer(resume, minutes=CHECKPOINT_MINUTES))
+                                 progress=progress, checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES))
         model.save(directory / "model")
         record = {"iterations": history + [asdict(result) | {"negatives": negatives if iterations == 1 else "model"}]}
         (directory / "history.json").write_text(json.dumps(record, indent=2))

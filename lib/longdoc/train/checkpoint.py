@@ -22,6 +22,7 @@ import torch
 from longdoc.io import atomic_write
 
 STATE_FILE = "training_state.pt"
+SAVE_MINUTES = 10.0  # the studies' training runs save their state at most this often
 
 
 def rng_states() -> dict:

@@ -24,6 +24,7 @@ from longdoc.progress import tqdm
 
 from longdoc.models.lmae import DECODER_INITS, LongtrieverPretraining
 from longdoc.text.segments import SegmentedCorpus
+from longdoc.train.checkpoint import Checkpointer
 from longdoc.train.optim import adamw_with_warmup
 
 
@@ -76,8 +77,9 @@ def _document_batches(documents: list[int], config: PretrainConfig, world: int, 
 
 
 def pretrain_longtriever(task: LongtrieverPretraining, corpus: SegmentedCorpus, config: PretrainConfig,
-                         progress: bool = True) -> PretrainResult:
-    """Pre-train ``task.encoder`` in place on the documents of ``corpus`` (never on queries)."""
+                         progress: bool = True, checkpoint: Checkpointer | None = None) -> PretrainResult:
+    """Pre-train ``task.encoder`` in place on the documents of ``corpus`` (never on queries).
+    ``checkpoint``: save the run's state there, and resume from a state found there."""
     set_seed(config.seed)
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     world, rank = accelerator.num_processes, accelerator.process_index
@@ -91,11 +93,22 @@ def pretrain_longtriever(task: LongtrieverPretraining, corpus: SegmentedCorpus, 
     heads = task.head_parameters()
     phases = [("head", config.head_warmup_steps, heads, config.head_learning_rate),
               ("full", total_steps, list(task.parameters()), config.learning_rate)]
-    bar = tqdm(total=config.head_warmup_steps + total_steps, desc="pre-training Longtriever",
-               disable=not (progress and accelerator.is_main_process))
+    saved = checkpoint.load() if checkpoint is not None else None
+    if saved is not None and (saved["config"] != asdict(config) or saved["world"] != world):
+        raise ValueError(f"{checkpoint.path}: a saved state of another run (config or process count differs)")
+    done = {"head": 0, "full": 0} if saved is None else saved["done"]  # steps finished per phase
+    if saved is not None:
+        task.load_state_dict(saved["model"])
+        generator.set_state(saved["generator"])
+        result.history = saved["history"]
+        for _ in range(saved["batches"]):  # the same data order from where the run stopped
+            next(batches)
+    consumed = 0 if saved is None else saved["batches"]
+    bar = tqdm(total=config.head_warmup_steps + total_steps, initial=done["head"] + done["full"],
+               desc="pre-training Longtriever", disable=not (progress and accelerator.is_main_process))
     task.train()
     for phase, steps, trained, learning_rate in phases:
-        if not steps:
+        if not steps or done[phase] >= steps:
             continue
         for parameter in task.parameters():  # the head phase freezes the encoder
             parameter.requires_grad_(phase == "full")
@@ -104,8 +117,12 @@ def pretrain_longtriever(task: LongtrieverPretraining, corpus: SegmentedCorpus, 
         optimizer, scheduler = adamw_with_warmup(task, learning_rate, config.weight_decay, config.warmup_ratio, steps,
                                                  trainable_only=True)
         wrapped, optimizer, scheduler = accelerator.prepare(task, optimizer, scheduler)
-        for step in range(1, steps + 1):
+        if saved is not None and saved["phase"] == phase:
+            optimizer.load_state_dict(saved["optimizer"])
+            scheduler.load_state_dict(saved["scheduler"])
+        for step in range(done[phase] + 1, steps + 1):
             epoch, local = next(batches)
+            consumed += 1
             batch = task.encoder.doc_inputs([corpus.segments[i] for i in local]).to(accelerator.device)
             losses = wrapped(batch, generator)
             accelerator.backward(losses["loss"])
@@ -118,6 +135,11 @@ def pretrain_longtriever(task: LongtrieverPretraining, corpus: SegmentedCorpus, 
             result.history.append(record)
             bar.update(1)
             bar.set_postfix(phase=phase, loss=f"{record['loss']:.3f}")
+            done[phase] = step
+            if checkpoint is not None and checkpoint.due(step):
+                checkpoint.save({"config": asdict(config), "world": world, "model": task.state_dict(), "phase": phase,
+                                 "done": dict(done), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                                 "generator": generator.get_state(), "history": result.history, "batches": consumed})
     for parameter in task.parameters():
         parameter.requires_grad_(True)
     bar.close()
