@@ -18,14 +18,22 @@ class DataFormatError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
+PROGRESS_BYTES = 64 << 20  # files larger than this show a progress bar while read (MS MARCO: 22 GB)
+
+
 def text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` of a UTF-8 text file without its line ending; a byte-order mark at the
     start is dropped, and a byte that is not UTF-8 (a Latin-1 export) is an error naming the line."""
+    from longdoc.progress import tqdm
+
     path = Path(path)
     if not path.is_file():
         raise DataFormatError(path, "no such file")
-    with open(path, "rb") as handle:
+    size = path.stat().st_size
+    with open(path, "rb") as handle, tqdm(total=size, desc=f"reading {path.name}", unit="B", unit_scale=True,
+                                          disable=size < PROGRESS_BYTES) as bar:
         for number, raw in enumerate(handle, start=1):
+            bar.update(len(raw))
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:

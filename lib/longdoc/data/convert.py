@@ -1,0 +1,131 @@
+"""``python -m longdoc.data.convert``: the papers' published formats to the BEIR layout every notebook reads.
+
+    # MS MARCO documents, with TREC DL 2019 as the test split
+    python -m longdoc.data.convert msmarco --docs msmarco-docs.tsv \\
+        --split train=msmarco-doctrain-queries.tsv,msmarco-doctrain-qrels.tsv \\
+        --split dev=msmarco-docdev-queries.tsv,msmarco-docdev-qrels.tsv \\
+        --split test=msmarco-test2019-queries.tsv,2019qrels-docs.txt --out data/msmarco-doc
+    # NQ320k as NCI distributes it (dev carved from train by a hash of the query id)
+    python -m longdoc.data.convert nq320k --dir NQ_dataset --out data/nq320k
+    # document pairs (SMITH) beside an existing BEIR corpus whose ids the pairs use
+    python -m longdoc.data.convert pairs --format gwikimatch --split test=gwikimatch_test.tsv --out data/wiki
+
+Every input is checked (a clear error names the file and line) before anything is written, and the
+output folder appears whole or not at all. The content checksum the records carry is computed
+from the written files when the dataset is loaded (:func:`longdoc.data.beir.files_checksum`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from longdoc.data.beir import files_checksum, load_beir, read_corpus, save_beir
+from longdoc.data.errors import DataFormatError
+from longdoc.data.pairs import read_gwikimatch, read_pair_tsv, read_smash_pairs, save_pairs
+from longdoc.io import atomic_directory
+
+PAIR_READERS = {"gwikimatch": read_gwikimatch, "smash": read_smash_pairs, "tsv": read_pair_tsv}
+
+
+def _splits(items: list[str], parts: int) -> dict[str, list[str]]:
+    """``NAME=path[,path]`` arguments as ``{name: [paths]}``, checked."""
+    splits: dict[str, list[str]] = {}
+    for item in items:
+        name, sep, paths = item.partition("=")
+        files = paths.split(",") if sep else []
+        if not name or len(files) != parts or not all(files):
+            shape = "NAME=QUERIES,QRELS" if parts == 2 else "NAME=FILE"
+            raise ValueError(f"--split {item!r}: expected {shape}")
+        if name in splits:
+            raise ValueError(f"--split {name}: given twice")
+        missing = [f for f in files if not Path(f).is_file()]
+        if missing:
+            raise ValueError(f"--split {name}: no such file {missing[0]!r}")
+        splits[name] = files
+    return splits
+
+
+def _fresh_output(out: Path, force: bool) -> None:
+    if out.exists() and any(out.iterdir()) and not force:
+        raise ValueError(f"--out {out}: exists and is not empty (pass --force to replace it)")
+
+
+def convert_msmarco(args) -> Path:
+    from longdoc.data.msmarco import load_msmarco_documents
+
+    splits = {name: tuple(files) for name, files in _splits(args.split, 2).items()}
+    if not splits:
+        raise ValueError("msmarco: give at least one --split NAME=QUERIES,QRELS")
+    _fresh_output(args.out, args.force)
+    dataset = load_msmarco_documents(args.docs, splits, name=args.out.name,
+                                     on_unknown_doc="skip" if args.skip_unknown_docs else "error")
+    _write(dataset, args.out)
+    return args.out
+
+
+def convert_nq320k(args) -> Path:
+    from longdoc.data.nq320k import load_nq320k
+
+    _fresh_output(args.out, args.force)
+    _write(load_nq320k(args.dir, dev_fraction=args.dev_fraction), args.out)
+    return args.out
+
+
+def convert_pairs(args) -> Path:
+    """Pairs go to ``<out>/pairs/<split>.tsv``; ``<out>`` must already hold the corpus they name."""
+    splits = _splits(args.split, 1)
+    if not splits:
+        raise ValueError("pairs: give at least one --split NAME=FILE")
+    corpus = read_corpus(args.out / "corpus.jsonl")
+    stats: dict = {}
+    on_unknown = "skip" if args.skip_unknown_docs else "error"
+    pairs = {name: PAIR_READERS[args.format](files[0], known_ids=corpus, on_unknown=on_unknown, stats=stats)
+             for name, files in splits.items()}
+    save_pairs(pairs, args.out)
+    return args.out
+
+
+def _write(dataset, out: Path) -> None:
+    with atomic_directory(out) as tmp:
+        save_beir(dataset, tmp)
+    load_beir(out)  # read back: what was written is a dataset the notebooks accept
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m longdoc.data.convert", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    msmarco = commands.add_parser("msmarco", help="MS MARCO documents (+ TREC DL judgements) to BEIR")
+    msmarco.add_argument("--docs", type=Path, required=True, help="msmarco-docs.tsv (docid, url, title, body)")
+    msmarco.add_argument("--split", action="append", default=[], metavar="NAME=QUERIES,QRELS",
+                         help="queries TSV and qrels (MS MARCO 'qid 0 docid 1' or TREC 'qid Q0 docid rel'); repeatable")
+    msmarco.add_argument("--skip-unknown-docs", action="store_true",
+                         help="skip judgements of documents the corpus lacks (TREC DL), counted in the manifest")
+    nq = commands.add_parser("nq320k", help="NCI's NQ320k files to BEIR")
+    nq.add_argument("--dir", type=Path, required=True, help="folder with nq_title_abs.tsv, nq_train_doc_newid.tsv, nq_dev_doc_newid.tsv")
+    nq.add_argument("--dev-fraction", type=float, default=0.05, help="share of train queries held out as dev")
+    pairs = commands.add_parser("pairs", help="GWikiMatch / Wiki65K / AAN104K pair files into a BEIR folder")
+    pairs.add_argument("--format", choices=sorted(PAIR_READERS), required=True)
+    pairs.add_argument("--split", action="append", default=[], metavar="NAME=FILE")
+    pairs.add_argument("--skip-unknown-docs", action="store_true", help="skip pairs naming documents the corpus lacks")
+    for command in (msmarco, nq, pairs):
+        command.add_argument("--out", type=Path, required=True, help="the BEIR folder to write")
+        command.add_argument("--force", action="store_true", help="replace a non-empty --out")
+    args = parser.parse_args(argv)
+    convert = {"msmarco": convert_msmarco, "nq320k": convert_nq320k, "pairs": convert_pairs}[args.command]
+    try:
+        out = convert(args)
+    except (DataFormatError, ValueError, OSError) as err:
+        print(f"convert: {err}", file=sys.stderr)
+        return 2
+    dataset = load_beir(out)
+    sizes = ", ".join(f"{split} {len(q)} queries" for split, q in sorted(dataset.qrels.items()))
+    print(f"{out}: {len(dataset.corpus)} documents, {sizes}; checksum {files_checksum(out)[:16]}")
+    print(f"run a notebook on it: ./run_all.sh --dataset {out} --only 01  (or papermill ... -p dataset {out})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
