@@ -57,3 +57,21 @@ def test_a_notebook_value_overrides_the_shared_one(tmp_path):
 def test_every_profile_sets_every_parameter_of_every_notebook(profile, notebook):
     values = parameters_for(PROFILES / f"{profile}.yaml", notebook)
     assert set(values) == set(parameters(notebook))
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_papermill_parses_every_parameter_line(notebook, caplog):
+    """papermill's own parser sees every parameter with its default (a comment holding '=' hid lines
+    from it, with an "Unable to parse line" warning) and every profile sets exactly those names."""
+    import logging
+
+    import papermill
+
+    with caplog.at_level(logging.WARNING, logger="papermill"):
+        inspected = papermill.inspect_notebook(str(notebook))
+    assert not [r for r in caplog.records if "Unable to parse" in r.getMessage()]
+    defaults = parameters(notebook)
+    assert list(inspected) == list(defaults)
+    assert {name: eval(spec["default"]) for name, spec in inspected.items()} == defaults
+    for profile in ("smoke", "cpu", "paper"):
+        assert set(parameters_for(PROFILES / f"{profile}.yaml", notebook)) == set(inspected)
