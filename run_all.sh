@@ -67,7 +67,7 @@ ensure_system_packages() {
 ensure_python_env() {
   if [ "${LONGDOC_USE_ACTIVE_ENV:-0}" = 1 ]; then PY=python; return; fi
   local stamp want
-  want=$(cat requirements-cpu.txt pyproject.toml | sha256sum | cut -c1-16)
+  want=$(cat requirements-common.txt requirements-cpu.txt pyproject.toml | sha256sum | cut -c1-16)
   stamp=.venv/.longdoc-setup
   if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     log "setting up .venv (pip, CPU torch 2.13.0)"

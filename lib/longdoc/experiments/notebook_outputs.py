@@ -1,0 +1,66 @@
+"""The outputs nbval compares: what the smoke profile prints in the cells tagged ``nbval-check-output``,
+stored in the notebooks themselves (every other cell is stored without outputs).
+
+    python -m longdoc.experiments.notebook_outputs                 # re-execute every notebook, store
+    python -m longdoc.experiments.notebook_outputs notebooks/01_baselines.ipynb
+
+Run it after a change that is meant to change a checked number, and commit the notebooks: CI
+(``pytest --nbval-lax notebooks``) then fails on any number that changes without that. Comparison goes
+through ``notebooks/nbval-sanitize.cfg`` (numbers cut to two decimals, timings and paths blanked), so
+last-digit differences between machines do not fail. The smoke profile runs in fp32 so that no
+stored value depends on whether a CPU computes bf16 natively.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+CHECK_TAG = "nbval-check-output"
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[3] / "notebooks"
+
+
+def checked_cells(notebook) -> list[int]:
+    return [i for i, cell in enumerate(notebook.cells) if CHECK_TAG in cell.get("metadata", {}).get("tags", [])]
+
+
+def keep_checked_outputs(notebook, executed) -> None:
+    """``notebook`` with the outputs of ``executed`` in its checked cells (stderr dropped: progress and
+    warnings are not results) and none elsewhere; no execution counts or timings."""
+    checked = set(checked_cells(notebook))
+    for index, (cell, ran) in enumerate(zip(notebook.cells, executed.cells)):
+        if cell.cell_type != "code":
+            continue
+        cell.execution_count = None
+        cell.metadata.pop("execution", None)
+        cell.outputs = [o for o in ran.outputs if not (o.output_type == "stream" and o.name == "stderr")] if index in checked else []
+
+
+def store(path: Path, timeout: int = 1800) -> Path:
+    import nbformat
+    from nbclient import NotebookClient
+
+    from longdoc.io import atomic_write
+
+    notebook = nbformat.read(path, as_version=4)
+    executed = nbformat.read(path, as_version=4)
+    os.environ["LONGDOC_PROGRESS"] = "off"  # the kernel inherits it
+    NotebookClient(executed, timeout=timeout, kernel_name="python3", record_timing=False,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    keep_checked_outputs(notebook, executed)
+    with atomic_write(path) as handle:
+        nbformat.write(notebook, handle)
+    return path
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(p) for p in argv] or sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+    for path in paths:
+        print(f"executing {path} (smoke defaults) and storing the outputs of {len(checked_cells(__import__('nbformat').read(path, 4)))} checked cells", flush=True)
+        store(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
