@@ -109,3 +109,21 @@ def test_seeded_construction_gives_the_same_weights_whatever_ran_before(tiny_dat
     (lt_a, parade_a, runs_a), (lt_b, parade_b, runs_b) = weights
     assert all(torch.equal(lt_a[k], lt_b[k]) for k in lt_a) and runs_a == runs_b
     assert all(torch.equal(parade_a[k], parade_b[k]) for k in parade_a)
+
+
+@pytest.mark.slow
+def test_fine_tuning_runs_in_two_processes_launched_from_the_kernel(tiny_dataset, tiny_backbone, isolated_outputs, tiny_study):
+    """n_devices=2: torchrun starts two gloo processes (one per GPU on a GPU node), each takes half of
+    the step's queries; the first writes model, history and the dev-best runs into the cache. A
+    second process count is a different cache entry."""
+    from longdoc.experiments.study import table1_protocol
+
+    study = tiny_study(tiny_dataset, tiny_backbone, n_devices=2, seeds=[0], learning_rates=[1e-3], iterations=2)
+    assert study.train_config(1e-3, 0).batch_size == 2  # 4 queries per step in all
+    system = System("MaxP", "MaxP", study.encoder("MaxP"), protocol=table1_protocol(1, 2))
+    fit = study._finetune(system, 1e-3, 0)  # iteration 1 (BM25 negatives), then mined by the model
+    assert [i["negatives"] for i in fit.history["iterations"]] == ["bm25", "model"]
+    assert set(fit.runs) == {"dev", "test"} and all(len(run) == 6 for run in fit.runs.values())
+    key = json.loads((fit.directory / "key.json").read_text())
+    assert key["processes"] == 2 and key["train"]["batch_size"] == 2
+    assert not list(fit.directory.parent.glob("*.resume"))  # training states are removed once it is done

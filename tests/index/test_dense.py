@@ -71,3 +71,13 @@ def test_bm25_ranks_the_matching_document_first():
     run = bm25.search({"q": "create files", "r": "signals processes"}, k=3)
     assert max(run["q"], key=run["q"].get) == "a"
     assert max(run["r"], key=run["r"].get) == "c"
+
+
+def test_gpu_indexes_shard_only_when_a_replica_would_not_fit():
+    from longdoc.index.dense import should_shard
+
+    gib = 2**30
+    assert not should_shard(30 * gib, [80 * gib])  # one GPU: nothing to shard over
+    assert not should_shard(30 * gib, [80 * gib, 80 * gib])  # fits twice over: replicate, queries split
+    assert should_shard(50 * gib, [80 * gib, 80 * gib])  # 50 GiB of vectors on two 80 GiB GPUs
+    assert should_shard(10 * gib, [80 * gib, 12 * gib])  # the smallest GPU decides

@@ -34,4 +34,5 @@ def load_dataset(name: str = "manpages", max_docs: int = 0, seed: int = 0) -> Re
                 f"dataset={name!r}: neither an embedded benchmark ('manpages') nor a BEIR directory"
             )
         dataset = load_beir(path)
+    dataset.manifest["dataset_parameter"] = name if name == "manpages" else str(Path(name).resolve())
     return dataset.subsample(max_docs, seed) if max_docs else dataset

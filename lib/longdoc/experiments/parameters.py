@@ -58,6 +58,8 @@ PARAMETERS: dict[str, Parameter] = {
     "dev_evals": Parameter(int, "dev evaluations per run, evenly spaced; the dev-best checkpoint is kept", minimum=2),
     "learning_rates": Parameter(list, "the grid searched on dev MRR@100 with the first seed", minimum=0.0, item=float),
     "seeds": Parameter(list, "seeds of the reported fine-tuning runs (the first one selects the settings)", minimum=0, item=int),
+    "n_devices": Parameter(int, "processes per fine-tuning run (torchrun, one per GPU); the batch_size queries of a "
+                                "step are split across them, so the budget stays the same", minimum=1),
     "hard_negatives": Parameter(int, "hard negatives per query in Table 1's protocol (BM25, then the model's own)", minimum=0),
     "iterations": Parameter(int, "Table 1's schedule: one BM25 iteration + (iterations - 1) with the model's own negatives", minimum=1),
     # Longtriever pre-training

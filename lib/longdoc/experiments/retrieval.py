@@ -138,15 +138,18 @@ def build_model(model_name: str, encoder: EncoderConfig, seed: int, init: str | 
 
 def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig, train: TrainConfig,
              negatives: str = "none", negative_depth: int = 100, iterations: int = 1,
-             init: str | Path | None = None, progress: bool = True) -> FineTuned:
+             init: str | Path | None = None, progress: bool = True, n_devices: int = 1) -> FineTuned:
     """Fine-tune a model on the train split with dev selection; cached under a key of everything that
-    determines it (dataset checksum, configs, negatives, iterations, starting checkpoint, code).
+    determines it (dataset checksum, configs, negatives, iterations, starting checkpoint, processes,
+    code).
 
     Iteration 1 uses in-batch negatives plus ``negatives`` ("none" or "bm25": ``train.hard_negatives``
     per query from BM25's top ``negative_depth``); every further iteration continues from the previous
     one's dev-best checkpoint with hard negatives mined by that model (ANCE/STAR; Longtriever section
     4.2: one BM25 iteration, then two with the model's own negatives). ``init`` is a saved model
-    directory to start from (a pre-trained Longtriever), else the backbone.
+    directory to start from (a pre-trained Longtriever), else the backbone. ``n_devices`` > 1 trains
+    in that many processes (``torchrun``, one per GPU; ``train.batch_size`` queries each, gathered as
+    in-batch negatives) launched from here, so a notebook kernel never holds a process group.
     """
     if iterations < 1:
         raise ValueError(f"iterations must be >= 1, got {iterations}")
@@ -154,41 +157,99 @@ def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig,
         raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
     if negatives == "none" and iterations == 1 and train.hard_negatives:
         raise ValueError("negatives='none' (in-batch only) needs train.hard_negatives=0")
+    if n_devices < 1:
+        raise ValueError(f"n_devices must be >= 1, got {n_devices}")
     evaluation_queries(dataset)  # fail early without a dev split
     train_queries, train_qrels = dataset.split("train")
     common = dict(model_name=model_name, dataset=dataset, encoder=encoder, train=train, negatives=negatives,
-                  negative_depth=negative_depth, init=init, progress=progress)
+                  negative_depth=negative_depth, init=init, progress=progress, n_devices=n_devices)
 
     def build(directory: Path, resume: Path) -> None:
         if iterations == 1:
-            model = build_model(model_name, encoder, train.seed, init)
-            corpus = segment_corpus(model, dataset)
+            start, history = init, []
             if negatives == "bm25":
                 mined = negatives_from_run(bm25_run(dataset, train_queries, negative_depth), train_qrels, negative_depth)
             else:
                 mined = {}
-            history = []
         else:
             previous = finetune(**common, iterations=iterations - 1)
+            start, history = previous.directory / "model", previous.history["iterations"]
             model = previous.model()
-            corpus = segment_corpus(model, dataset)
-            mined = model_negatives(model, corpus, train_queries, train_qrels, negative_depth)
-            history = previous.history["iterations"]
-        evaluator = DevEvaluator(dataset, corpus)
-        result = train_biencoder(model, dataset.queries, train_qrels, corpus, mined, train, dev_eval=evaluator,
-                                 progress=progress, checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES))
-        model.save(directory / "model")
-        record = {"iterations": history + [asdict(result) | {"negatives": negatives if iterations == 1 else "model"}]}
-        (directory / "history.json").write_text(json.dumps(record, indent=2))
-        (directory / "runs.json").write_text(json.dumps(evaluator.runs[result.best_step]))
+            mined = model_negatives(model, segment_corpus(model, dataset), train_queries, train_qrels, negative_depth)
+        job = FinetuneJob(model_name, asdict(encoder), asdict(train), str(start) if start else None, mined, history,
+                          negatives if iterations == 1 else "model", progress)
+        if n_devices == 1:
+            run_finetune_job(job, dataset, directory, resume)
+        else:
+            launch_finetune_job(job, dataset, directory, resume, n_devices)
 
     directory = cached_directory(
         "finetune", build, model=model_name, dataset=dataset.name, data_checksum=dataset.checksum,
         subsample=dataset.manifest.get("subsample"), encoder={"class": type(encoder).__name__, **asdict(encoder)},
         train=asdict(train), negatives=negatives, negative_depth=negative_depth, iterations=iterations,
-        init=portable(init) if init else None,
+        init=portable(init) if init else None, processes=n_devices,
     )
     return _load(model_name, directory)
+
+
+@dataclass
+class FinetuneJob:
+    """One fine-tuning iteration, everything decided: what every training process needs (JSON-able)."""
+
+    model_name: str
+    encoder: dict
+    train: dict
+    start: str | None  # a saved model to start from, or None for the backbone (new parameters under train.seed)
+    mined: dict[str, list[str]]  # hard negatives per training query
+    history: list[dict]  # the earlier iterations' records
+    negatives: str  # how ``mined`` was made ("none", "bm25", "model"), for the record
+    progress: bool = True
+
+
+def run_finetune_job(job: FinetuneJob, dataset: RetrievalDataset, directory: Path, resume: Path) -> None:
+    """Train, keep the dev-best checkpoint, and (the first process) write model, history and runs."""
+    from longdoc.sharding import rank
+
+    train = TrainConfig(**job.train)
+    model = build_model(job.model_name, MODELS[job.model_name].config_class(**job.encoder), train.seed, job.start)
+    corpus = segment_corpus(model, dataset)
+    evaluator = DevEvaluator(dataset, corpus)
+    result = train_biencoder(model, dataset.queries, dataset.split("train")[1], corpus, job.mined, train,
+                             dev_eval=evaluator, progress=job.progress,
+                             checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES))
+    if rank() == 0:
+        model.save(directory / "model")
+        record = {"iterations": job.history + [asdict(result) | {"negatives": job.negatives}]}
+        (directory / "history.json").write_text(json.dumps(record, indent=2))
+        (directory / "runs.json").write_text(json.dumps(evaluator.runs[result.best_step]))
+
+
+def launch_finetune_job(job: FinetuneJob, dataset: RetrievalDataset, directory: Path, resume: Path, n_devices: int) -> None:
+    """``torchrun --standalone --nproc_per_node n_devices -m longdoc.train.worker`` on ``job``; each
+    process loads the dataset again (checked against this one's checksum)."""
+    import subprocess
+    import sys
+
+    from longdoc.io import atomic_write
+
+    spec = {"job": asdict(job), "dataset": dataset_reference(dataset), "directory": str(directory), "resume": str(resume)}
+    job_file = resume / "job.json"
+    with atomic_write(job_file) as handle:
+        json.dump(spec, handle)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_devices}",
+               "-m", "longdoc.train.worker", str(job_file)]
+    done = subprocess.run(command)
+    if done.returncode != 0:
+        raise RuntimeError(f"fine-tuning in {n_devices} processes failed (exit {done.returncode}): {' '.join(command)}")
+
+
+def dataset_reference(dataset: RetrievalDataset) -> dict:
+    """How another process loads the same dataset (:func:`longdoc.data.registry.load_dataset`)."""
+    subsample = dataset.manifest.get("subsample") or {}
+    if "dataset_parameter" not in dataset.manifest:
+        raise ValueError(f"{dataset.name}: not loaded by load_dataset, so other processes cannot load it")
+    return {"name": dataset.manifest["dataset_parameter"], "max_docs": subsample.get("max_docs", 0),
+            "seed": subsample.get("seed", 0), "checksum": dataset.checksum, "documents": len(dataset.corpus)}
 
 
 def zero_shot(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig, seed: int = 0,

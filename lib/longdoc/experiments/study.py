@@ -205,9 +205,13 @@ class Study:
         return MODELS[model].config_class(**(fields | changes))
 
     def train_config(self, learning_rate: float, seed: int, hard_negatives: int = 0) -> TrainConfig:
-        """The budget every fine-tuned system of the study gets."""
+        """The budget every fine-tuned system of the study gets (``batch_size`` queries per step in all,
+        ``batch_size / n_devices`` per process)."""
         p = self.params
-        return TrainConfig(steps=p["train_steps"], batch_size=p["batch_size"], hard_negatives=hard_negatives,
+        devices = p.get("n_devices", 1)
+        if p["batch_size"] % devices:
+            raise ValueError(f"parameter batch_size={p['batch_size']}: not divisible by n_devices={devices}")
+        return TrainConfig(steps=p["train_steps"], batch_size=p["batch_size"] // devices, hard_negatives=hard_negatives,
                            learning_rate=learning_rate, eval_every=max(1, p["train_steps"] // p["dev_evals"]), seed=seed)
 
     def pretrain_config(self, **changes) -> PretrainConfig:
@@ -242,7 +246,8 @@ class Study:
         protocol = system.protocol
         train = self.train_config(learning_rate, seed, protocol.hard_negatives)
         return finetune(system.model, self.data, system.encoder, train, negatives=protocol.negatives,
-                        iterations=protocol.iterations, init=self.starting_checkpoint(system), progress=self.progress)
+                        iterations=protocol.iterations, init=self.starting_checkpoint(system), progress=self.progress,
+                        n_devices=self.params.get("n_devices", 1))
 
     def selection(self, system: System) -> dict:
         """The learning rate chosen on dev for ``system`` (grid with the first seed), or the one

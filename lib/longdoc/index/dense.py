@@ -6,8 +6,11 @@ for more and more segment hits until ``k`` distinct documents are found, which i
 index: a document not among the hits cannot beat the lowest hit.
 
 ``factory`` is a FAISS index-factory string: ``Flat`` (exact, default), ``IVF256,Flat``, ``HNSW32``,
-``IVF256,PQ16``... Indexes move to the GPUs when faiss-gpu and CUDA are present (``use_gpu='auto'``).
-Queries are searched in chunks so the score buffers stay bounded.
+``IVF256,PQ16``... Indexes move to the GPUs when faiss-gpu and CUDA are present (``use_gpu='auto'``):
+replicated on every visible GPU (each searches a share of the queries), or sharded across them
+(each holds a share of the vectors) when the vectors would fill more than half of one GPU
+(:func:`should_shard`; ``shard=True``/``False`` forces it). Queries are searched in chunks so the
+score buffers stay bounded.
 """
 
 from __future__ import annotations
@@ -20,8 +23,24 @@ def gpu_count() -> int:
     return faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
 
 
+SHARD_SHARE = 0.5  # shard when the vectors need more than this share of the smallest GPU's free memory
+
+
+def should_shard(vector_bytes: int, free_bytes_per_gpu: list[int]) -> bool:
+    """Replicas need the whole index on every GPU; shards need 1/N of it. Shard only when a replica
+    would not comfortably fit (several GPUs and vectors above ``SHARD_SHARE`` of the smallest free memory)."""
+    return len(free_bytes_per_gpu) > 1 and vector_bytes > SHARD_SHARE * min(free_bytes_per_gpu)
+
+
+def _free_gpu_bytes() -> list[int]:
+    import torch
+
+    return [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+
+
 class DenseIndex:
-    def __init__(self, dim: int, factory: str = "Flat", use_gpu: str | bool = "auto", nprobe: int = 16):
+    def __init__(self, dim: int, factory: str = "Flat", use_gpu: str | bool = "auto", nprobe: int = 16,
+                 shard: str | bool = "auto"):
         self.dim = dim
         self.factory = factory
         self.index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
@@ -29,6 +48,8 @@ class DenseIndex:
         self.num_docs = 0
         self.max_vectors_per_doc = 0
         self.nprobe = nprobe
+        self.shard = shard
+        self.sharded = False
         self._want_gpu = gpu_count() > 0 if use_gpu == "auto" else bool(use_gpu)
         self._on_device = False  # moved to the GPUs on the first add (after training, for IVF)
         if self._want_gpu and gpu_count() == 0:
@@ -56,8 +77,10 @@ class DenseIndex:
             if "IVF" in self.factory:
                 faiss.ParameterSpace().set_index_parameter(self.index, "nprobe", self.nprobe)
         if self.on_gpu and not self._on_device:
+            options = faiss.GpuMultipleClonerOptions()
+            self.sharded = options.shard = bool(self.shard) if self.shard != "auto" else should_shard(vectors.nbytes, _free_gpu_bytes())
             try:
-                self.index = faiss.index_cpu_to_all_gpus(self.index)
+                self.index = faiss.index_cpu_to_all_gpus(self.index, co=options)
             except RuntimeError as err:  # e.g. HNSW has no GPU version
                 raise RuntimeError(f"index {self.factory!r} cannot run on the GPU: {err}; pass use_gpu=False") from err
             self._on_device = True

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 from longdoc.progress import tqdm
+from longdoc.sharding import gather_in_order, my_share
 
 from longdoc.models.backbone import DEFAULT_BACKBONE, load_backbone
 from longdoc.text.segments import SegmentedCorpus
@@ -150,13 +151,17 @@ class BiEncoder(nn.Module):
 
     @torch.no_grad()
     def encode_queries(self, texts: list[str], batch_size: int = 128, progress: bool = False) -> np.ndarray:
+        """Query vectors ``[Q, d]``; under several processes each encodes its share of the batches and
+        all of them get every vector, in order (:func:`longdoc.train.distributed.gather_in_order`)."""
         self.eval()
-        out = []
-        for start in tqdm(range(0, len(texts), batch_size), desc="encoding queries", disable=not progress):
+        parts = []
+        starts = my_share(list(range(0, len(texts), batch_size)))
+        for position, start in tqdm(starts, desc="encoding queries", disable=not progress):
             inputs = {k: v.to(self._device()) for k, v in self.query_inputs(texts[start : start + batch_size]).items()}
             with self.autocast():
                 vectors = self.embed(inputs["input_ids"], inputs["attention_mask"])
-            out.append(vectors.float().cpu().numpy())
+            parts.append((position, vectors.float().cpu().numpy()))
+        out = gather_in_order(parts)
         return np.concatenate(out) if out else np.zeros((0, self.backbone.config.hidden_size), np.float32)
 
     def token_batches(self, corpus: SegmentedCorpus, max_tokens: int = 8192) -> list[list[int]]:
@@ -183,16 +188,19 @@ class BiEncoder(nn.Module):
     @torch.no_grad()
     def encode_corpus(self, corpus: SegmentedCorpus, max_tokens: int = 8192, progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Segment vectors ``[S, d]`` and their document numbers ``[S]``, in batches of at most
-        ``max_tokens`` padded tokens (:meth:`token_batches`; 8,192 = 32 segments of 256)."""
+        ``max_tokens`` padded tokens (:meth:`token_batches`; 8,192 = 32 segments of 256). Under several
+        processes (``torchrun``/``accelerate launch``) each encodes its share of the batches and every
+        process gets the arrays one process would have made, in the same order."""
         self.eval()
-        vectors, owners = [], []
-        for chosen in tqdm(self.token_batches(corpus, max_tokens), desc=f"encoding corpus ({self.name})", disable=not progress):
+        parts = []
+        batches = my_share(self.token_batches(corpus, max_tokens))
+        for position, chosen in tqdm(batches, desc=f"encoding corpus ({self.name})", disable=not progress):
             batch = self.doc_inputs([corpus.segments[i] for i in chosen]).to(self._device())
             with self.autocast():
                 encoded, owner, _ = self.document_vectors(batch)
-            vectors.append(encoded.float().cpu().numpy())
-            owners.append(np.asarray(chosen)[owner.cpu().numpy()])
-        return np.concatenate(vectors), np.concatenate(owners)
+            parts.append((position, (encoded.float().cpu().numpy(), np.asarray(chosen)[owner.cpu().numpy()])))
+        gathered = gather_in_order(parts)
+        return np.concatenate([v for v, _ in gathered]), np.concatenate([o for _, o in gathered])
 
     # -- persistence ---------------------------------------------------------------------------
     config_class = EncoderConfig

@@ -12,9 +12,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-
-def world_size() -> int:
-    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+from longdoc.sharding import world_size
 
 
 def gather_with_grad(tensor: torch.Tensor) -> torch.Tensor:
@@ -34,3 +32,4 @@ def gather_ids(tensor: torch.Tensor) -> torch.Tensor:
     parts = [torch.empty_like(tensor) for _ in range(world_size())]
     dist.all_gather(parts, tensor.contiguous())
     return torch.cat(parts, dim=0)
+
