@@ -26,15 +26,15 @@ def checked_cells(notebook) -> list[int]:
 
 
 def keep_checked_outputs(notebook, executed) -> None:
-    """``notebook`` with the outputs of ``executed`` in its checked cells (stderr dropped: progress and
-    warnings are not results) and none elsewhere; no execution counts or timings."""
+    """``notebook`` with the outputs of ``executed`` in its checked cells and none elsewhere; no
+    execution counts or timings."""
     checked = set(checked_cells(notebook))
     for index, (cell, ran) in enumerate(zip(notebook.cells, executed.cells)):
         if cell.cell_type != "code":
             continue
         cell.execution_count = None
         cell.metadata.pop("execution", None)
-        cell.outputs = [o for o in ran.outputs if not (o.output_type == "stream" and o.name == "stderr")] if index in checked else []
+        cell.outputs = ran.outputs if index in checked else []
 
 
 def store(path: Path, timeout: int = 1800) -> Path:
