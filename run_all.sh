@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
     --only) ONLY="${2:?--only needs a list like 00,01}"; shift 2 ;;
     --only=*) ONLY="${1#*=}"; [ -n "$ONLY" ] || { echo "run_all.sh: --only= needs a list like 00,01" >&2; exit 2; }; shift ;;
     --dataset) DATASET="${2:?--dataset needs a directory}"; shift 2 ;;
-    --dataset=*) DATASET="${1#*=}"; shift ;;
+    --dataset=*) DATASET="${1#*=}"; [ -n "$DATASET" ] || { echo "run_all.sh: --dataset= needs a directory" >&2; exit 2; }; shift ;;
     --backbone) OVERRIDES+=(--set "backbone=${2:?--backbone needs a name}"); shift 2 ;;
     --backbone=*) OVERRIDES+=(--set "backbone=${1#*=}"); shift ;;
     --set) [[ "${2:-}" == *=* ]] || { echo "run_all.sh: --set ${2:-}: expected NAME=VALUE" >&2; exit 2; }
@@ -91,7 +91,10 @@ setup() {
 run_tests() {
   setup
   log "pytest (unit tests) and nbval (notebooks under the smoke profile)"
-  "$PY" -m pytest tests -p no:cacheprovider && "$PY" -m pytest -p no:cacheprovider --nbval-lax notebooks
+  # nbval re-executes every notebook (smoke defaults, fp32) and compares the cells tagged
+  # nbval-check-output with the outputs stored in them, through notebooks/nbval-sanitize.cfg
+  "$PY" -m pytest tests -p no:cacheprovider && LONGDOC_PROGRESS=off "$PY" -m pytest -p no:cacheprovider --nbval-lax \
+    --nbval-sanitize-with notebooks/nbval-sanitize.cfg notebooks
 }
 
 print_device() {
@@ -118,10 +121,10 @@ run_study() {
   done
   [ ${#notebooks[@]} -gt 0 ] || { echo "run_all.sh: no notebook matches --only $ONLY" >&2; exit 2; }
   # every notebook's parameters are checked before the first one starts
-  local work
-  work=$(mktemp -d "${TMPDIR:-/tmp}/longdoc-run.XXXXXX") || exit 1
+  work=$(mktemp -d "${TMPDIR:-/tmp}/longdoc-run.XXXXXX") || exit 1  # global: the EXIT trap reads it
   trap 'rm -rf "$work"' EXIT
-  trap 'exit 130' INT TERM
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
   for nb in "${notebooks[@]}"; do
     "$PY" -m longdoc.experiments.profiles "$params" "$nb" "${OVERRIDES[@]}" > "$work/$(basename "$nb" .ipynb).yaml" || exit 2
   done
@@ -130,7 +133,7 @@ run_study() {
     log "building the embedded benchmark (kept if already built)"
     "$PY" -c "from longdoc.data import load_dataset; load_dataset('manpages')" || exit 1
   fi
-  local i=0 start seconds status name executed="results/$PROFILE/executed"
+  local i=0 start seconds status name executed="results/$PROFILE/executed${DATASET:+/$(basename "$DATASET")}"
   local timings="results/$PROFILE/timings.tsv"
   for nb in "${notebooks[@]}"; do
     i=$((i + 1)); start=$(date +%s); name=$(basename "$nb" .ipynb)

@@ -7,6 +7,7 @@ line, or the parameter). The table is printed in the README's "Run it on your ow
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shutil
@@ -196,3 +197,27 @@ def test_a_notebook_override_is_checked_like_a_profile_value(tmp_path):
     assert parameters_for(profile, notebook)["profile"] == "mine"
     with pytest.raises(ValueError, match=r"command line: parameter batch_size='four'"):
         parameters_for(profile, notebook, {"batch_size": "four"})
+
+
+def test_gwikimatch_grades_1_and_2_of_a_reverse_pair_agree(tmp_path):
+    pairs = read_gwikimatch(write(tmp_path, "g.tsv", "a\tb\t1\nb\ta\t2\n"))
+    assert [(p.source, p.target, p.label) for p in pairs] == [("a", "b", 1), ("b", "a", 1)]
+
+
+def test_a_command_line_number_is_a_number():
+    from longdoc.experiments.profiles import _numbers
+
+    assert _numbers(["1e-4", "2.0e-5"]) == [1e-4, 2e-5] and _numbers("3") == 3 and _numbers("data/x") == "data/x"
+
+
+def test_a_users_manifest_checksum_is_not_trusted(tmp_path):
+    directory = beir_copy(tmp_path)
+    (directory / "manifest.json").write_text(json.dumps({"checksum": "stale"}))
+    before = load_beir(directory).checksum
+    assert before != "stale" and len(before) == 64
+    with open(directory / "corpus.jsonl", "a") as handle:
+        handle.write('{"_id": "d9", "text": "edited"}\n')
+    assert load_beir(directory).checksum != before
+    (directory / "manifest.json").write_text("[1]")
+    with pytest.raises(ValueError, match=r"manifest.json: expected a JSON object"):
+        load_beir(directory)

@@ -91,10 +91,16 @@ def test_every_installed_pin_satisfies_its_packages_declared_requirements():
     assert _declared_requirements_hold(pinned, installed_only=True) == []
 
 
-def test_the_running_environment_has_the_cpu_pins():
-    """What the tests run under is what requirements-cpu.txt says (torch may carry a +cpu tag)."""
+def test_the_running_environment_has_its_pins():
+    """What the tests run under is what requirements-cpu.txt (or, with faiss-gpu installed,
+    requirements-gpu.txt) says; torch may carry a local tag such as +cpu."""
+    try:
+        metadata.version("faiss-gpu")
+        expected = pins("requirements-gpu.txt")
+    except metadata.PackageNotFoundError:
+        expected = pins("requirements-cpu.txt")
     wrong = {}
-    for package, version in pins("requirements-cpu.txt").items():
+    for package, version in expected.items():
         try:
             installed = metadata.version(package)
         except metadata.PackageNotFoundError:

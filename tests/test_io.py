@@ -36,3 +36,22 @@ def test_a_killed_writer_leaves_nothing_a_sweep_keeps(tmp_path):
         assert all(p.exists() for p in live)
         handle.write("ok")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]
+
+
+def test_a_replacement_killed_half_way_gets_the_previous_folder_back(tmp_path):
+    """Killed between moving the old folder aside and moving the new one in: the old one returns."""
+    code = ("import os, signal, sys\nfrom pathlib import Path\nfrom longdoc import io\n"
+            "real = os.replace\n"
+            "def replace(a, b):\n"
+            "    real(a, b)\n"
+            "    if str(b).endswith('.old'): os.kill(os.getpid(), signal.SIGKILL)\n"
+            "io.os.replace = replace\n"
+            "with io.atomic_directory(Path(sys.argv[1]) / 'record') as d:\n"
+            "    (d / 'metrics.json').write_text('new')\n")
+    with atomic_directory(tmp_path / "record") as folder:
+        (folder / "metrics.json").write_text("old")
+    assert subprocess.run([sys.executable, "-c", code, str(tmp_path)]).returncode == -9
+    assert not (tmp_path / "record").exists()
+    sweep_stale(tmp_path)
+    assert (tmp_path / "record" / "metrics.json").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["record"]

@@ -10,6 +10,13 @@ Where things live (one concept per module):
 - ``index/``     FAISS search (single- and multi-vector), BM25
 - ``eval/``      trec_eval-compatible metrics, TREC run files, significance tests
 - ``experiments/`` what the notebooks call: baselines, results, caching
+- ``sharding.py`` work shared across processes; ``io.py`` atomic writes; ``progress.py`` progress bars
 """
 
+import warnings
+
 __version__ = "0.1.0"
+
+# transformers imports tqdm.auto, which warns in a notebook kernel without ipywidgets; our bars are
+# text bars (longdoc.progress) and nothing downloads at run time, so the warning says nothing useful
+warnings.filterwarnings("ignore", message="IProgress not found")

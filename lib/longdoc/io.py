@@ -1,8 +1,9 @@
 """Atomic file writing: a reader never sees a half-written file, a failure never clobbers an old one,
 and a process killed mid-write (SIGKILL, out of memory) leaves nothing that a later run keeps.
 
-Temporary names carry the writer's process id (``.<name>.<pid>.<random>.tmp``); :func:`sweep_stale`
-removes those whose process is gone. Files and folders get the permissions the umask gives (a
+Temporary names carry the writer's host and process id (``.<name>.<host>.<pid>.<random>.tmp``);
+:func:`sweep_stale` removes those of this host whose process is gone, and puts back a folder that a
+killed replacement had moved aside. Files and folders get the permissions the umask gives (a
 ``tempfile`` name is created 0600/0700, which would otherwise survive the rename).
 """
 
@@ -12,20 +13,22 @@ import contextlib
 import os
 import re
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 
-_STALE = re.compile(r"^\..+\.(\d+)\.[^.]+\.tmp$")
+_HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+_STALE = re.compile(r"^\..+\.(?P<host>[A-Za-z0-9-]+)\.(?P<pid>\d+)\.[^.]+\.tmp$")
+_UMASK = os.umask(0)  # read once, at import (setting it back at once; no thread is writing yet)
+os.umask(_UMASK)
 
 
 def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
+    return _UMASK
 
 
 def _prefix(path: Path) -> str:
-    return f".{path.name}.{os.getpid()}."
+    return f".{path.name}.{_HOST}.{os.getpid()}."
 
 
 def _alive(pid: int) -> bool:
@@ -41,16 +44,23 @@ def _alive(pid: int) -> bool:
 
 
 def sweep_stale(folder: str | os.PathLike) -> list[Path]:
-    """Remove the temporary files and folders in ``folder`` left by writers that no longer run (and
-    ``.<name>.old`` folders of an interrupted replacement); returns what was removed."""
+    """Remove the temporary files and folders in ``folder`` left by writers of this host that no
+    longer run; a ``.<name>.old`` folder of a replacement killed half-way is renamed back to
+    ``<name>`` when ``<name>`` is missing (the previous version survives whole), else removed.
+    Returns what was removed."""
     folder = Path(folder)
     removed = []
     if not folder.is_dir():
         return removed
     for entry in folder.iterdir():
         match = _STALE.match(entry.name)
-        stale_old = entry.name.startswith(".") and entry.name.endswith(".old") and entry.is_dir()
-        if (match and not _alive(int(match.group(1)))) or stale_old:
+        dead_temporary = match is not None and match["host"] == _HOST and not _alive(int(match["pid"]))
+        moved_aside = (entry.name.startswith(".") and entry.name.endswith(".old") and entry.is_dir()
+                       and not _alive_writer_of(folder, entry.name[1:-4]))
+        if moved_aside and not (folder / entry.name[1:-4]).exists():
+            os.replace(entry, folder / entry.name[1:-4])
+            continue
+        if dead_temporary or moved_aside:
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
             else:
@@ -58,6 +68,15 @@ def sweep_stale(folder: str | os.PathLike) -> list[Path]:
                     entry.unlink()
             removed.append(entry)
     return removed
+
+
+def _alive_writer_of(folder: Path, name: str) -> bool:
+    """Whether a live process of this host is writing ``name`` in ``folder`` (it may be mid-replacement)."""
+    for entry in folder.glob(f".{name}.{_HOST}.*.tmp"):
+        match = _STALE.match(entry.name)
+        if match and _alive(int(match["pid"])):
+            return True
+    return False
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@ from longdoc.experiments.results import ConfigMismatchError, write_metrics
 
 def test_metrics_record_carries_provenance_and_refuses_other_config(tmp_path):
     def write(config, metrics, checksum="abc"):
-        return write_metrics(tmp_path / "smoke" / "d" / "01_x", "01_x", "smoke", config, metrics, checksum, [0, 1])
+        return write_metrics(tmp_path / "cpu" / "d" / "01_x", "01_x", "cpu", config, metrics, checksum, [0, 1])
 
     directory = write({"a": 1}, {"MRR@100": 0.5, "missing": float("nan")})
     text = (directory / "metrics.json").read_text()
@@ -17,11 +17,22 @@ def test_metrics_record_carries_provenance_and_refuses_other_config(tmp_path):
     assert record["config"] == {"a": 1} and record["data_checksum"] == "abc" and record["seeds"] == [0, 1]
     assert "torch" in record["versions"] and "python" in record["versions"] and record["machine"]["cores"] >= 1
     write({"a": 1}, {"MRR@100": 0.6})  # same config: fine
-    with pytest.raises(ConfigMismatchError, match="another configuration"):
+    with pytest.raises(ConfigMismatchError, match=r"another configuration or dataset \(differs in \['a'\]\)"):
         write({"a": 2}, {"MRR@100": 0.7})
     with pytest.raises(ConfigMismatchError, match="dataset"):
         write({"a": 1}, {"MRR@100": 0.7}, checksum="other")
     assert json.loads((directory / "metrics.json").read_text())["metrics"] == {"MRR@100": 0.6}
+    smoke = write_metrics(tmp_path / "smoke" / "d" / "01_x", "01_x", "smoke", {"a": 1}, {}, "abc", [0])
+    write_metrics(smoke, "01_x", "smoke", {"a": 2}, {}, "abc", [0])  # smoke records are throwaway: replaced
+    assert json.loads((smoke / "metrics.json").read_text())["config"] == {"a": 2}
+
+
+def test_a_study_refuses_another_configurations_folder_before_any_work(tiny_dataset, tiny_backbone, isolated_outputs,
+                                                                       tiny_study):
+    study = tiny_study(tiny_dataset, tiny_backbone, profile="cpu")
+    write_metrics(study.directory, "01_baselines", "cpu", dict(study.params, seeds=[7]), {}, study.data.checksum, [7])
+    with pytest.raises(ConfigMismatchError, match=r"differs in \['seeds'\]"):
+        tiny_study(tiny_dataset, tiny_backbone, profile="cpu").data
 
 
 def test_cache_builds_once_per_key_and_never_keeps_a_failed_build(tmp_path, monkeypatch):

@@ -127,3 +127,10 @@ def test_fine_tuning_runs_in_two_processes_launched_from_the_kernel(tiny_dataset
     key = json.loads((fit.directory / "key.json").read_text())
     assert key["processes"] == 2 and key["train"]["batch_size"] == 2
     assert not list(fit.directory.parent.glob("*.resume"))  # training states are removed once it is done
+    one = tiny_study(tiny_dataset, tiny_backbone, n_devices=1, seeds=[0], learning_rates=[1e-3], iterations=2)
+    single = one._finetune(System("MaxP", "MaxP", one.encoder("MaxP"), protocol=table1_protocol(1, 2)), 1e-3, 0)
+
+    def schedule(fitted):
+        return [(h["step"], h["learning_rate"]) for i in fitted.history["iterations"] for h in i["history"]]
+
+    assert schedule(fit) == schedule(single)  # the warm-up and decay run over the same steps

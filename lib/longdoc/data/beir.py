@@ -196,7 +196,11 @@ def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | Non
     return qrels
 
 
-def load_beir(directory: str | Path, name: str | None = None, on_empty: str = "error") -> RetrievalDataset:
+def load_beir(directory: str | Path, name: str | None = None, on_empty: str = "error",
+              trust_manifest_checksum: bool = False) -> RetrievalDataset:
+    """A BEIR-layout folder. Its checksum is SHA-256 over the files' bytes (:func:`files_checksum`),
+    so an edited file is a new dataset; only a benchmark we built ourselves, whose manifest was written
+    with its files in one atomic step, may take the manifest's (``trust_manifest_checksum``)."""
     directory = Path(directory)
     for required in ("corpus.jsonl", "queries.jsonl", "qrels"):
         if not (directory / required).exists():
@@ -209,7 +213,11 @@ def load_beir(directory: str | Path, name: str | None = None, on_empty: str = "e
         manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else {}
     except json.JSONDecodeError as err:
         raise DataFormatError(manifest_path, f"not valid JSON ({err.msg})", err.lineno) from None
-    if "checksum" not in manifest:  # a user's directory: the checksum of its files' bytes
+    if not isinstance(manifest, dict):
+        raise DataFormatError(manifest_path, "expected a JSON object")
+    if not (trust_manifest_checksum and "checksum" in manifest):
+        if "checksum" in manifest:
+            manifest["manifest_checksum"] = manifest["checksum"]
         manifest["checksum"] = files_checksum(directory)
     return RetrievalDataset(name or directory.name, corpus, queries, qrels, manifest)
 

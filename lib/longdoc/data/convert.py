@@ -21,7 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from longdoc.data.beir import files_checksum, load_beir, read_corpus, save_beir
+from longdoc.data.beir import load_beir, read_corpus, save_beir
 from longdoc.data.errors import DataFormatError
 from longdoc.data.pairs import read_gwikimatch, read_pair_tsv, read_smash_pairs, save_pairs
 from longdoc.io import atomic_directory
@@ -52,7 +52,7 @@ def _fresh_output(out: Path, force: bool) -> None:
         raise ValueError(f"--out {out}: exists and is not empty (pass --force to replace it)")
 
 
-def convert_msmarco(args) -> Path:
+def convert_msmarco(args) -> str:
     from longdoc.data.msmarco import load_msmarco_documents
 
     splits = {name: tuple(files) for name, files in _splits(args.split, 2).items()}
@@ -61,19 +61,17 @@ def convert_msmarco(args) -> Path:
     _fresh_output(args.out, args.force)
     dataset = load_msmarco_documents(args.docs, splits, name=args.out.name,
                                      on_unknown_doc="skip" if args.skip_unknown_docs else "error")
-    _write(dataset, args.out)
-    return args.out
+    return _write(dataset, args.out)
 
 
-def convert_nq320k(args) -> Path:
+def convert_nq320k(args) -> str:
     from longdoc.data.nq320k import load_nq320k
 
     _fresh_output(args.out, args.force)
-    _write(load_nq320k(args.dir, dev_fraction=args.dev_fraction), args.out)
-    return args.out
+    return _write(load_nq320k(args.dir, dev_fraction=args.dev_fraction), args.out)
 
 
-def convert_pairs(args) -> Path:
+def convert_pairs(args) -> str:
     """Pairs go to ``<out>/pairs/<split>.tsv``; ``<out>`` must already hold the corpus they name."""
     splits = _splits(args.split, 1)
     if not splits:
@@ -84,13 +82,18 @@ def convert_pairs(args) -> Path:
     pairs = {name: PAIR_READERS[args.format](files[0], known_ids=corpus, on_unknown=on_unknown, stats=stats)
              for name, files in splits.items()}
     save_pairs(pairs, args.out)
-    return args.out
+    counts = ", ".join(f"{name} {len(rows)} pairs" for name, rows in sorted(pairs.items()))
+    return f"{args.out}/pairs: {counts} ({stats.get('skipped_unknown', 0)} naming unknown documents skipped)"
 
 
-def _write(dataset, out: Path) -> None:
+def _write(dataset, out: Path) -> str:
+    """Write, read back (what lands is a dataset the notebooks accept), then put in place."""
     with atomic_directory(out) as tmp:
         save_beir(dataset, tmp)
-    load_beir(out)  # read back: what was written is a dataset the notebooks accept
+        written = load_beir(tmp)
+    sizes = ", ".join(f"{split} {len(q)} queries" for split, q in sorted(written.qrels.items()))
+    return (f"{out}: {len(written.corpus)} documents, {sizes}; checksum {written.checksum[:16]}\n"
+            f"run notebooks on it: ./run_all.sh --dataset {out} --only 01,10  (or papermill ... -p dataset {out})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,14 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     convert = {"msmarco": convert_msmarco, "nq320k": convert_nq320k, "pairs": convert_pairs}[args.command]
     try:
-        out = convert(args)
+        print(convert(args))
     except (DataFormatError, ValueError, OSError) as err:
         print(f"convert: {err}", file=sys.stderr)
         return 2
-    dataset = load_beir(out)
-    sizes = ", ".join(f"{split} {len(q)} queries" for split, q in sorted(dataset.qrels.items()))
-    print(f"{out}: {len(dataset.corpus)} documents, {sizes}; checksum {files_checksum(out)[:16]}")
-    print(f"run a notebook on it: ./run_all.sh --dataset {out} --only 01  (or papermill ... -p dataset {out})")
     return 0
 
 

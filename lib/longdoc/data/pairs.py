@@ -30,13 +30,14 @@ def read_pair_tsv(
     on_unknown: str = "error",
     stats: dict | None = None,
     labels: tuple[int, ...] = (0, 1),
+    binarise: bool = False,
 ) -> list[DocumentPair]:
     """Read tab-separated labelled pairs whose three columns are named by ``columns`` (a permutation of
     ``source-id``, ``target-id``, ``label``). A header line equal to the column names is skipped.
     A label outside ``labels``, a document paired with itself, a repeated pair and a pair whose
     reverse carries another label are errors naming the line. Pairs naming an id outside
     ``known_ids`` are an error, or with ``on_unknown='skip'`` skipped and counted in
-    ``stats['skipped_unknown']``."""
+    ``stats['skipped_unknown']``. ``binarise``: labels > 0 become 1 (before the contradiction check)."""
     if sorted(columns) != sorted(HEADER):
         raise ValueError(f"columns must be a permutation of {HEADER}, got {columns}")
     where = {name: columns.index(name) for name in HEADER}
@@ -54,6 +55,7 @@ def read_pair_tsv(
             raise DataFormatError(path, f"expected 3 tab-separated fields {' '.join(columns)!r}, found {len(fields)}", number)
         source, target, label = (fields[where[name]] for name in HEADER)
         value = _label(label, labels, path, number)
+        value = int(value > 0) if binarise else value
         source, target = check_id(source, path, number), check_id(target, path, number)
         if source == target:
             raise DataFormatError(path, f"document {source!r} is paired with itself", number)
@@ -103,8 +105,8 @@ def load_pairs(directory: str | Path, known_ids: set[str] | dict | None = None) 
 def read_gwikimatch(path: str | Path, known_ids=None, on_unknown: str = "error", stats=None) -> list[DocumentPair]:
     """GWikiMatch release TSV: ``source URL, target URL, label`` (labels 0/1/2; 1 and 2 count as a match,
     as in its README). Our label is binarised; the graded label is not kept."""
-    pairs = read_pair_tsv(path, ("source-id", "target-id", "label"), known_ids, on_unknown, stats, labels=(0, 1, 2))
-    return [DocumentPair(p.source, p.target, int(p.label > 0)) for p in pairs]
+    return read_pair_tsv(path, ("source-id", "target-id", "label"), known_ids, on_unknown, stats, labels=(0, 1, 2),
+                         binarise=True)
 
 
 def read_smash_pairs(path: str | Path, known_ids=None, on_unknown: str = "error", stats=None) -> list[DocumentPair]:

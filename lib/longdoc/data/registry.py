@@ -26,7 +26,7 @@ def load_dataset(name: str = "manpages", max_docs: int = 0, seed: int = 0) -> Re
             from longdoc.data.manpages import build_manpages
 
             build_manpages(directory)
-        dataset = load_beir(directory, name="manpages")
+        dataset = load_beir(directory, name="manpages", trust_manifest_checksum=True)
     else:
         path = Path(name)
         if not path.is_dir():

@@ -26,15 +26,18 @@ def checked_cells(notebook) -> list[int]:
 
 
 def keep_checked_outputs(notebook, executed) -> None:
-    """``notebook`` with the outputs of ``executed`` in its checked cells and none elsewhere; no
-    execution counts or timings."""
+    """``notebook`` with the outputs of ``executed`` in its checked cells (streams merged, as nbval
+    merges a new run's) and none elsewhere; no timings. Checked cells keep their execution count
+    (nbval refuses a stored output of a cell that never ran); the others have none."""
+    from nbval.plugin import coalesce_streams
+
     checked = set(checked_cells(notebook))
     for index, (cell, ran) in enumerate(zip(notebook.cells, executed.cells)):
         if cell.cell_type != "code":
             continue
-        cell.execution_count = None
         cell.metadata.pop("execution", None)
-        cell.outputs = ran.outputs if index in checked else []
+        cell.outputs = coalesce_streams(ran.outputs) if index in checked else []
+        cell.execution_count = ran.execution_count if index in checked else None
 
 
 def store(path: Path, timeout: int = 1800) -> Path:

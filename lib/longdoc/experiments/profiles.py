@@ -113,6 +113,18 @@ def parameters_for(profile: str | Path, notebook: str | Path, overrides: dict | 
     return {n: values[n] for n in names}
 
 
+def _numbers(value):
+    """YAML 1.1 reads ``1e-4`` as a string; a command-line value that parses as a number is one."""
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    if isinstance(value, str):
+        try:
+            return float(value) if any(c in value for c in ".eE") else int(value)
+        except ValueError:
+            return value
+    return value
+
+
 def _main(argv: list[str]) -> None:
     import argparse
 
@@ -128,7 +140,7 @@ def _main(argv: list[str]) -> None:
         name, sep, text = item.partition("=")
         if not sep:
             sys.exit(f"profile error: --set {item!r}: expected NAME=VALUE")
-        overrides[name] = yaml.safe_load(text) if text else ""
+        overrides[name] = _numbers(yaml.safe_load(text)) if text else ""
     try:
         yaml.safe_dump(parameters_for(args.profile, args.notebook, overrides), sys.stdout, sort_keys=False)
     except (ProfileError, ValueError, OSError) as err:

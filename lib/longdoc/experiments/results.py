@@ -65,6 +65,28 @@ class ConfigMismatchError(RuntimeError):
     pass
 
 
+THROWAWAY_PROFILES = ("smoke",)  # records that only show a notebook runs (CI, nbval): a rerun replaces them
+
+
+def check_record_slot(directory: Path, profile: str, config: dict, data_checksum: str) -> None:
+    """Refuse, before any work, to put a record where one of another configuration or dataset lies
+    (naming what differs), except under a throwaway profile."""
+    path = Path(directory) / "metrics.json"
+    if profile in THROWAWAY_PROFILES or not path.exists():
+        return
+    previous = json.loads(path.read_text())
+    config = json.loads(json.dumps(finite(config), default=str))
+    old = previous.get("config", {})
+    same_data = previous.get("data_checksum") == data_checksum  # then the dataset's path may differ
+    differing = sorted(k for k in set(old) | set(config) if old.get(k) != config.get(k) and not (same_data and k == "dataset"))
+    if not same_data:
+        differing.append("data checksum")
+    if differing:
+        raise ConfigMismatchError(
+            f"{path} holds results of another configuration or dataset (differs in {differing}); move or delete "
+            "that folder, or run under another profile (a copy of the profile file with another name)")
+
+
 def finite(value):
     """JSON without NaN/Infinity (invalid JSON for most readers): non-finite floats become None."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -84,14 +106,9 @@ def write_metrics(directory: Path, notebook: str, profile: str, config: dict, me
     with a different config or data checksum. The folder is built under a temporary name and
     replaces the old one at once: a killed run leaves the previous record whole, never half of one."""
     directory = Path(directory)
-    path = directory / "metrics.json"
     config = json.loads(json.dumps(finite(config), default=str))
-    if path.exists() and not overwrite:
-        previous = json.loads(path.read_text())
-        if previous.get("config") != config or previous.get("data_checksum") != data_checksum:
-            raise ConfigMismatchError(
-                f"{path} holds results of another configuration or dataset; pass overwrite=True or use another profile name"
-            )
+    if not overwrite:
+        check_record_slot(directory, profile, config, data_checksum)
     record = {"notebook": notebook, "profile": profile, "config": config, "seeds": seeds, "data_checksum": data_checksum,
               "versions": versions(), "machine": machine(), **(extra or {}), "metrics": metrics}
     text = json.dumps(finite(json.loads(json.dumps(record, default=str))), indent=2, sort_keys=True, allow_nan=False)

@@ -21,6 +21,7 @@ from longdoc.models.hi_transformer import HiTransformer
 from longdoc.models.longtriever import Longtriever
 from longdoc.models.parade import Parade
 from longdoc.seeding import seeded
+from longdoc.sharding import from_first, rank
 from longdoc.text.segments import SegmentedCorpus
 from longdoc.train.checkpoint import SAVE_MINUTES, Checkpointer
 from longdoc.train.loop import TrainConfig, train_biencoder
@@ -55,12 +56,17 @@ def segment_corpus(model: BiEncoder, dataset: RetrievalDataset) -> SegmentedCorp
 
 def dense_run(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str, str], k: int = RUN_DEPTH,
               index_factory: str = "Flat", progress: bool = True) -> Run:
-    """Encode the corpus (one vector per segment), search, max-pool segment hits into documents."""
-    vectors, owners = model.encode_corpus(corpus, progress=progress)
+    """Encode the corpus (one vector per segment), search, max-pool segment hits into documents.
+    Under several processes they share the encoding and the first one searches: it returns the run,
+    the others an empty one."""
+    vectors, owners = model.encode_corpus(corpus, progress=progress, everyone=False)
+    query_vectors = model.encode_queries(list(queries.values()))  # every process takes part in the gathering
+    if vectors is None:
+        return {}
     index = DenseIndex(vectors.shape[1], factory=index_factory)
     index.add(vectors, owners)
     qids = list(queries)
-    scores, docs = index.search(model.encode_queries([queries[q] for q in qids]), k)
+    scores, docs = index.search(query_vectors, k)
     return {
         qid: {corpus.doc_ids[d]: float(s) for s, d in zip(scores[row], docs[row]) if d >= 0}
         for row, qid in enumerate(qids)
@@ -100,10 +106,13 @@ class DevEvaluator:
         self.runs = {int(step): runs for step, runs in state["runs"].items()}
 
     def __call__(self, model: BiEncoder, step: int) -> float:
+        """The dev score (the same on every process: the first one searches and scores)."""
         merged = {q: text for queries in self.queries.values() for q, text in queries.items()}
         run = dense_run(model, self.corpus, merged, RUN_DEPTH, progress=False)
-        self.runs[step] = {split: {q: run[q] for q in queries} for split, queries in self.queries.items()}
-        return evaluate(self.runs[step]["dev"], self.dev_qrels, [SELECTION_MEASURE])[SELECTION_MEASURE]
+        if rank() != 0:
+            return from_first(None)
+        self.runs[step] = {split: {q: run.get(q, {}) for q in queries} for split, queries in self.queries.items()}
+        return from_first(evaluate(self.runs[step]["dev"], self.dev_qrels, [SELECTION_MEASURE])[SELECTION_MEASURE])
 
 
 @dataclass
@@ -208,8 +217,6 @@ class FinetuneJob:
 
 def run_finetune_job(job: FinetuneJob, dataset: RetrievalDataset, directory: Path, resume: Path) -> None:
     """Train, keep the dev-best checkpoint, and (the first process) write model, history and runs."""
-    from longdoc.sharding import rank
-
     train = TrainConfig(**job.train)
     model = build_model(job.model_name, MODELS[job.model_name].config_class(**job.encoder), train.seed, job.start)
     corpus = segment_corpus(model, dataset)
@@ -238,9 +245,11 @@ def launch_finetune_job(job: FinetuneJob, dataset: RetrievalDataset, directory: 
         json.dump(spec, handle)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_devices}",
                "-m", "longdoc.train.worker", str(job_file)]
-    done = subprocess.run(command)
-    if done.returncode != 0:
-        raise RuntimeError(f"fine-tuning in {n_devices} processes failed (exit {done.returncode}): {' '.join(command)}")
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as workers:
+        for line in workers.stdout:  # into the notebook, not the kernel's terminal
+            print(line, end="", flush=True)
+    if workers.returncode != 0:
+        raise RuntimeError(f"fine-tuning in {n_devices} processes failed (exit {workers.returncode}): {' '.join(command)}")
 
 
 def dataset_reference(dataset: RetrievalDataset) -> dict:

@@ -42,7 +42,7 @@ from longdoc.experiments.cache import code_fingerprint
 from longdoc.experiments.findings import Claim, Findings, assess, markdown_table
 from longdoc.experiments.pretraining import pretrained, pretraining_summary
 from longdoc.experiments.parameters import check_parameters, PARAMETERS
-from longdoc.experiments.results import RESULTS_DIR, write_metrics
+from longdoc.experiments.results import RESULTS_DIR, check_record_slot, write_metrics
 from longdoc.experiments.retrieval import (MODELS, SELECTION_MEASURE, bm25_run, build_model, finetune, segment_corpus,
                                            zero_shot)
 from longdoc.models.biencoder import BiEncoder, EncoderConfig
@@ -139,6 +139,8 @@ class Study:
         steps, evals = self.params.get("train_steps"), self.params.get("dev_evals")
         if steps is not None and evals is not None and evals > steps:
             raise ValueError(f"parameter dev_evals={evals}: more dev evaluations than train_steps={steps}")
+        if "dataset" not in self.params and "profile" in self.params:
+            check_record_slot(self.directory, self.params["profile"], self.params, "none")
 
     @classmethod
     def open(cls, notebook: str, namespace: dict[str, Any], progress: bool = True) -> "Study":
@@ -153,6 +155,7 @@ class Study:
             for split in ("train", "dev", "test"):  # every table needs all three: fail before any training
                 data.split(split)
             self._data = data
+            check_record_slot(self.directory, self.params["profile"], self.params, data.checksum)
         return self._data
 
     def split(self, name: str) -> tuple[dict[str, str], dict]:

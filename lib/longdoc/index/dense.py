@@ -76,6 +76,8 @@ class DenseIndex:
             self.index.train(vectors)
             if "IVF" in self.factory:
                 faiss.ParameterSpace().set_index_parameter(self.index, "nprobe", self.nprobe)
+        if self.sharded:
+            raise RuntimeError("a GPU index sharded across GPUs takes all its vectors in one add()")
         if self.on_gpu and not self._on_device:
             options = faiss.GpuMultipleClonerOptions()
             self.sharded = options.shard = bool(self.shard) if self.shard != "auto" else should_shard(vectors.nbytes, _free_gpu_bytes())

@@ -186,11 +186,13 @@ class BiEncoder(nn.Module):
         return batches + ([batch] if batch else [])
 
     @torch.no_grad()
-    def encode_corpus(self, corpus: SegmentedCorpus, max_tokens: int = 8192, progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    def encode_corpus(self, corpus: SegmentedCorpus, max_tokens: int = 8192, progress: bool = True,
+                      everyone: bool = True) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
         """Segment vectors ``[S, d]`` and their document numbers ``[S]``, in batches of at most
         ``max_tokens`` padded tokens (:meth:`token_batches`; 8,192 = 32 segments of 256). Under several
         processes (``torchrun``/``accelerate launch``) each encodes its share of the batches and every
-        process gets the arrays one process would have made, in the same order."""
+        process (``everyone=False``: the first only; the others get ``(None, None)``) gets the arrays
+        one process would have made, in the same order."""
         self.eval()
         parts = []
         batches = my_share(self.token_batches(corpus, max_tokens))
@@ -199,7 +201,9 @@ class BiEncoder(nn.Module):
             with self.autocast():
                 encoded, owner, _ = self.document_vectors(batch)
             parts.append((position, (encoded.float().cpu().numpy(), np.asarray(chosen)[owner.cpu().numpy()])))
-        gathered = gather_in_order(parts)
+        gathered = gather_in_order(parts, everyone)
+        if gathered is None:
+            return None, None
         return np.concatenate([v for v, _ in gathered]), np.concatenate([o for _, o in gathered])
 
     # -- persistence ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from longdoc.io import atomic_write
+from longdoc.sharding import from_first, rank, world_size
 
 STATE_FILE = "training_state.pt"
 SAVE_MINUTES = 10.0  # the studies' training runs save their state at most this often
@@ -43,41 +44,57 @@ def restore_rng_states(states: dict) -> None:
 
 @dataclass
 class Checkpointer:
-    """Where and how often a run saves its state (``directory=None``: never)."""
+    """Where and how often a run saves its state (``directory=None``: never).
+
+    Each process writes its own state file per saved step (``training_state.rank<r>.step<s>.pt``, its
+    generators and data position are its own) and keeps its two newest; the moment to save is the
+    first process's decision, and a resumed run continues from the newest step that *every* process
+    saved, so a kill between two processes' writes never pairs different steps."""
 
     directory: Path | None = None
     every: int = 0  # steps between saves (0: none by step count)
     minutes: float = 0.0  # > 0: also save at the first step this long after the last save
     _last: float = field(default_factory=time.monotonic, repr=False)
 
-    @property
-    def path(self) -> Path | None:
-        """This process's state file (each process keeps its own generators and data position)."""
-        if self.directory is None:
-            return None
-        rank = torch.distributed.get_rank() if torch.distributed.is_available() and torch.distributed.is_initialized() else 0
-        return Path(self.directory) / STATE_FILE.replace(".pt", f".rank{rank}.pt")
+    def _path(self, step: int, process: int | None = None) -> Path:
+        number = rank() if process is None else process
+        return Path(self.directory) / STATE_FILE.replace(".pt", f".rank{number}.step{step}.pt")
+
+    def _saved_steps(self) -> list[int]:
+        if self.directory is None or not Path(self.directory).is_dir():
+            return []
+        prefix = STATE_FILE.replace(".pt", f".rank{rank()}.step")
+        return sorted(int(p.name[len(prefix):-3]) for p in Path(self.directory).glob(f"{prefix}*.pt"))
 
     def due(self, step: int) -> bool:
         if self.directory is None:
             return False
         by_steps = self.every > 0 and step % self.every == 0
         by_clock = self.minutes > 0 and time.monotonic() - self._last >= 60 * self.minutes
-        return by_steps or by_clock
+        return bool(from_first(by_steps or by_clock))
 
     def save(self, state: dict) -> None:
-        with atomic_write(self.path, "wb") as handle:
+        step = state["step"]
+        with atomic_write(self._path(step), "wb") as handle:
             torch.save({**state, "rng": rng_states()}, handle)
+        for older in self._saved_steps()[:-2]:
+            self._path(older).unlink(missing_ok=True)
         self._last = time.monotonic()
 
     def load(self) -> dict | None:
-        """The saved state (global generators already restored), or None when there is none."""
-        if self.path is None or not self.path.exists():
+        """The state of the newest step every process saved (global generators already restored), or
+        None when there is none."""
+        if self.directory is None:
             return None
-        state = torch.load(self.path, map_location="cpu", weights_only=False)
+        steps = set(self._saved_steps())
+        if world_size() > 1:
+            import torch.distributed as dist
+
+            everyone: list = [None] * world_size()
+            dist.all_gather_object(everyone, sorted(steps))
+            steps = set.intersection(*(set(s) for s in everyone))
+        if not steps:
+            return None
+        state = torch.load(self._path(max(steps)), map_location="cpu", weights_only=False)
         restore_rng_states(state.pop("rng"))
         return state
-
-    def clear(self) -> None:
-        if self.path is not None and self.path.exists():
-            self.path.unlink()

@@ -140,13 +140,15 @@ def train_biencoder(
     total_steps = config.steps or steps_per_epoch * config.epochs
     evaluate_at = _evaluation_steps(config, steps_per_epoch, total_steps)
     optimizer, scheduler = adamw_with_warmup(model, config.learning_rate, config.weight_decay, config.warmup_ratio, total_steps)
-    wrapped, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    # the scheduler stays outside prepare(): Accelerate would step it once per process and step,
+    # ending the warm-up and decay n_devices times too early
+    wrapped, optimizer = accelerator.prepare(model, optimizer)
     result = TrainResult(config=asdict(config))
     best_state, step, epoch, position, losses = None, 0, 0, 0, []  # position: batches taken in this epoch
     saved = checkpoint.load() if checkpoint is not None else None
     if saved is not None:
         if saved["config"] != asdict(config) or saved["world"] != world:
-            raise ValueError(f"{checkpoint.path}: a saved state of another run (config or process count differs)")
+            raise ValueError(f"{checkpoint.directory}: a saved state of another run (config or process count differs)")
         accelerator.unwrap_model(wrapped).load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
@@ -198,7 +200,8 @@ def train_biencoder(
             bar.set_postfix(loss=f"{losses[-1]:.3f}", epoch=epoch)
             evaluated = step in evaluate_at
             if evaluated:
-                record = {"step": step, "epoch": epoch, "train_loss": sum(losses) / len(losses)}
+                record = {"step": step, "epoch": epoch, "train_loss": sum(losses) / len(losses),
+                          "learning_rate": scheduler.get_last_lr()[0]}
                 losses = []
                 if dev_eval is not None:
                     record["dev"] = float(dev_eval(accelerator.unwrap_model(wrapped), step))

@@ -95,7 +95,7 @@ def pretrain_longtriever(task: LongtrieverPretraining, corpus: SegmentedCorpus, 
               ("full", total_steps, list(task.parameters()), config.learning_rate)]
     saved = checkpoint.load() if checkpoint is not None else None
     if saved is not None and (saved["config"] != asdict(config) or saved["world"] != world):
-        raise ValueError(f"{checkpoint.path}: a saved state of another run (config or process count differs)")
+        raise ValueError(f"{checkpoint.directory}: a saved state of another run (config or process count differs)")
     done = {"head": 0, "full": 0} if saved is None else saved["done"]  # steps finished per phase
     if saved is not None:
         task.load_state_dict(saved["model"])
@@ -116,7 +116,9 @@ def pretrain_longtriever(task: LongtrieverPretraining, corpus: SegmentedCorpus, 
             parameter.requires_grad_(True)
         optimizer, scheduler = adamw_with_warmup(task, learning_rate, config.weight_decay, config.warmup_ratio, steps,
                                                  trainable_only=True)
-        wrapped, optimizer, scheduler = accelerator.prepare(task, optimizer, scheduler)
+        # the scheduler stays outside prepare(): Accelerate would step it once per process and step,
+        # ending the warm-up and decay n_devices times too early
+        wrapped, optimizer = accelerator.prepare(task, optimizer)
         if saved is not None and saved["phase"] == phase:
             optimizer.load_state_dict(saved["optimizer"])
             scheduler.load_state_dict(saved["scheduler"])
@@ -136,8 +138,9 @@ def pretrain_longtriever(task: LongtrieverPretraining, corpus: SegmentedCorpus, 
             bar.update(1)
             bar.set_postfix(phase=phase, loss=f"{record['loss']:.3f}")
             done[phase] = step
-            if checkpoint is not None and checkpoint.due(step):
-                checkpoint.save({"config": asdict(config), "world": world, "model": task.state_dict(), "phase": phase,
+            if checkpoint is not None and checkpoint.due(done["head"] + done["full"]):
+                checkpoint.save({"step": done["head"] + done["full"], "config": asdict(config), "world": world,
+                                 "model": task.state_dict(), "phase": phase,
                                  "done": dict(done), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                                  "generator": generator.get_state(), "history": result.history, "batches": consumed})
     for parameter in task.parameters():
