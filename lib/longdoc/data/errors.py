@@ -51,7 +51,8 @@ def check_id(value, path: str | Path, line: int, what: str = "document id") -> s
     """An id as a string: a JSON string or integer, non-empty and without whitespace (TREC run files
     separate fields by whitespace)."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise DataFormatError(path, f"{what} must be a string, got {json_type(value)} {value!r}", line)
+        shown = "" if value is None else f" {value!r}"
+        raise DataFormatError(path, f"{what} must be a string, got {json_type(value)}{shown}", line)
     text = str(value)
     if not text:
         raise DataFormatError(path, f"{what} is empty", line)
