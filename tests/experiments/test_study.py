@@ -134,3 +134,20 @@ def test_fine_tuning_runs_in_two_processes_launched_from_the_kernel(tiny_dataset
         return [(h["step"], h["learning_rate"]) for i in fitted.history["iterations"] for h in i["history"]]
 
     assert schedule(fit) == schedule(single)  # the warm-up and decay run over the same steps
+
+
+def test_the_same_seed_on_the_same_machine_gives_the_same_record(tiny_dataset, tiny_backbone, isolated_outputs,
+                                                                 tiny_study, monkeypatch):
+    """Two runs from empty caches: every metric, choice and training curve of the record is equal."""
+    from longdoc.experiments import cache
+
+    records = []
+    for attempt in range(2):
+        monkeypatch.setattr(cache, "CACHE_DIR", isolated_outputs / f"cache{attempt}")
+        study = tiny_study(tiny_dataset, tiny_backbone, seeds=[0, 1], learning_rates=[1e-3, 3e-3])
+        study.run_all([System("BM25", "BM25"), System("MaxP", "MaxP", study.encoder("MaxP"))])
+        directory = study.record(overwrite=True)
+        record = json.loads((directory / "metrics.json").read_text())
+        records.append({k: record[k] for k in ("config", "seeds", "data_checksum", "metrics")})
+        records[-1]["runs"] = sorted((p.name, p.read_bytes()) for p in (directory / "runs").iterdir())
+    assert records[0] == records[1]
