@@ -95,3 +95,10 @@ def test_the_command_line_prints_and_writes_notebook_14s_tables(tmp_path, capsys
     assert set(table3.model) == set(MODELS) and (table3.attention == "eager").sum() == 2
     assert (tmp_path / "table3.csv").exists() and (tmp_path / "growth.csv").exists()
     assert "× floor" in capsys.readouterr().out and len(curve) >= len(MODELS)
+
+
+def test_the_index_benchmark_compares_the_same_vectors():
+    from longdoc.bench.index import compare
+
+    result = compare(documents=200, queries=20, k=10, dim=16, repeats=1)
+    assert result["vectors"] >= 200 and result["ratio"] > 0 and {"segment index s", "raw FAISS s"} <= set(result)

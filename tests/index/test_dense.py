@@ -81,3 +81,42 @@ def test_gpu_indexes_shard_only_when_a_replica_would_not_fit():
     assert not should_shard(30 * gib, [80 * gib, 80 * gib])  # fits twice over: replicate, queries split
     assert should_shard(50 * gib, [80 * gib, 80 * gib])  # 50 GiB of vectors on two 80 GiB GPUs
     assert should_shard(10 * gib, [80 * gib, 12 * gib])  # the smallest GPU decides
+
+
+def pool_row_by_row(owners, scores, ids, k):
+    """The per-row reference: a document's first hit in score order, the first k documents."""
+    out_scores, out_docs = np.full((len(ids), k), -np.inf, np.float32), np.full((len(ids), k), -1)
+    for row, (s, i) in enumerate(zip(scores, ids)):
+        docs = owners[i[i >= 0]]
+        _, first = np.unique(docs, return_index=True)
+        first = np.sort(first)[:k]
+        out_scores[row, : len(first)], out_docs[row, : len(first)] = s[i >= 0][first], docs[first]
+    return out_scores, out_docs
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batch_pooling_equals_row_by_row_pooling_with_ties_and_missing_hits(seed):
+    rng = np.random.default_rng(seed)
+    owners = np.repeat(np.arange(30), rng.integers(1, 5, size=30))
+    index = DenseIndex(4)
+    index.owners, index.num_docs = owners, 30
+    ids = np.sort(rng.integers(-1, len(owners), size=(9, 25)), axis=1)[:, ::-1].copy()
+    scores = np.round(rng.normal(size=(9, 25)), 1).astype(np.float32)  # ties
+    scores = -np.sort(-scores, axis=1)
+    got_scores, got_docs, found = index._max_pool(scores, ids, 7)
+    want_scores, want_docs = pool_row_by_row(owners, scores, ids, 7)
+    np.testing.assert_array_equal(got_docs, want_docs)
+    np.testing.assert_array_equal(got_scores, want_scores)
+    assert (found >= (want_docs >= 0).sum(axis=1)).all()
+
+
+def test_a_document_with_many_close_vectors_makes_the_search_go_deeper():
+    rng = np.random.default_rng(3)
+    query = rng.normal(size=(1, 8)).astype(np.float32)
+    crowd = query + 0.01 * rng.normal(size=(60, 8)).astype(np.float32)  # 60 vectors of document 0 on top
+    others = rng.normal(size=(20, 8)).astype(np.float32)
+    index = DenseIndex(8)
+    index.add(np.concatenate([crowd, others]), np.concatenate([np.zeros(60, int), np.arange(1, 21)]))
+    scores, docs = index.search(query, k=10)
+    want_scores, want_docs = brute_force_maxp(query, np.concatenate([crowd, others]), np.concatenate([np.zeros(60, int), np.arange(1, 21)]), 10)
+    np.testing.assert_array_equal(docs, want_docs)

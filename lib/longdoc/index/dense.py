@@ -114,23 +114,30 @@ class DenseIndex:
         depth = k_docs if self.max_vectors_per_doc <= 1 else 2 * k_docs
         while True:
             scores, ids = self.index.search(queries, depth)
-            pooled = [self._max_pool(s, i, k) for s, i in zip(scores, ids)]
-            enough = all(len(p[0]) >= k_docs for p in pooled)
-            if enough or depth >= self.index.ntotal:
-                break
+            out_scores, out_docs, found = self._max_pool(scores, ids, k)
+            if found.min(initial=k_docs) >= k_docs or depth >= self.index.ntotal:
+                return out_scores, out_docs
             depth = min(self.index.ntotal, depth * 2)
-        out_scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
-        out_docs = np.full((len(queries), k), -1, dtype=np.int64)
-        for row, (s, d) in enumerate(pooled):
-            out_scores[row, : len(s)] = s
-            out_docs[row, : len(d)] = d
-        return out_scores, out_docs
 
-    def _max_pool(self, scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _max_pool(self, scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Vector hits ``[Q, depth]`` (sorted by score per row) to the top-``k`` documents per row, all
+        rows at once: a document's first hit is its maximum (MaxP), kept in hit order. Returns
+        ``(scores [Q, k], docs [Q, k], documents found per row [Q])``, padded with -inf / -1."""
+        rows = np.arange(len(ids))[:, None]
         valid = ids >= 0
-        docs = self.owners[ids[valid]]
-        scores = scores[valid]
-        # hits arrive sorted by score, so a document's first hit is its maximum
-        _, first = np.unique(docs, return_index=True)
-        first = np.sort(first)[:k]
-        return scores[first], docs[first]
+        docs = np.where(valid, self.owners[np.where(valid, ids, 0)], -1)
+        order = np.argsort(docs, axis=1, kind="stable")  # equal documents together, in hit order
+        grouped = np.take_along_axis(docs, order, axis=1)
+        first_of_group = np.ones_like(grouped, dtype=bool)
+        first_of_group[:, 1:] = grouped[:, 1:] != grouped[:, :-1]
+        first = np.zeros_like(valid)
+        first[np.broadcast_to(rows, order.shape)[first_of_group], order[first_of_group]] = True
+        first &= valid
+        rank = np.cumsum(first, axis=1) - 1  # position among the row's documents, in hit order
+        chosen = first & (rank < k)
+        out_scores = np.full((len(ids), k), -np.inf, dtype=np.float32)
+        out_docs = np.full((len(ids), k), -1, dtype=np.int64)
+        row_of, column_of = np.nonzero(chosen)
+        out_scores[row_of, rank[chosen]] = scores[chosen]
+        out_docs[row_of, rank[chosen]] = docs[chosen]
+        return out_scores, out_docs, first.sum(axis=1)
