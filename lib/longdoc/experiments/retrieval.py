@@ -20,6 +20,7 @@ from longdoc.models.biencoder import BiEncoder, EncoderConfig, FirstP, MaxP
 from longdoc.models.hi_transformer import HiTransformer
 from longdoc.models.longtriever import Longtriever
 from longdoc.models.parade import Parade
+from longdoc.models.sedr import SeDR
 from longdoc.seeding import seeded
 from longdoc.sharding import from_first, rank
 from longdoc.text.segments import SegmentedCorpus
@@ -27,7 +28,8 @@ from longdoc.train.checkpoint import SAVE_MINUTES, Checkpointer
 from longdoc.train.loop import TrainConfig, train_biencoder
 from longdoc.train.negatives import negatives_from_run
 
-MODELS = {"FirstP": FirstP, "MaxP": MaxP, "PARADE": Parade, "Hi-Transformer": HiTransformer, "Longtriever": Longtriever}
+MODELS = {"FirstP": FirstP, "MaxP": MaxP, "PARADE": Parade, "Hi-Transformer": HiTransformer, "Longtriever": Longtriever,
+          "SeDR": SeDR}
 RUN_DEPTH = 100  # documents per query in every run (MRR@100, R@100)
 SELECTION_MEASURE = "MRR@100"
 EVALUATION_SPLITS = ("dev", "test")

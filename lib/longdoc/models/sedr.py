@@ -1,0 +1,115 @@
+"""SeDR (Chen et al., AAAI 2023): the Segment-Interaction Transformer, one vector per segment.
+
+A document of n tokens is cut into up to k segments ``[CLS] … [SEP]`` (:class:`SegmentedCorpus`).
+
+- **Segment order.** A learned embedding of the segment's index within its document is added to
+  every input token embedding of the segment (before the embedding LayerNorm, where the released
+  code adds it to the token-type embedding).
+- **Interaction (eq. 7).** In every layer, the queries of segment s_i are its own tokens, and its
+  keys and values are its own tokens followed by the [CLS] states of the document's other segments
+  from the previous layer; padded tokens and absent segments are masked. The layer's own
+  projections, output block and feed-forward are used
+  (:func:`longdoc.models.attention.layer_with_context`, through the backbone's attention
+  implementation). All segments of all documents of a batch go through each layer at once. The
+  released code writes the other [CLS] states into k − 1 slots at the end of each segment, which
+  run as queries too and are overwritten; keeping them as keys/values only computes the same
+  token states.
+- **Segment vectors (eq. 8).** ``[s_1 .. s_k] = [h_CLS^{s_1} .. h_CLS^{s_k}] W + b``; queries go
+  through the same map (the released ``RobertaDot`` applies its head to both), and relevance is the
+  maximum over a document's segments (eq. 9, :func:`longdoc.models.biencoder.maxp_scores`).
+
+Start rule (not in the paper, whose RoBERTa starts from STAR's checkpoint with its trained head):
+the segment-order embedding starts at zero and W, b at the identity and zero, so that before any
+training SeDR *is* the warm-start model read segment by segment (MaxP with [CLS] pooling). The
+released code draws both at random.
+
+``interaction="none"`` is SeDR-MaxP (Table 2: segments encoded independently, with the segment-order
+embedding and the map).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from longdoc.models.attention import attention_bias, layer_with_context
+from longdoc.models.biencoder import BiEncoder, DocBatch, EncoderConfig
+
+INTERACTIONS = ("sit", "none")
+
+
+@dataclass
+class SeDRConfig(EncoderConfig):
+    """``segment_length`` is the segment length (with [CLS] and [SEP]); ``max_segments`` is k."""
+
+    max_segments: int = 4
+    interaction: str = "sit"  # "sit": the Segment-Interaction Transformer (eq. 7); "none": SeDR-MaxP
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.interaction not in INTERACTIONS:
+            raise ValueError(f"interaction must be one of {INTERACTIONS}, got {self.interaction!r}")
+        if self.pooling != "cls":
+            raise ValueError("SeDR reads each segment's [CLS] state (eq. 8): pooling must be 'cls'")
+
+
+class SeDR(BiEncoder):
+    name = "SeDR"
+    config_class = SeDRConfig
+
+    def __init__(self, config: SeDRConfig, model=None, tokenizer=None):
+        super().__init__(config, model, tokenizer)
+        hidden = self.backbone.config.hidden_size
+        self.segment_embedding = nn.Embedding(config.max_segments, hidden)  # segment order within the document
+        nn.init.zeros_(self.segment_embedding.weight)
+        self.head = nn.Linear(hidden, hidden)  # W, b of eq. 8
+        with torch.no_grad():
+            self.head.weight.copy_(torch.eye(hidden))
+            self.head.bias.zero_()
+
+    # -- queries ---------------------------------------------------------------------------------
+    def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.head(super().embed(input_ids, attention_mask))
+
+    # -- segments --------------------------------------------------------------------------------
+    def input_states(self, batch: DocBatch) -> torch.Tensor:
+        """Token embeddings plus the segment-order embedding, through the backbone's embedding layer
+        (positions, token type, LayerNorm): ``[S, L, d]``."""
+        embeddings = self.backbone.embeddings
+        words = embeddings.word_embeddings(batch.input_ids) + self.segment_embedding(batch.position)[:, None, :]
+        return embeddings(inputs_embeds=words, token_type_ids=torch.zeros_like(batch.input_ids))
+
+    def segment_states(self, batch: DocBatch) -> torch.Tensor:
+        """Last-layer token states of every segment, ``[S, L, d]``."""
+        hidden = self.input_states(batch)
+        keep_tokens = batch.attention_mask.bool()
+        if self.config.interaction == "none":
+            bias = attention_bias(keep_tokens, hidden.dtype)
+            for layer in self.backbone.encoder.layer:
+                hidden = layer_with_context(layer, hidden, hidden, bias)
+            return hidden
+        others, present = other_segments(batch)  # [S, k-1] segment indices of the same document, real ones
+        bias = attention_bias(torch.cat([keep_tokens, present], dim=1), hidden.dtype)
+        for layer in self.backbone.encoder.layer:
+            context = hidden[:, 0][others.clamp(min=0)]  # [S, k-1, d]: the other segments' [CLS] (layer l-1)
+            hidden = layer_with_context(layer, hidden, torch.cat([hidden, context], dim=1), bias)
+        return hidden
+
+    def encode_segments(self, batch: DocBatch) -> torch.Tensor:
+        """One vector per segment, ``[S, d]`` (eq. 8)."""
+        return self.head(self.segment_states(batch)[:, 0])
+
+
+def other_segments(batch: DocBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """For every segment, the indices (into the batch's flat segments) of the other segments of its
+    document, ``[S, k-1]`` with -1 where the document has fewer, and whether each is real."""
+    k = batch.max_segments
+    grid = torch.full((batch.num_docs, k), -1, dtype=torch.long, device=batch.owner.device)
+    grid[batch.owner, batch.position] = torch.arange(len(batch.owner), device=batch.owner.device)
+    everyone = torch.arange(k, device=grid.device)
+    # row p: the positions other than p, in order
+    other_positions = everyone.expand(k, k)[~torch.eye(k, dtype=torch.bool, device=grid.device)].view(k, k - 1)
+    others = grid[batch.owner[:, None], other_positions[batch.position]]
+    return others, others >= 0
