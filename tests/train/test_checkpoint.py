@@ -31,7 +31,7 @@ CHILD = textwrap.dedent("""
     from longdoc.train import TrainConfig, train_biencoder
     from longdoc.train.checkpoint import Checkpointer
 
-    state_dir, out, kill_at = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+    state_dir, out, kill_at, cache_size = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     tokenizer = AutoTokenizer.from_pretrained(resolve_backbone("minilm"))
     words = ["kernel", "socket", "thread", "signal", "memory", "file", "clock", "locale"]
     corpus = SegmentedCorpus.build(tokenizer, [f"d{i}" for i in range(8)], [f"{w} " * 12 + "page about " + w for w in words], 16, 2)
@@ -59,7 +59,7 @@ CHILD = textwrap.dedent("""
                 return float(sum(p.double().sum() for p in model.parameters())) % 1.0
 
     dev = Dev()
-    config = TrainConfig(steps=10, batch_size=3, hard_negatives=1, learning_rate=1e-3, eval_every=2, seed=3)
+    config = TrainConfig(steps=10, batch_size=3, hard_negatives=1, learning_rate=1e-3, eval_every=2, seed=3, cache_size=cache_size)
     result = train_biencoder(model, queries, qrels, corpus, negatives, config, dev_eval=dev, progress=False,
                              checkpoint=Checkpointer(state_dir, every=1))
     torch.save(model.state_dict(), out)
@@ -68,25 +68,26 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def run_child(tmp_path: Path, name: str, kill_at: int) -> subprocess.CompletedProcess:
+def run_child(tmp_path: Path, name: str, kill_at: int, cache_size: int) -> subprocess.CompletedProcess:
     state = tmp_path / f"{name}_state"
     state.mkdir(exist_ok=True)
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     env = {**os.environ, "LONGDOC_PROGRESS": "off", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(script), str(state), str(tmp_path / f"{name}.pt"), str(kill_at)],
+    return subprocess.run([sys.executable, str(script), str(state), str(tmp_path / f"{name}.pt"), str(kill_at), str(cache_size)],
                           capture_output=True, text=True, env=env, timeout=300)
 
 
 @pytest.mark.slow
-def test_a_killed_run_resumes_to_the_same_weights_and_metrics(tmp_path):
-    killed = run_child(tmp_path, "resumed", kill_at=6)
+@pytest.mark.parametrize("cache_size", [0, 4], ids=["in-batch negatives", "late-cache negatives"])
+def test_a_killed_run_resumes_to_the_same_weights_and_metrics(tmp_path, cache_size):
+    killed = run_child(tmp_path, "resumed", kill_at=6, cache_size=cache_size)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert not (tmp_path / "resumed.pt").exists()
     assert list((tmp_path / "resumed_state").glob(".*.tmp")) == []  # no half-written state
-    resumed = run_child(tmp_path, "resumed", kill_at=6)
+    resumed = run_child(tmp_path, "resumed", kill_at=6, cache_size=cache_size)
     assert resumed.returncode == 0, resumed.stderr
-    straight = run_child(tmp_path, "straight", kill_at=-1)
+    straight = run_child(tmp_path, "straight", kill_at=-1, cache_size=cache_size)
     assert straight.returncode == 0, straight.stderr
 
     a, b = torch.load(tmp_path / "resumed.pt"), torch.load(tmp_path / "straight.pt")

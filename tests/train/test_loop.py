@@ -91,3 +91,22 @@ def test_bad_train_config():
         TrainConfig(hard_negatives=-1)
     with pytest.raises(ValueError, match="eval_every"):
         TrainConfig(eval_every=-1)
+
+
+def test_late_cache_negatives_train_and_join_the_loss_from_the_second_step(tiny_bert_with, tokenizer):
+    """cache_size > 0: the first step's loss is the plain one (empty cache), later steps differ from a
+    run without the cache, and the model still learns."""
+    corpus, queries, qrels = toy_data(tokenizer)
+    negatives = {q: [d for d in corpus.doc_ids if d not in qrels[q]] for q in qrels}
+    histories = {}
+    for cache in (0, 6):
+        model = MaxP(EncoderConfig(segment_length=16, max_segments=2, max_query_length=8, pooling="mean"),
+                     tiny_bert_with(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), tokenizer)
+        before = full_batch_loss(model, corpus, queries)
+        config = TrainConfig(steps=12, batch_size=2, hard_negatives=1, learning_rate=2e-3, warmup_ratio=0.0, seed=0,
+                             eval_every=1, cache_size=cache)
+        histories[cache] = [h["train_loss"] for h in train_biencoder(model, queries, qrels, corpus, negatives, config,
+                                                                    progress=False).history]
+        assert full_batch_loss(model, corpus, queries) < before
+    assert histories[0][0] == pytest.approx(histories[6][0], rel=1e-6)
+    assert histories[0][1] != pytest.approx(histories[6][1], rel=1e-3)

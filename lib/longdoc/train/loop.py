@@ -25,6 +25,7 @@ from accelerate.utils import set_seed
 from longdoc.progress import tqdm
 
 from longdoc.losses.contrastive import contrastive_loss
+from longdoc.losses.late_cache import LateCacheNegatives
 from longdoc.models.biencoder import BiEncoder, maxp_scores
 from longdoc.text.segments import SegmentedCorpus
 from longdoc.train.checkpoint import Checkpointer
@@ -45,10 +46,12 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     eval_every: int = 0  # dev evaluation every this many steps (0: after every pass); always after the last
     seed: int = 0
+    cache_size: int = 0  # SeDR's Late-Cache Negative: training instances kept as extra negatives (0: none)
 
     def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1 or self.hard_negatives < 0 or self.steps < 0 or self.eval_every < 0:
-            raise ValueError("epochs >= 1, batch_size >= 1 and hard_negatives, steps, eval_every >= 0 are "
+        if (self.epochs < 1 or self.batch_size < 1 or self.hard_negatives < 0 or self.steps < 0 or self.eval_every < 0
+                or self.cache_size < 0):
+            raise ValueError("epochs >= 1, batch_size >= 1 and hard_negatives, steps, eval_every, cache_size >= 0 are "
                              f"required: {self}")
 
 
@@ -144,6 +147,8 @@ def train_biencoder(
     # ending the warm-up and decay n_devices times too early
     wrapped, optimizer = accelerator.prepare(model, optimizer)
     result = TrainResult(config=asdict(config))
+    relevant = {q: set(p) for q, p in sampler.positives.items()}
+    late = LateCacheNegatives(config.cache_size, lambda q: relevant.get(q, set()), config.temperature) if config.cache_size else None
     best_state, step, epoch, position, losses = None, 0, 0, 0, []  # position: batches taken in this epoch
     saved = checkpoint.load() if checkpoint is not None else None
     if saved is not None:
@@ -157,6 +162,8 @@ def train_biencoder(
         result.history, result.best_step, result.best_dev = saved["history"], saved["best_step"], saved["best_dev"]
         if saved.get("dev_eval") is not None:
             dev_eval.load_state_dict(saved["dev_eval"])
+        if late is not None:
+            late.load_state_dict(saved["late_cache"])
     bar = tqdm(total=total_steps, initial=step, desc=f"training {model.name}",
                disable=not (progress and accelerator.is_main_process))
     device = accelerator.device
@@ -184,9 +191,15 @@ def train_biencoder(
             all_qids = [qids[i] for i in gather_ids(torch.tensor([qid_index[q] for q in local], device=device)).tolist()]
             # process r's documents are [its B positives, its hard negatives]: query j of r -> r * D + j
             labels = torch.cat([torch.arange(len(local)) + r * len(numbers) for r in range(world)])
-            fn_mask = _false_negative_mask(all_qids, all_numbers, labels, sampler).to(device)
-            scores = maxp_scores(all_queries, all_docs, all_mask)
-            loss = contrastive_loss(scores, labels.to(device), fn_mask, config.temperature) * world
+            if late is None:
+                fn_mask = _false_negative_mask(all_qids, all_numbers, labels, sampler).to(device)
+                scores = maxp_scores(all_queries, all_docs, all_mask)
+                loss = contrastive_loss(scores, labels.to(device), fn_mask, config.temperature) * world
+            else:  # each document's query: its positive's, or the one whose hard negative it is
+                mine = torch.cat([torch.arange(len(local)), torch.arange(len(local)).repeat_interleave(config.hard_negatives)])
+                owner = torch.cat([mine + r * len(local) for r in range(world)])
+                loss = late(all_queries, all_docs, all_mask, labels.to(device), all_qids, all_numbers.to(device),
+                            owner.to(device)) * world
             accelerator.backward(loss)
             if config.max_grad_norm:
                 accelerator.clip_grad_norm_(wrapped.parameters(), config.max_grad_norm)
@@ -216,7 +229,8 @@ def train_biencoder(
                     "sampler": sampler.rng.getstate(), "step": step, "epoch": epoch, "position": position,
                     "losses": losses, "best_state": best_state, "history": result.history,
                     "best_step": result.best_step, "best_dev": result.best_dev,
-                    "dev_eval": dev_eval.state_dict() if hasattr(dev_eval, "state_dict") else None})
+                    "dev_eval": dev_eval.state_dict() if hasattr(dev_eval, "state_dict") else None,
+                    "late_cache": late.state_dict() if late is not None else None})
         position = 0
     bar.close()
     if best_state is not None:
