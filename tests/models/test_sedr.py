@@ -105,3 +105,18 @@ def test_the_variant_parameter_changes_the_module_and_survives_a_save(tiny_bert,
         torch.testing.assert_close(loaded.encode_segments(batch), model.encode_segments(batch))
     with pytest.raises(ValueError, match="interaction"):
         SeDRConfig(interaction="global")
+
+
+@torch.no_grad()
+def test_the_transformer_head_mixes_a_documents_segment_vectors_only(tiny_bert, tokenizer):
+    model = sedr(tiny_bert, tokenizer, interaction="head")
+    plain = sedr(tiny_bert, tokenizer, interaction="none")
+    assert hasattr(model, "segment_layer") and not hasattr(plain, "segment_layer")
+    docs = documents(tokenizer, counts=(3, 1, 2))
+    batch = model.doc_inputs(docs)
+    independent = plain.segment_states(batch)[:, 0]  # SeDR-MaxP's [CLS] states, before the map
+    reference = []
+    for start, count in ((0, 3), (3, 1), (4, 2)):  # each document's segments alone through the head layer
+        rows = independent[start : start + count].unsqueeze(0)
+        reference.append(layer_with_context(model.segment_layer, rows, rows, None)[0])
+    torch.testing.assert_close(model.encode_segments(batch), model.head(torch.cat(reference)), rtol=1e-4, atol=1e-5)

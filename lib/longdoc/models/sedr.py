@@ -23,21 +23,27 @@ the segment-order embedding starts at zero and W, b at the identity and zero, so
 training SeDR *is* the warm-start model read segment by segment (MaxP with [CLS] pooling). The
 released code draws both at random.
 
-``interaction="none"`` is SeDR-MaxP (Table 2: segments encoded independently, with the segment-order
-embedding and the map).
+Table 2's variants, by ``interaction``:
+
+- ``"none"``: SeDR-MaxP, segments encoded independently (with the segment-order embedding and the map);
+- ``"head"``: SeDR-Transformer-Head, segments encoded independently, then one transformer layer over
+  each document's segment [CLS] states (padded segments masked) before the map. The layer starts as a
+  copy of the backbone's last layer (the paper does not say how it starts).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import copy
+
 import torch
 from torch import nn
 
 from longdoc.models.attention import attention_bias, layer_with_context
-from longdoc.models.biencoder import BiEncoder, DocBatch, EncoderConfig
+from longdoc.models.biencoder import BiEncoder, DocBatch, EncoderConfig, scatter_slots
 
-INTERACTIONS = ("sit", "none")
+INTERACTIONS = ("sit", "none", "head")
 
 
 @dataclass
@@ -45,7 +51,7 @@ class SeDRConfig(EncoderConfig):
     """``segment_length`` is the segment length (with [CLS] and [SEP]); ``max_segments`` is k."""
 
     max_segments: int = 4
-    interaction: str = "sit"  # "sit": the Segment-Interaction Transformer (eq. 7); "none": SeDR-MaxP
+    interaction: str = "sit"  # "sit": the Segment-Interaction Transformer (eq. 7); "none": SeDR-MaxP; "head"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -68,6 +74,8 @@ class SeDR(BiEncoder):
         with torch.no_grad():
             self.head.weight.copy_(torch.eye(hidden))
             self.head.bias.zero_()
+        if config.interaction == "head":
+            self.segment_layer = copy.deepcopy(self.backbone.encoder.layer[-1])  # over a document's segments
 
     # -- queries ---------------------------------------------------------------------------------
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -85,7 +93,7 @@ class SeDR(BiEncoder):
         """Last-layer token states of every segment, ``[S, L, d]``."""
         hidden = self.input_states(batch)
         keep_tokens = batch.attention_mask.bool()
-        if self.config.interaction == "none":
+        if self.config.interaction in ("none", "head"):
             bias = attention_bias(keep_tokens, hidden.dtype)
             for layer in self.backbone.encoder.layer:
                 hidden = layer_with_context(layer, hidden, hidden, bias)
@@ -99,7 +107,12 @@ class SeDR(BiEncoder):
 
     def encode_segments(self, batch: DocBatch) -> torch.Tensor:
         """One vector per segment, ``[S, d]`` (eq. 8)."""
-        return self.head(self.segment_states(batch)[:, 0])
+        cls = self.segment_states(batch)[:, 0]
+        if self.config.interaction == "head":
+            grid, present = scatter_slots(cls, batch.owner, batch.position, batch.num_docs, batch.max_segments)
+            mixed = layer_with_context(self.segment_layer, grid, grid, attention_bias(present, grid.dtype))
+            cls = mixed[batch.owner, batch.position]
+        return self.head(cls)
 
 
 def other_segments(batch: DocBatch) -> tuple[torch.Tensor, torch.Tensor]:
