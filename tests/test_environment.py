@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import urllib.request
@@ -131,7 +132,7 @@ def test_the_gpu_pins_resolve_on_pypi(tmp_path):
     for platform in platforms:
         command += ["--platform", platform]
     env = {"PIP_CONFIG_FILE": "/dev/null", "PIP_FIND_LINKS": "", "PATH": "/usr/bin:/bin"}
-    env |= {k: v for k, v in __import__("os").environ.items() if k in ("PIP_CERT", "SSL_CERT_FILE", "HTTPS_PROXY", "https_proxy")}
+    env |= {k: v for k, v in os.environ.items() if k in ("PIP_CERT", "SSL_CERT_FILE", "HTTPS_PROXY", "https_proxy")}
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     resolved = {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}

@@ -23,10 +23,6 @@ _UMASK = os.umask(0)  # read once, at import (setting it back at once; no thread
 os.umask(_UMASK)
 
 
-def _umask() -> int:
-    return _UMASK
-
-
 def _prefix(path: Path) -> str:
     return f".{path.name}.{_HOST}.{os.getpid()}."
 
@@ -90,7 +86,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
         kwargs = {} if "b" in mode else {"encoding": encoding, "newline": "\n"}
         with open(tmp, mode, **kwargs) as handle:
             yield handle
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -106,7 +102,7 @@ def atomic_directory(path: str | os.PathLike):
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=_prefix(path), suffix=".tmp"))
     try:
         yield tmp
-        os.chmod(tmp, 0o777 & ~_umask())
+        os.chmod(tmp, 0o777 & ~_UMASK)
         if path.exists():
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)

@@ -70,8 +70,9 @@ class Checkpointer:
         if self.directory is None:
             return False
         by_steps = self.every > 0 and step % self.every == 0
-        by_clock = self.minutes > 0 and time.monotonic() - self._last >= 60 * self.minutes
-        return bool(from_first(by_steps or by_clock))
+        if by_steps or self.minutes <= 0:  # the same on every process: nothing to agree on
+            return by_steps
+        return bool(from_first(time.monotonic() - self._last >= 60 * self.minutes))  # the first process's clock
 
     def save(self, state: dict) -> None:
         step = state["step"]

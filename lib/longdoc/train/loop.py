@@ -6,8 +6,9 @@ document is a negative for every other query (cross-device in-batch negatives,
 :mod:`longdoc.train.distributed`). AdamW with linear warm-up and decay, gradient clipping, fixed
 seeds. The budget is counted in optimizer steps; the model is evaluated on dev every ``eval_every``
 steps (and after the last one), and the weights of the best evaluation are kept (model selection on
-dev only). With a :class:`~longdoc.train.checkpoint.Checkpointer` the run saves its whole state and a
-killed run resumes to the same final weights.
+dev only). ``cache_size`` > 0 adds SeDR's late-cache negatives (:mod:`longdoc.losses.late_cache`;
+0 is the plain contrastive loss). With a :class:`~longdoc.train.checkpoint.Checkpointer` the run saves
+its whole state and a killed run resumes to the same final weights.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ import torch
 import torch.nn.functional as F
 from accelerate import Accelerator
 from accelerate.utils import set_seed
+
 from longdoc.progress import tqdm
 
-from longdoc.losses.contrastive import contrastive_loss
 from longdoc.losses.late_cache import LateCacheNegatives
-from longdoc.models.biencoder import BiEncoder, maxp_scores
+from longdoc.models.biencoder import BiEncoder
 from longdoc.text.segments import SegmentedCorpus
 from longdoc.train.checkpoint import Checkpointer
 from longdoc.train.optim import adamw_with_warmup
@@ -90,16 +91,6 @@ class _Sampler:
         return chosen
 
 
-def _false_negative_mask(query_ids: list[str], doc_numbers: torch.Tensor, labels: torch.Tensor, sampler: _Sampler) -> torch.Tensor:
-    mask = torch.zeros((len(query_ids), len(doc_numbers)), dtype=torch.bool)
-    numbers = doc_numbers.tolist()
-    for row, qid in enumerate(query_ids):
-        relevant = set(sampler.positives[qid])
-        for col, number in enumerate(numbers):
-            mask[row, col] = number in relevant and col != labels[row]
-    return mask
-
-
 def _pad_segments(docs: torch.Tensor, mask: torch.Tensor, max_segments: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Pad the segment axis to a fixed size so every process gathers tensors of one shape."""
     extra = max_segments - docs.shape[1]
@@ -148,7 +139,9 @@ def train_biencoder(
     wrapped, optimizer = accelerator.prepare(model, optimizer)
     result = TrainResult(config=asdict(config))
     relevant = {q: set(p) for q, p in sampler.positives.items()}
-    late = LateCacheNegatives(config.cache_size, lambda q: relevant.get(q, set()), config.temperature) if config.cache_size else None
+    # the step's loss: contrastive over in-batch + hard negatives, relevant documents masked, plus SeDR's
+    # late-cache negatives when cache_size > 0 (cache_size = 0 is exactly the plain contrastive loss)
+    late = LateCacheNegatives(config.cache_size, lambda q: relevant.get(q, set()), config.temperature)
     best_state, step, epoch, position, losses = None, 0, 0, 0, []  # position: batches taken in this epoch
     saved = checkpoint.load() if checkpoint is not None else None
     if saved is not None:
@@ -162,8 +155,7 @@ def train_biencoder(
         result.history, result.best_step, result.best_dev = saved["history"], saved["best_step"], saved["best_dev"]
         if saved.get("dev_eval") is not None:
             dev_eval.load_state_dict(saved["dev_eval"])
-        if late is not None:
-            late.load_state_dict(saved["late_cache"])
+        late.load_state_dict(saved["late_cache"])
     bar = tqdm(total=total_steps, initial=step, desc=f"training {model.name}",
                disable=not (progress and accelerator.is_main_process))
     device = accelerator.device
@@ -191,15 +183,11 @@ def train_biencoder(
             all_qids = [qids[i] for i in gather_ids(torch.tensor([qid_index[q] for q in local], device=device)).tolist()]
             # process r's documents are [its B positives, its hard negatives]: query j of r -> r * D + j
             labels = torch.cat([torch.arange(len(local)) + r * len(numbers) for r in range(world)])
-            if late is None:
-                fn_mask = _false_negative_mask(all_qids, all_numbers, labels, sampler).to(device)
-                scores = maxp_scores(all_queries, all_docs, all_mask)
-                loss = contrastive_loss(scores, labels.to(device), fn_mask, config.temperature) * world
-            else:  # each document's query: its positive's, or the one whose hard negative it is
-                mine = torch.cat([torch.arange(len(local)), torch.arange(len(local)).repeat_interleave(config.hard_negatives)])
-                owner = torch.cat([mine + r * len(local) for r in range(world)])
-                loss = late(all_queries, all_docs, all_mask, labels.to(device), all_qids, all_numbers.to(device),
-                            owner.to(device)) * world
+            # each document's query: its positive's, or the one whose hard negative it is
+            mine = torch.cat([torch.arange(len(local)), torch.arange(len(local)).repeat_interleave(config.hard_negatives)])
+            owner = torch.cat([mine + r * len(local) for r in range(world)])
+            loss = late(all_queries, all_docs, all_mask, labels.to(device), all_qids, all_numbers.to(device),
+                        owner.to(device)) * world
             accelerator.backward(loss)
             if config.max_grad_norm:
                 accelerator.clip_grad_norm_(wrapped.parameters(), config.max_grad_norm)
@@ -230,7 +218,7 @@ def train_biencoder(
                     "losses": losses, "best_state": best_state, "history": result.history,
                     "best_step": result.best_step, "best_dev": result.best_dev,
                     "dev_eval": dev_eval.state_dict() if hasattr(dev_eval, "state_dict") else None,
-                    "late_cache": late.state_dict() if late is not None else None})
+                    "late_cache": late.state_dict()})
         position = 0
     bar.close()
     if best_state is not None:
