@@ -16,6 +16,14 @@ def test_verdicts_follow_the_interval_and_the_precondition():
     assert verdict(0.01, 0.05, Precondition(True, "it did")) == HOLDS
 
 
+def test_a_claim_of_no_difference_holds_only_inside_its_margin():
+    assert verdict(-0.004, 0.006, margin=0.01) == HOLDS
+    assert verdict(-0.03, 0.02, margin=0.01) == NOT_SHOWN  # too wide to show equivalence
+    assert verdict(0.002, 0.008, margin=0.01) == HOLDS  # a difference inside the margin is "near"
+    assert verdict(0.005, 0.03, margin=0.01) == NOT_SHOWN  # may or may not exceed the margin
+    assert verdict(0.02, 0.05, margin=0.01) == REVERSED  # wholly beyond it
+
+
 class FakeStudy:
     def __init__(self, intervals):
         self.intervals = intervals

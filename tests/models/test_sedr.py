@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from longdoc.models import EncoderConfig, MaxP
-from longdoc.models.attention import layer_with_context
+from longdoc.models.attention import attention_mix, finish_layer, layer_with_context
 from longdoc.models.sedr import SeDR, SeDRConfig, other_segments
 
 WORDS = ["kernel", "socket", "thread", "signal", "memory", "file", "clock", "locale", "pipe", "mutex"]
@@ -104,7 +104,7 @@ def test_the_variant_parameter_changes_the_module_and_survives_a_save(tiny_bert,
     with torch.no_grad():
         torch.testing.assert_close(loaded.encode_segments(batch), model.encode_segments(batch))
     with pytest.raises(ValueError, match="interaction"):
-        SeDRConfig(interaction="global")
+        SeDRConfig(interaction="longformer")
 
 
 @torch.no_grad()
@@ -120,3 +120,44 @@ def test_the_transformer_head_mixes_a_documents_segment_vectors_only(tiny_bert, 
         rows = independent[start : start + count].unsqueeze(0)
         reference.append(layer_with_context(model.segment_layer, rows, rows, None)[0])
     torch.testing.assert_close(model.encode_segments(batch), model.head(torch.cat(reference)), rtol=1e-4, atol=1e-5)
+
+
+@torch.no_grad()
+def test_global_attention_cls_reads_the_whole_document_and_tokens_their_segment(tiny_bert, tokenizer):
+    """Reference, one document at a time: tokens attend within their segment; each [CLS] attends to
+    every real token of its document through the global projections."""
+    model = sedr(tiny_bert, tokenizer, interaction="global")
+    for projections in model.global_projections:  # global projections unlike the local ones
+        for linear in projections.values():
+            linear.weight.add_(0.3 * torch.randn_like(linear.weight))
+    docs = documents(tokenizer, counts=(2, 1, 3))
+    batched = model.encode_segments(model.doc_inputs(docs))
+    reference = []
+    for doc in docs:
+        batch = model.doc_inputs([doc])
+        hidden = model.input_states(batch)
+        real = batch.attention_mask.bool()
+        for layer, projections in zip(model.backbone.encoder.layer, model.global_projections):
+            everything = torch.cat([hidden[i, real[i]] for i in range(len(doc))]).unsqueeze(0)
+            rows = []
+            for i in range(len(doc)):
+                own = hidden[i : i + 1, real[i]]
+                local = attention_mix(layer.attention.self, own, own, None)
+                cls = attention_mix(layer.attention.self, own[:, :1], everything, None, projections)
+                out = finish_layer(layer, torch.cat([cls, local[:, 1:]], 1), own)
+                rows.append(torch.nn.functional.pad(out, (0, 0, 0, hidden.shape[1] - out.shape[1])))
+            hidden = torch.cat(rows)
+        reference.append(model.head(hidden[:, 0]))
+    torch.testing.assert_close(batched, torch.cat(reference), rtol=1e-4, atol=1e-5)
+
+
+def test_global_attention_adds_three_projections_per_layer_and_equals_maxp_on_one_segment(tiny_bert, tokenizer):
+    model, plain = sedr(tiny_bert, tokenizer, interaction="global"), sedr(tiny_bert, tokenizer, interaction="none")
+    hidden, layers = tiny_bert.config.hidden_size, tiny_bert.config.num_hidden_layers
+    extra = sum(p.numel() for p in model.parameters()) - sum(p.numel() for p in plain.parameters())
+    assert extra == layers * 3 * (hidden * hidden + hidden)
+    with torch.no_grad():  # at the start the global projections are the local ones: one segment = SeDR-MaxP
+        batch = model.doc_inputs(documents(tokenizer, counts=(1, 1)))
+        torch.testing.assert_close(model.encode_segments(batch), plain.encode_segments(batch), rtol=1e-5, atol=1e-5)
+        batch = model.doc_inputs(documents(tokenizer, counts=(2, 3)))
+        assert not torch.allclose(model.encode_segments(batch), plain.encode_segments(batch), atol=1e-5)

@@ -6,6 +6,9 @@ comes from the 95% interval of our difference over queries and seeds (:meth:`Stu
 - **holds**: the interval lies above zero;
 - **reversed**: the interval lies below zero;
 - **not shown at this scale**: the interval includes zero (our runs cannot tell the two apart);
+- a claim of *no* difference ("C = 100 performs near C = 50") names a ``margin``: it **holds** when the
+  interval lies inside ±margin, is **reversed** when it lies wholly beyond the margin, and is **not
+  shown at this scale** otherwise (an interval wider than the margin cannot show equivalence);
 - **not testable at this scale**: a stated precondition failed (e.g. pre-training did not move the
   start point at the ``cpu`` budget), so the comparison cannot speak to the claim.
 
@@ -38,11 +41,16 @@ class Claim:
     paper: str = ""  # the paper's numbers behind it
     measure: str = "MRR@100"
     precondition: Precondition | None = None
+    margin: float | None = None  # set: the claim is that the two are within ±margin of each other
 
 
-def verdict(low: float, high: float, precondition: Precondition | None = None) -> str:
+def verdict(low: float, high: float, precondition: Precondition | None = None, margin: float | None = None) -> str:
     if precondition is not None and not precondition.holds:
         return NOT_TESTABLE
+    if margin is not None:
+        if -margin < low and high < margin:
+            return HOLDS
+        return REVERSED if low > margin or high < -margin else NOT_SHOWN
     if low > 0:
         return HOLDS
     if high < 0:
@@ -59,7 +67,7 @@ def assess(study, claims: list[Claim]) -> pd.DataFrame:
             "claim": claim.statement, "paper": claim.paper, "measure": claim.measure,
             "ours: Δ [95% CI]": f"{stats['Δ']:+.3f} [{stats['95% CI low']:+.3f}, {stats['95% CI high']:+.3f}]",
             "p (paired t)": round(float(stats["p (paired t)"]), 4),
-            "verdict": verdict(stats["95% CI low"], stats["95% CI high"], claim.precondition),
+            "verdict": verdict(stats["95% CI low"], stats["95% CI high"], claim.precondition, claim.margin),
             "condition": "" if claim.precondition is None else
                          f"{'met' if claim.precondition.holds else 'NOT met'}: {claim.precondition.what}",
         })

@@ -73,6 +73,17 @@ PARAMETERS: dict[str, Parameter] = {
                               choices=("random", "copy")),
     "mlm_ratio": Parameter(float, "share of whole words masked for MLM (the paper: 0.3)", minimum=0.0, maximum=1.0),
     "lmae_ratio": Parameter(float, "share of context hidden per LMAE decoder row (the paper: 0.5)", minimum=0.0, maximum=1.0),
+    # SeDR
+    "cache_size": Parameter(int, "C: training instances in SeDR's late-cache queue (the paper: 50; 0 = no cache)", minimum=0),
+    "negative_depth": Parameter(int, "K: SeDR's hard negative is sampled from the warm start's top K with the late cache "
+                                     "(the paper: 100)", minimum=1),
+    "negative_depth_without_cache": Parameter(int, "K without the late cache (the paper, after STAR: 200)", minimum=1),
+    "sweep_cache_sizes": Parameter(list, "cache sizes C of SeDR Figure 6a", minimum=0, item=int),
+    "sweep_negative_depths": Parameter(list, "hardness K of SeDR Figure 6b", minimum=1, item=int),
+    "length_buckets": Parameter(int, "test queries in this many equal-count buckets by their relevant document's "
+                                     "length (SeDR Figure 4)", minimum=1),
+    "tsne_candidates": Parameter(int, "documents retrieved for the t-SNE query whose segments are plotted (SeDR Figure 5)",
+                                 minimum=1),
     # sweeps
     "sweep_block_sizes": Parameter(list, "block sizes M of Figure 3a", minimum=3, item=int),
     "document_tokens": Parameter(int, "content tokens read per document, fixed across Figure 3a's block sizes", minimum=1),

@@ -33,7 +33,7 @@ MODELS = {"FirstP": FirstP, "MaxP": MaxP, "PARADE": Parade, "Hi-Transformer": Hi
 RUN_DEPTH = 100  # documents per query in every run (MRR@100, R@100)
 SELECTION_MEASURE = "MRR@100"
 EVALUATION_SPLITS = ("dev", "test")
-NEGATIVES = ("none", "bm25")
+NEGATIVES = ("none", "bm25", "miner")  # "miner": static hard negatives from another fine-tuned model (SeDR's STAR)
 
 
 def bm25_run(dataset: RetrievalDataset, queries: dict[str, str], k: int = RUN_DEPTH, **params) -> Run:
@@ -147,17 +147,28 @@ def build_model(model_name: str, encoder: EncoderConfig, seed: int, init: str | 
         return MODELS[model_name].load(init) if init else MODELS[model_name](encoder)
 
 
+def encoder_key(encoder: EncoderConfig) -> dict:
+    """An encoder config as a cache determinant (a backbone inside the cache by its portable path)."""
+    fields = asdict(encoder)
+    if Path(fields["backbone"]).is_dir():
+        fields["backbone"] = portable(fields["backbone"])
+    return {"class": type(encoder).__name__, **fields}
+
+
 def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig, train: TrainConfig,
              negatives: str = "none", negative_depth: int = 100, iterations: int = 1,
-             init: str | Path | None = None, progress: bool = True, n_devices: int = 1) -> FineTuned:
+             init: str | Path | None = None, progress: bool = True, n_devices: int = 1,
+             miner: "FineTuned | None" = None) -> FineTuned:
     """Fine-tune a model on the train split with dev selection; cached under a key of everything that
     determines it (dataset checksum, configs, negatives, iterations, starting checkpoint, processes,
     code).
 
-    Iteration 1 uses in-batch negatives plus ``negatives`` ("none" or "bm25": ``train.hard_negatives``
-    per query from BM25's top ``negative_depth``); every further iteration continues from the previous
-    one's dev-best checkpoint with hard negatives mined by that model (ANCE/STAR; Longtriever section
-    4.2: one BM25 iteration, then two with the model's own negatives). ``init`` is a saved model
+    Iteration 1 uses in-batch negatives plus ``negatives`` ("none"; "bm25": ``train.hard_negatives``
+    per query sampled from BM25's top ``negative_depth``; "miner": from the top ``negative_depth`` of
+    ``miner``, another fine-tuned model, mined once: SeDR's static negatives from STAR); every
+    further iteration continues from the previous one's dev-best checkpoint with hard negatives mined
+    by that model (ANCE/STAR; Longtriever section 4.2: one BM25 iteration, then two with the model's
+    own negatives). ``init`` is a saved model
     directory to start from (a pre-trained Longtriever), else the backbone. ``n_devices`` > 1 trains
     in that many processes (``torchrun``, one per GPU; ``train.batch_size`` queries each, gathered as
     in-batch negatives) launched from here, so a notebook kernel never holds a process group.
@@ -168,18 +179,23 @@ def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig,
         raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
     if negatives == "none" and iterations == 1 and train.hard_negatives:
         raise ValueError("negatives='none' (in-batch only) needs train.hard_negatives=0")
+    if (negatives == "miner") != (miner is not None):
+        raise ValueError("negatives='miner' and a miner (a fine-tuned model) go together")
     if n_devices < 1:
         raise ValueError(f"n_devices must be >= 1, got {n_devices}")
     evaluation_queries(dataset)  # fail early without a dev split
     train_queries, train_qrels = dataset.split("train")
     common = dict(model_name=model_name, dataset=dataset, encoder=encoder, train=train, negatives=negatives,
-                  negative_depth=negative_depth, init=init, progress=progress, n_devices=n_devices)
+                  negative_depth=negative_depth, init=init, progress=progress, n_devices=n_devices, miner=miner)
 
     def build(directory: Path, resume: Path) -> None:
         if iterations == 1:
             start, history = init, []
             if negatives == "bm25":
                 mined = negatives_from_run(bm25_run(dataset, train_queries, negative_depth), train_qrels, negative_depth)
+            elif negatives == "miner":
+                mining = miner.model()
+                mined = model_negatives(mining, segment_corpus(mining, dataset), train_queries, train_qrels, negative_depth)
             else:
                 mined = {}
         else:
@@ -196,9 +212,10 @@ def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig,
 
     directory = cached_directory(
         "finetune", build, model=model_name, dataset=dataset.name, data_checksum=dataset.checksum,
-        subsample=dataset.manifest.get("subsample"), encoder={"class": type(encoder).__name__, **asdict(encoder)},
+        subsample=dataset.manifest.get("subsample"), encoder=encoder_key(encoder),
         train=asdict(train), negatives=negatives, negative_depth=negative_depth, iterations=iterations,
         init=portable(init) if init else None, processes=n_devices,
+        **({"miner": portable(miner.directory)} if miner is not None else {}),
     )
     return _load(model_name, directory)
 
@@ -276,5 +293,5 @@ def zero_shot(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig
 
     directory = cached_directory("zero_shot", build, model=model_name, dataset=dataset.name,
                                  data_checksum=dataset.checksum, subsample=dataset.manifest.get("subsample"),
-                                 encoder={"class": type(encoder).__name__, **asdict(encoder)}, seed=seed)
+                                 encoder=encoder_key(encoder), seed=seed)
     return json.loads((directory / "runs.json").read_text())

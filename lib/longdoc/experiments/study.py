@@ -58,9 +58,12 @@ class Protocol:
     """How a system is fine-tuned; each of the paper's tables states one."""
 
     name: str
-    negatives: str = "none"  # "none": in-batch negatives only; "bm25": plus BM25 hard negatives in iteration 1
+    negatives: str = "none"  # "none": in-batch only; "bm25": plus BM25 hard negatives in iteration 1;
+    # "warm start": plus static hard negatives from the warm-start system's run (SeDR: STAR's top K)
     hard_negatives: int = 0
     iterations: int = 1  # > 1: later iterations mine hard negatives with the model itself
+    negative_depth: int = 100  # K: hard negatives are sampled from the top K of the mining run
+    cache_size: int = 0  # C: SeDR's late-cache negatives (0: none)
 
 
 IN_BATCH = Protocol("in-batch negatives, one iteration (Longtriever Tables 2 and 4)")
@@ -71,6 +74,15 @@ def table1_protocol(hard_negatives: int, iterations: int) -> Protocol:
     model's own negatives (the paper: three in all, after MS MARCO passage fine-tuning, which we skip)."""
     return Protocol(f"{hard_negatives} BM25 negative(s) per query, then {iterations - 1} iteration(s) with the model's "
                     "own negatives (Longtriever Table 1)", "bm25", hard_negatives, iterations)
+
+
+def sedr_protocol(depth: int, cache_size: int, hard_negatives: int = 1) -> Protocol:
+    """SeDR's Implementation Details: start from STAR (our stand-in: the warm-start system), one static
+    hard negative per query sampled from its top K (200 without the cache, 100 with it), and the
+    late-cache queue of C instances."""
+    cache = f", late cache C = {cache_size}" if cache_size else ", no late cache"
+    return Protocol(f"warm start, {hard_negatives} static hard negative(s) from its top {depth}{cache} (SeDR)",
+                    "warm start", hard_negatives, 1, depth, cache_size)
 
 
 @dataclass(frozen=True)
@@ -85,12 +97,15 @@ class System:
     pretrain_corpus: str = ""
     settings_from: "System | None" = None  # take this system's dev-chosen learning rate (ablation rows)
     paper_name: str = ""  # the ``our_name`` of its row in ``data/paper_results`` (the paper's value beside ours)
+    warm_start: "System | None" = None  # start from this fine-tuned system's backbone (its first-seed run at its
+    # chosen learning rate; SeDR starts from STAR), and mine "warm start" negatives with it
 
     def describe(self) -> dict:
         return {"model": self.model, "encoder": asdict(self.encoder) if self.encoder else None,
                 "protocol": asdict(self.protocol) if self.protocol else "not fine-tuned",
                 "pretrain": asdict(self.pretrain) if self.pretrain else None, "pretrain_corpus": self.pretrain_corpus,
-                "settings_from": self.settings_from.name if self.settings_from else None}
+                "settings_from": self.settings_from.name if self.settings_from else None,
+                "warm_start": self.warm_start.name if self.warm_start else None}
 
 
 @dataclass
@@ -236,7 +251,7 @@ class Study:
 
     def starting_model(self, system: System, seed: int | None = None) -> BiEncoder:
         """The model before fine-tuning (for the in-batch probe)."""
-        return build_model(system.model, system.encoder, self.seeds[0] if seed is None else seed,
+        return build_model(system.model, self.starting_encoder(system), self.seeds[0] if seed is None else seed,
                            self.starting_checkpoint(system))
 
     def start_probe(self, system: System, size: int = 128) -> dict:
@@ -245,12 +260,32 @@ class Study:
         dev_queries, dev_qrels = self.split("dev")
         return in_batch_probe(model, segment_corpus(model, self.data), dev_queries, dev_qrels, size=size)
 
+    def warm_start_run(self, system: System):
+        """The fine-tuned run a system starts from (its ``warm_start`` at that system's chosen learning
+        rate, first seed), or None."""
+        if system.warm_start is None:
+            return None
+        if system.warm_start.protocol is None or system.warm_start.model == "BM25":
+            raise ValueError(f"{system.name}: the warm start {system.warm_start.name!r} is not a fine-tuned system")
+        chosen = self.selection(system.warm_start)["learning_rate"]
+        return self._finetune(system.warm_start, chosen, self.seeds[0])
+
+    def starting_encoder(self, system: System) -> EncoderConfig:
+        """The system's encoder, reading the warm-start run's backbone where it has one."""
+        start = self.warm_start_run(system)
+        return system.encoder if start is None else replace(system.encoder, backbone=str(start.directory / "model" / "backbone"))
+
     def _finetune(self, system: System, learning_rate: float, seed: int):
         protocol = system.protocol
-        train = self.train_config(learning_rate, seed, protocol.hard_negatives)
-        return finetune(system.model, self.data, system.encoder, train, negatives=protocol.negatives,
-                        iterations=protocol.iterations, init=self.starting_checkpoint(system), progress=self.progress,
-                        n_devices=self.params.get("n_devices", 1))
+        train = replace(self.train_config(learning_rate, seed, protocol.hard_negatives), cache_size=protocol.cache_size)
+        miner = self.warm_start_run(system) if protocol.negatives == "warm start" else None
+        if protocol.negatives == "warm start" and miner is None:
+            raise ValueError(f"{system.name}: 'warm start' negatives need a warm_start system")
+        return finetune(system.model, self.data, self.starting_encoder(system), train,
+                        negatives="miner" if miner is not None else protocol.negatives,
+                        negative_depth=protocol.negative_depth, iterations=protocol.iterations,
+                        init=self.starting_checkpoint(system), progress=self.progress,
+                        n_devices=self.params.get("n_devices", 1), miner=miner)
 
     def selection(self, system: System) -> dict:
         """The learning rate chosen on dev for ``system`` (grid with the first seed), or the one

@@ -22,18 +22,31 @@ def attention_bias(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return bias[:, None, None, :] if keep.ndim == 2 else bias[:, None]
 
 
-def layer_with_context(layer, queries: torch.Tensor, keys: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``layer`` (an HF ``BertLayer``) with queries from ``queries`` ``[B, Q, d]`` and keys/values
-    from ``keys`` ``[B, K, d]``; the residual path is the queries' (as in the layer itself).
-    ``bias`` is an additive mask broadcastable to ``[B, heads, Q, K]`` or None."""
-    attention = layer.attention.self
+def attention_mix(attention, queries: torch.Tensor, keys: torch.Tensor, bias: torch.Tensor | None,
+                  projections=None) -> torch.Tensor:
+    """The multi-head attention of an HF ``BertSelfAttention`` before its output block, ``[B, Q, d]``:
+    queries from ``queries`` ``[B, Q, d]``, keys/values from ``keys`` ``[B, K, d]``. ``projections``
+    (modules with ``query``, ``key``, ``value``) replace the layer's own (Longformer's global ones)."""
+    projections = projections or attention
     width = attention.attention_head_size
 
     def heads(x: torch.Tensor) -> torch.Tensor:
         return x.view(*x.shape[:2], -1, width).transpose(1, 2)
 
     interface = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, eager_attention_forward)
-    mixed, _ = interface(attention, heads(attention.query(queries)), heads(attention.key(keys)), heads(attention.value(keys)),
-                         bias, dropout=attention.dropout.p if attention.training else 0.0, scaling=attention.scaling)
-    mixed = mixed.reshape(*queries.shape[:2], -1).contiguous()
-    return layer.feed_forward_chunk(layer.attention.output(mixed, queries))
+    mixed, _ = interface(attention, heads(projections.query(queries)), heads(projections.key(keys)),
+                         heads(projections.value(keys)), bias, dropout=attention.dropout.p if attention.training else 0.0,
+                         scaling=attention.scaling)
+    return mixed.reshape(*queries.shape[:2], -1).contiguous()
+
+
+def finish_layer(layer, mixed: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    """The rest of the layer after attention: output block (with ``residual``) and feed-forward."""
+    return layer.feed_forward_chunk(layer.attention.output(mixed, residual))
+
+
+def layer_with_context(layer, queries: torch.Tensor, keys: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``layer`` (an HF ``BertLayer``) with queries from ``queries`` ``[B, Q, d]`` and keys/values
+    from ``keys`` ``[B, K, d]``; the residual path is the queries' (as in the layer itself).
+    ``bias`` is an additive mask broadcastable to ``[B, heads, Q, K]`` or None."""
+    return finish_layer(layer, attention_mix(layer.attention.self, queries, keys, bias), queries)

@@ -28,7 +28,14 @@ Table 2's variants, by ``interaction``:
 - ``"none"``: SeDR-MaxP, segments encoded independently (with the segment-order embedding and the map);
 - ``"head"``: SeDR-Transformer-Head, segments encoded independently, then one transformer layer over
   each document's segment [CLS] states (padded segments masked) before the map. The layer starts as a
-  copy of the backbone's last layer (the paper does not say how it starts).
+  copy of the backbone's last layer (the paper does not say how it starts);
+- ``"global"``: SeDR-Global-Attention, in every layer each segment's [CLS] attends to every token of
+  its document (absent segments and padding masked) through separate global query/key/value
+  projections, as Longformer's global attention has (they start as copies of the layer's own, as in
+  Longformer's conversion; the extra parameters are why the paper's row has 149M against 125M); the
+  other tokens attend within their segment.
+
+SeDR-Longformer (Table 2's fifth row) is not built: it needs a Longformer converted from the backbone.
 """
 
 from __future__ import annotations
@@ -40,10 +47,10 @@ import copy
 import torch
 from torch import nn
 
-from longdoc.models.attention import attention_bias, layer_with_context
+from longdoc.models.attention import attention_bias, attention_mix, finish_layer, layer_with_context
 from longdoc.models.biencoder import BiEncoder, DocBatch, EncoderConfig, scatter_slots
 
-INTERACTIONS = ("sit", "none", "head")
+INTERACTIONS = ("sit", "none", "head", "global")
 
 
 @dataclass
@@ -51,7 +58,7 @@ class SeDRConfig(EncoderConfig):
     """``segment_length`` is the segment length (with [CLS] and [SEP]); ``max_segments`` is k."""
 
     max_segments: int = 4
-    interaction: str = "sit"  # "sit": the Segment-Interaction Transformer (eq. 7); "none": SeDR-MaxP; "head"
+    interaction: str = "sit"  # "sit": the Segment-Interaction Transformer (eq. 7); "none": SeDR-MaxP; "head"; "global"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -76,6 +83,10 @@ class SeDR(BiEncoder):
             self.head.bias.zero_()
         if config.interaction == "head":
             self.segment_layer = copy.deepcopy(self.backbone.encoder.layer[-1])  # over a document's segments
+        if config.interaction == "global":  # per layer: the [CLS] rows' query/key/value projections
+            self.global_projections = nn.ModuleList(
+                nn.ModuleDict({name: copy.deepcopy(getattr(layer.attention.self, name)) for name in ("query", "key", "value")})
+                for layer in self.backbone.encoder.layer)
 
     # -- queries ---------------------------------------------------------------------------------
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -98,11 +109,34 @@ class SeDR(BiEncoder):
             for layer in self.backbone.encoder.layer:
                 hidden = layer_with_context(layer, hidden, hidden, bias)
             return hidden
+        if self.config.interaction == "global":
+            return self.global_attention_states(batch, hidden)
         others, present = other_segments(batch)  # [S, k-1] segment indices of the same document, real ones
         bias = attention_bias(torch.cat([keep_tokens, present], dim=1), hidden.dtype)
         for layer in self.backbone.encoder.layer:
             context = hidden[:, 0][others.clamp(min=0)]  # [S, k-1, d]: the other segments' [CLS] (layer l-1)
             hidden = layer_with_context(layer, hidden, torch.cat([hidden, context], dim=1), bias)
+        return hidden
+
+    def global_attention_states(self, batch: DocBatch, hidden: torch.Tensor) -> torch.Tensor:
+        """SeDR-Global-Attention: tokens attend within their segment; each segment's [CLS] attends to
+        all tokens of its document through the layer's global projections."""
+        keep_tokens = batch.attention_mask.bool()
+        segments, length = keep_tokens.shape
+        k = batch.max_segments
+        slots, _ = scatter_slots(keep_tokens.to(hidden.dtype), batch.owner, batch.position, batch.num_docs, k)
+        document_keep = slots.bool().reshape(batch.num_docs, k * length)  # [D, k·L] real tokens of the document
+        local_bias = attention_bias(keep_tokens, hidden.dtype)
+        global_bias = attention_bias(document_keep, hidden.dtype)
+        for layer, projections in zip(self.backbone.encoder.layer, self.global_projections):
+            attention = layer.attention.self
+            mixed = attention_mix(attention, hidden, hidden, local_bias)  # [S, L, d]
+            tokens = hidden.new_zeros((batch.num_docs, k, length, hidden.shape[-1])).index_put((batch.owner, batch.position), hidden)
+            cls_grid = tokens[:, :, 0]  # [D, k, d] (absent segments' rows are computed and dropped)
+            cls_mixed = attention_mix(attention, cls_grid, tokens.reshape(batch.num_docs, k * length, -1), global_bias,
+                                      projections)[batch.owner, batch.position]  # [S, d]
+            mixed = torch.cat([cls_mixed[:, None], mixed[:, 1:]], dim=1)
+            hidden = finish_layer(layer, mixed, hidden)
         return hidden
 
     def encode_segments(self, batch: DocBatch) -> torch.Tensor:

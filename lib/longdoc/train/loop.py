@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import math
 import random
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -62,6 +63,8 @@ class TrainResult:
     best_step: int = 0  # the step whose weights the model holds on return
     best_dev: float = float("nan")
     config: dict = field(default_factory=dict)
+    train_seconds: float = 0.0  # wall time of the optimizer steps (dev evaluations and saving excluded)
+    steps_per_epoch: int = 0
 
 
 class _Sampler:
@@ -137,7 +140,7 @@ def train_biencoder(
     # the scheduler stays outside prepare(): Accelerate would step it once per process and step,
     # ending the warm-up and decay n_devices times too early
     wrapped, optimizer = accelerator.prepare(model, optimizer)
-    result = TrainResult(config=asdict(config))
+    result = TrainResult(config=asdict(config), steps_per_epoch=steps_per_epoch)
     relevant = {q: set(p) for q, p in sampler.positives.items()}
     # the step's loss: contrastive over in-batch + hard negatives, relevant documents masked, plus SeDR's
     # late-cache negatives when cache_size > 0 (cache_size = 0 is exactly the plain contrastive loss)
@@ -153,6 +156,7 @@ def train_biencoder(
         sampler.rng.setstate(saved["sampler"])
         step, epoch, position, losses, best_state = (saved[k] for k in ("step", "epoch", "position", "losses", "best_state"))
         result.history, result.best_step, result.best_dev = saved["history"], saved["best_step"], saved["best_dev"]
+        result.train_seconds = saved.get("train_seconds", 0.0)
         if saved.get("dev_eval") is not None:
             dev_eval.load_state_dict(saved["dev_eval"])
         late.load_state_dict(saved["late_cache"])
@@ -171,6 +175,7 @@ def train_biencoder(
             if not local:
                 break
             wrapped.train()
+            started = time.perf_counter()
             positives = [sampler.positive(q) for q in local]
             negative_numbers = [n for q in local for n in sampler.hard_negatives(q, config.hard_negatives)]
             numbers = torch.tensor(positives + negative_numbers)
@@ -195,6 +200,7 @@ def train_biencoder(
             scheduler.step()
             optimizer.zero_grad()
             losses.append(loss.item() / world)
+            result.train_seconds += time.perf_counter() - started
             step += 1
             position += 1
             bar.update(1)
@@ -216,7 +222,7 @@ def train_biencoder(
                     "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                     "sampler": sampler.rng.getstate(), "step": step, "epoch": epoch, "position": position,
                     "losses": losses, "best_state": best_state, "history": result.history,
-                    "best_step": result.best_step, "best_dev": result.best_dev,
+                    "best_step": result.best_step, "best_dev": result.best_dev, "train_seconds": result.train_seconds,
                     "dev_eval": dev_eval.state_dict() if hasattr(dev_eval, "state_dict") else None,
                     "late_cache": late.state_dict()})
         position = 0

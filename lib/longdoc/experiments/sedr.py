@@ -1,0 +1,192 @@
+"""The SeDR paper's experiments as rows and claims: Table 1 (main rows and ablation), Table 2
+(segment-interaction patterns), Figure 6 (cache size C and hardness K), for notebooks 20–22
+(23 and 24 read the same rows).
+
+Protocol, as the paper's Implementation Details state it: every dense row but BM25 and the warm start
+itself starts from STAR (our stand-in: the harness's FirstP over the first block, fine-tuned with
+in-batch negatives) and samples one static hard negative per query from STAR's top K (K = 200 without
+the late cache, 100 with it, C = 50). Each model class chooses its learning rate on dev (the paper
+uses 5e-5 for all); ablation rows, Table 2's variants and the sweep points keep SeDR's choice ("all
+these variant models use Late-Cache Negative and the same hyper-parameters setting").
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from longdoc.experiments.findings import Claim
+from longdoc.experiments.paper import paper_results
+from longdoc.experiments.retrieval import RUN_DEPTH, segment_corpus
+from longdoc.experiments.study import Study, System, sedr_protocol
+from longdoc.index.dense import DenseIndex
+
+PAPER = "sedr"
+INTERACTIONS = {"none": "SeDR-MaxP", "head": "SeDR-Transformer-Head", "global": "SeDR-Global-Attention", "sit": "SeDR"}
+
+
+def paper_value(name: str, measure: str = "MRR@100") -> float:
+    table = paper_results(PAPER).dropna(subset=["our_name"]).set_index("our_name")
+    return float(table.loc[name, measure])
+
+
+def names(study: Study) -> dict[str, str]:
+    n, m = study.params["max_blocks"], study.params["block_size"]
+    return {"bm25": "BM25", "star": f"FirstP 1×{m}", "maxp": f"MaxP {n}×{m} from FirstP", "sedr": f"SeDR {n}×{m}",
+            "no_sit": "SeDR w/o segment interaction", "no_cache": "SeDR w/o late cache",
+            "head": "SeDR-Transformer-Head", "global": "SeDR-Global-Attention"}
+
+
+def star(study: Study) -> System:
+    """The STAR stand-in: FirstP over the first block, in-batch negatives, one iteration (the same run
+    as notebooks 01 and 10's FirstP row)."""
+    return System(names(study)["star"], "FirstP", study.encoder("FirstP"), paper_name="STAR")
+
+
+def sedr(study: Study, name: str, interaction: str = "sit", cache_size: int | None = None, depth: int | None = None,
+         settings_from: System | None = None, paper_name: str = "") -> System:
+    """A SeDR row warm-started from the STAR stand-in; C and K default to the study's (K without the
+    cache: ``negative_depth_without_cache``, as the paper samples from the top 200 then)."""
+    p = study.params
+    cache = p["cache_size"] if cache_size is None else cache_size
+    depth = depth or (p["negative_depth"] if cache else p["negative_depth_without_cache"])
+    return System(name, "SeDR", study.encoder("SeDR", interaction=interaction, pooling="cls"),
+                  protocol=sedr_protocol(depth, cache, p["hard_negatives"]), warm_start=star(study),
+                  settings_from=settings_from, paper_name=paper_name)
+
+
+def main_systems(study: Study) -> list[System]:
+    """Table 1's reproduced rows: BM25, STAR (stand-in), STAR(MaxP), SeDR and its two ablations."""
+    n = names(study)
+    p = study.params
+    full = sedr(study, n["sedr"], paper_name="SeDR")
+    maxp = System(n["maxp"], "MaxP", study.encoder("MaxP"), protocol=sedr_protocol(p["negative_depth_without_cache"], 0,
+                  p["hard_negatives"]), warm_start=star(study), paper_name="STAR(MaxP)")
+    return [System(n["bm25"], "BM25", paper_name="BM25"), star(study), maxp, full,
+            sedr(study, n["no_sit"], interaction="none", settings_from=full, paper_name="SeDR w/o SIT"),
+            sedr(study, n["no_cache"], cache_size=0, settings_from=full, paper_name="SeDR w/o cache")]
+
+
+def main_claims(study: Study) -> list[Claim]:
+    n, v = names(study), paper_value
+    return [
+        Claim("SeDR beats STAR(MaxP)", n["sedr"], n["maxp"], f"{v('SeDR'):.3f} vs {v('STAR(MaxP)'):.3f}"),
+        Claim("SeDR beats STAR (the first block)", n["sedr"], n["star"], f"{v('SeDR'):.3f} vs {v('STAR'):.3f}"),
+        Claim("STAR(MaxP) beats STAR", n["maxp"], n["star"], f"{v('STAR(MaxP)'):.3f} vs {v('STAR'):.3f}"),
+        Claim("segment interaction helps", n["sedr"], n["no_sit"], f"{v('SeDR'):.3f} vs {v('SeDR w/o SIT'):.3f}"),
+        Claim("late-cache negatives help", n["sedr"], n["no_cache"], f"{v('SeDR'):.3f} vs {v('SeDR w/o cache'):.3f}"),
+        Claim("SeDR w/o segment interaction still beats STAR(MaxP)", n["no_sit"], n["maxp"],
+              f"{v('SeDR w/o SIT'):.3f} vs {v('STAR(MaxP)'):.3f}"),
+        Claim("SeDR w/o late cache still beats STAR(MaxP)", n["no_cache"], n["maxp"],
+              f"{v('SeDR w/o cache'):.3f} vs {v('STAR(MaxP)'):.3f}"),
+        Claim("dense retrieval (SeDR) beats BM25", n["sedr"], n["bm25"], f"{v('SeDR'):.3f} vs {v('BM25'):.3f}"),
+    ]
+
+
+def interaction_systems(study: Study) -> list[System]:
+    """Table 2's rows (SeDR-Longformer is not built): each variant with the late cache and SeDR's
+    dev-chosen learning rate. SeDR-MaxP is the same run as Table 1's "w/o segment interaction"."""
+    n = names(study)
+    full = sedr(study, n["sedr"], paper_name="SeDR (Table 2)")
+    return [sedr(study, n["no_sit"], interaction="none", settings_from=full, paper_name="SeDR-MaxP"),
+            sedr(study, n["head"], interaction="head", settings_from=full, paper_name="SeDR-Transformer-Head"),
+            sedr(study, n["global"], interaction="global", settings_from=full, paper_name="SeDR-Global-Attention"),
+            full]
+
+
+def interaction_claims(study: Study) -> list[Claim]:
+    n = names(study)
+    v = lambda name: paper_value(name)  # noqa: E731
+    base = n["no_sit"]
+    return [
+        Claim("SeDR-Transformer-Head beats SeDR-MaxP", n["head"], base, f"{v('SeDR-Transformer-Head'):.3f} vs {v('SeDR-MaxP'):.3f}"),
+        Claim("SeDR-Global-Attention beats SeDR-MaxP", n["global"], base, f"{v('SeDR-Global-Attention'):.3f} vs {v('SeDR-MaxP'):.3f}"),
+        Claim("SeDR beats SeDR-MaxP", n["sedr"], base, f"{v('SeDR (Table 2)'):.3f} vs {v('SeDR-MaxP'):.3f}"),
+        Claim("SeDR beats SeDR-Transformer-Head", n["sedr"], n["head"], f"{v('SeDR (Table 2)'):.3f} vs {v('SeDR-Transformer-Head'):.3f}"),
+        Claim("SeDR beats SeDR-Global-Attention", n["sedr"], n["global"], f"{v('SeDR (Table 2)'):.3f} vs {v('SeDR-Global-Attention'):.3f}"),
+    ]
+
+
+# -- Figure 6: cache size C and hardness K ---------------------------------------------------------
+def cache_name(size: int) -> str:
+    return f"C = {size}"
+
+
+def depth_name(depth: int) -> str:
+    return f"K = {depth}"
+
+
+def sweep_systems(study: Study) -> tuple[list[System], list[System]]:
+    """Figure 6: SeDR at each cache size C (K fixed at ``negative_depth``) and at each hardness K (C
+    fixed at ``cache_size``), at SeDR's dev-chosen learning rate. The point at the study's C and K is
+    the main table's SeDR run."""
+    p = study.params
+    full = sedr(study, names(study)["sedr"])
+    caches = [sedr(study, cache_name(c), cache_size=c, depth=p["negative_depth"], settings_from=full)
+              for c in p["sweep_cache_sizes"]]
+    depths = [sedr(study, depth_name(k), depth=k, settings_from=full) for k in p["sweep_negative_depths"]]
+    return caches, depths
+
+
+EQUIVALENCE_MARGIN = 0.01  # MRR@100: "near performance" (Figure 6 reads as differences under 0.01 above C = 50)
+
+
+def sweep_claims(study: Study) -> list[Claim]:
+    """Figure 6's statements as comparisons of neighbouring points, around the study's C (the paper's
+    default, 50) and between neighbouring K (one seed: intervals over queries)."""
+    p = study.params
+    caches, depths, default = sorted(p["sweep_cache_sizes"]), sorted(p["sweep_negative_depths"]), p["cache_size"]
+    claims = []
+    if default not in caches:
+        return claims
+    if 0 in caches and default:
+        claims.append(Claim(f"late cache (C = {default}) beats no cache (C = 0)", cache_name(default), cache_name(0),
+                            "Figure 6a"))
+    smaller = [c for c in caches if 0 < c < default]
+    if smaller:
+        claims.append(Claim(f"a smaller cache degrades: C = {default} beats C = {smaller[-1]}", cache_name(default),
+                            cache_name(smaller[-1]), "Figure 6a: C < 50 significantly degrades"))
+    for c in (c for c in caches if c > default):
+        claims.append(Claim(f"C = {c} performs near C = {default} (|Δ| < {EQUIVALENCE_MARGIN})", cache_name(c),
+                            cache_name(default), "Figure 6a: above 50, near performance", margin=EQUIVALENCE_MARGIN))
+    for harder, easier in zip(depths, depths[1:]):
+        claims.append(Claim(f"harder negatives (K = {harder}) give higher MRR@100 than K = {easier}", depth_name(harder),
+                            depth_name(easier), "Figure 6b"))
+        claims.append(Claim(f"easier negatives (K = {easier}) give higher R@100 than K = {harder}", depth_name(easier),
+                            depth_name(harder), "Figure 6b", measure="R@100"))
+    return claims
+
+
+# -- Table 1's and Table 2's cost columns --------------------------------------------------------
+def costs(study: Study, system: System, repeats: int = 3) -> dict:
+    """Parameters, training time per epoch (the optimizer steps of the first seed's run, scaled to one
+    pass over the training queries), index size (vectors, bytes of float32), indexing time (encoding
+    the corpus) and per-query search latency (test queries in one batch, top 100 documents, median of
+    ``repeats``) of a fine-tuned system's first-seed run."""
+    if system.model == "BM25" or system.protocol is None:
+        raise ValueError(f"{system.name}: costs are measured for fine-tuned dense systems")
+    fit = study._finetune(system, study.selection(system)["learning_rate"], study.seeds[0])
+    model = fit.model()
+    corpus = segment_corpus(model, study.data)
+    started = time.perf_counter()
+    vectors, owners = model.encode_corpus(corpus, progress=False)
+    indexing = time.perf_counter() - started
+    queries = model.encode_queries(list(study.split("test")[0].values()))
+    index = DenseIndex(vectors.shape[1])
+    index.add(vectors, owners)
+    latencies = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        index.search(queries, RUN_DEPTH)
+        latencies.append((time.perf_counter() - started) / len(queries))
+    last = fit.history["iterations"][-1]
+    return {"parameters (M)": sum(p.numel() for p in model.parameters()) / 1e6,
+            "training s / epoch": last["train_seconds"] / last["config"]["steps"] * last["steps_per_epoch"],
+            "vectors": int(len(vectors)), "index MB": vectors.nbytes / 2**20,
+            "indexing s": indexing, "latency ms / query": 1000 * float(np.median(latencies))}
+
+
+def cost_table(study: Study, systems: list[System]) -> pd.DataFrame:
+    return pd.DataFrame({s.name: costs(study, s) for s in systems if s.model != "BM25"}).T
