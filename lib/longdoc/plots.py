@@ -112,3 +112,51 @@ def growth_curves(measurements: pd.DataFrame, path: Path, title: str = ""):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     return fig
+
+
+def bucket_plot(scores: pd.DataFrame, path: Path, measure: str = "MRR@100", title: str = "", paper_trend: str = ""):
+    """Score per length bucket, one line per system, 95% intervals as error bars (SeDR Figure 4).
+    ``scores``: rows of (system, bucket, queries, mean, 95% CI low, 95% CI high)."""
+    buckets = list(dict.fromkeys(scores["bucket"]))
+    fig, ax = plt.subplots(figsize=(7.2, 4.4))
+    for offset, (system, rows) in enumerate(scores.groupby("system", sort=False)):
+        rows = rows.set_index("bucket").loc[buckets]
+        x = [i + 0.06 * (offset - 2) for i in range(len(buckets))]
+        errors = [rows["mean"] - rows["95% CI low"], rows["95% CI high"] - rows["mean"]]
+        ax.errorbar(x, rows["mean"], yerr=errors, marker="o", capsize=3, label=system)
+    counts = scores.drop_duplicates("bucket").set_index("bucket")["queries"]
+    ax.set_xticks(range(len(buckets)))
+    ax.set_xticklabels([f"{b}\n({counts[b]} queries)" for b in buckets], fontsize=8)
+    ax.set_xlabel("length of the relevant document")
+    ax.set_ylabel(f"{measure} (test)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    if paper_trend:
+        fig.text(0.01, 0.01, f"paper: {paper_trend}", fontsize=8, style="italic")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(path, dpi=120)
+    return fig
+
+
+def tsne_panels(panels: dict, path: Path, title: str = ""):
+    """One t-SNE panel per model (SeDR Figure 5): ``panels[name] = (points [1 + V, 2], owners [V],
+    labels {owner: name}, relevant owners)``; row 0 of ``points`` is the query (a star), each document's
+    segments share a colour, relevant documents are drawn with a black edge."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3.6), squeeze=False)
+    colours = plt.get_cmap("tab10")
+    for ax, (name, (points, owners, labels, relevant)) in zip(axes[0], panels.items()):
+        ax.scatter(points[0, 0], points[0, 1], marker="*", s=220, color="black", label="query", zorder=3)
+        for i, doc in enumerate(dict.fromkeys(owners.tolist())):
+            rows = points[1:][owners == doc]
+            ax.scatter(rows[:, 0], rows[:, 1], s=36, color=colours(i % 10), label=labels[doc],
+                       edgecolors="black" if doc in relevant else "none", linewidths=1.2)
+        ax.set_title(name, fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    handles, names = axes[0][-1].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncols=min(6, len(names)), fontsize=7, frameon=False)
+    fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.savefig(path, dpi=120)
+    return fig

@@ -114,12 +114,15 @@ def test_the_transformer_head_mixes_a_documents_segment_vectors_only(tiny_bert, 
     assert hasattr(model, "segment_layer") and not hasattr(plain, "segment_layer")
     docs = documents(tokenizer, counts=(3, 1, 2))
     batch = model.doc_inputs(docs)
+    torch.testing.assert_close(model.encode_segments(batch), plain.encode_segments(batch))  # gate 0: SeDR-MaxP
+    model.segment_gate.fill_(0.7)
     independent = plain.segment_states(batch)[:, 0]  # SeDR-MaxP's [CLS] states, before the map
     reference = []
     for start, count in ((0, 3), (3, 1), (4, 2)):  # each document's segments alone through the head layer
         rows = independent[start : start + count].unsqueeze(0)
         reference.append(layer_with_context(model.segment_layer, rows, rows, None)[0])
-    torch.testing.assert_close(model.encode_segments(batch), model.head(torch.cat(reference)), rtol=1e-4, atol=1e-5)
+    mixed = independent + 0.7 * (torch.cat(reference) - independent)
+    torch.testing.assert_close(model.encode_segments(batch), model.head(mixed), rtol=1e-4, atol=1e-5)
 
 
 @torch.no_grad()

@@ -160,14 +160,19 @@ def sweep_claims(study: Study) -> list[Claim]:
 
 
 # -- Table 1's and Table 2's cost columns --------------------------------------------------------
+def first_seed_run(study: Study, system: System):
+    """The system's fine-tuning run with the first seed at its chosen learning rate (cached)."""
+    if system.model == "BM25" or system.protocol is None:
+        raise ValueError(f"{system.name}: not a fine-tuned dense system")
+    return study._finetune(system, study.selection(system)["learning_rate"], study.seeds[0])
+
+
 def costs(study: Study, system: System, repeats: int = 3) -> dict:
     """Parameters, training time per epoch (the optimizer steps of the first seed's run, scaled to one
     pass over the training queries), index size (vectors, bytes of float32), indexing time (encoding
     the corpus) and per-query search latency (test queries in one batch, top 100 documents, median of
     ``repeats``) of a fine-tuned system's first-seed run."""
-    if system.model == "BM25" or system.protocol is None:
-        raise ValueError(f"{system.name}: costs are measured for fine-tuned dense systems")
-    fit = study._finetune(system, study.selection(system)["learning_rate"], study.seeds[0])
+    fit = first_seed_run(study, system)
     model = fit.model()
     corpus = segment_corpus(model, study.data)
     started = time.perf_counter()
@@ -190,3 +195,102 @@ def costs(study: Study, system: System, repeats: int = 3) -> dict:
 
 def cost_table(study: Study, systems: list[System]) -> pd.DataFrame:
     return pd.DataFrame({s.name: costs(study, s) for s in systems if s.model != "BM25"}).T
+
+
+# -- Figure 5: segment vectors ---------------------------------------------------------------------
+def segment_vectors(study: Study, system: System) -> tuple:
+    """The first-seed model of a system with its corpus segment vectors and their documents."""
+    model = first_seed_run(study, system).model()
+    vectors, owners = model.encode_corpus(segment_corpus(model, study.data), progress=False)
+    return model, vectors, owners
+
+
+def tsne_query(study: Study, split: str = "test") -> str:
+    """The query of Figure 5: the one whose relevant document has the most segments (ties: the smallest
+    query id), so that there is a spread to see."""
+    queries, qrels = study.split(split)
+    n, m = study.params["max_blocks"], study.params["block_size"]
+    lengths = document_token_counts(study)
+    def segments(qid: str) -> int:
+        return max(min(n, -(-lengths.get(d, 0) // (m - 2))) for d, grade in qrels[qid].items() if grade > 0)
+    return min(queries, key=lambda q: (-segments(q), q))
+
+
+def document_token_counts(study: Study) -> pd.Series:
+    """WordPiece tokens per document under the backbone's tokenizer."""
+    from longdoc.data.stats import document_lengths
+    from longdoc.models.backbone import load_tokenizer
+
+    return document_lengths(study.data, load_tokenizer(study.params["backbone"]))["tokens"]
+
+
+# -- Figure 4: quality by document length ---------------------------------------------------------
+def length_claims(study: Study, buckets: pd.Series, sedr_name: str, maxp_name: str, first_name: str) -> pd.DataFrame:
+    """Figure 4's statements as verdicts: SeDR's gain over MaxP (and over the first block) grows from
+    the shortest to the longest bucket; SeDR is below MaxP on the shortest documents."""
+    from longdoc.analysis.length import bucket_gains, gain_growth
+    from longdoc.experiments.findings import verdict
+
+    qrels = study.split("test")[1]
+    scores = {name: study.results[name].per_query(qrels, "MRR@100") for name in (sedr_name, maxp_name, first_name)}
+    rows = []
+    for against, paper in ((maxp_name, "Figure 4: SeDR clearly above ANCE(MaxP) and STAR on longer documents"),
+                           (first_name, "Figure 4: SeDR clearly above STAR on longer documents")):
+        g = gain_growth(scores[sedr_name], scores[against], buckets)
+        rows.append({"claim": f"SeDR's gain over {against} is larger on the longest bucket ({g['longest']}) than on the "
+                              f"shortest ({g['shortest']})", "paper": paper, "measure": "MRR@100",
+                     "ours: Δ [95% CI]": f"{g['growth']:+.3f} [{g['95% CI low']:+.3f}, {g['95% CI high']:+.3f}]",
+                     "verdict": verdict(g["95% CI low"], g["95% CI high"])})
+    shortest = bucket_gains(scores[maxp_name], scores[sedr_name], buckets).iloc[0]
+    rows.append({"claim": f"SeDR is below {maxp_name} on the shortest bucket ({shortest['bucket']})",
+                 "paper": "Figure 4: SeDR below ANCE(MaxP) and STAR on documents under 512 tokens", "measure": "MRR@100",
+                 "ours: Δ [95% CI]": f"{shortest['Δ']:+.3f} [{shortest['95% CI low']:+.3f}, {shortest['95% CI high']:+.3f}]",
+                 "verdict": verdict(shortest["95% CI low"], shortest["95% CI high"])})
+    return pd.DataFrame(rows)
+
+
+# -- Figure 5: spread and t-SNE of segment vectors -----------------------------------------------
+def spread_claims(per_document: dict[str, dict[int, float]], study: Study) -> pd.DataFrame:
+    """Figure 5's reading as verdicts on the within-document cosine (paired over documents, 95%
+    bootstrap interval): global attention collapses a document's segments more than SeDR does, and
+    SeDR-MaxP's segments are spread more than SeDR's."""
+    from longdoc.eval.significance import paired_bootstrap
+    from longdoc.experiments.findings import verdict
+
+    n = names(study)
+    pairs = [("global attention collapses a document's segments more than SeDR", n["global"], n["sedr"],
+              "Figure 5: SeDR-Global-Attention's segments collapse into one point"),
+             ("SeDR-MaxP's segments are spread more than SeDR's (SeDR's are more alike)", n["sedr"], n["no_sit"],
+              "Figure 5: SeDR-MaxP's segments diffuse arbitrarily; SeDR's scatter to a document area")]
+    rows = []
+    for claim, a, b, paper in pairs:
+        if a not in per_document or b not in per_document:
+            continue
+        stats = paired_bootstrap(per_document[a], per_document[b])
+        rows.append({"claim": claim, "paper": paper, "measure": "within-document cosine",
+                     "ours: Δ [95% CI]": f"{stats['mean_difference']:+.3f} [{stats['ci_low']:+.3f}, {stats['ci_high']:+.3f}]",
+                     "verdict": verdict(stats["ci_low"], stats["ci_high"])})
+    return pd.DataFrame(rows)
+
+
+def tsne_panel_data(study: Study, encoded: dict[str, tuple], reference: str, candidates: int, seed: int = 0) -> dict:
+    """Figure 5's panels: the :func:`tsne_query` and the segments of its top ``candidates`` documents
+    under ``reference`` (the same documents in every panel, its relevant ones added), t-SNE per model."""
+    from longdoc.analysis.segments import tsne_points
+
+    queries, qrels = study.split("test")
+    qid = tsne_query(study)
+    doc_ids = study.data.doc_ids
+    number = {d: i for i, d in enumerate(doc_ids)}
+    relevant = {number[d] for d, grade in qrels[qid].items() if grade > 0 and d in number}
+    model, vectors, owners = encoded[reference]
+    index = DenseIndex(vectors.shape[1])
+    index.add(vectors, owners)
+    _, top = index.search(model.encode_queries([queries[qid]]), candidates)
+    chosen = list(dict.fromkeys([int(d) for d in top[0] if d >= 0] + sorted(relevant)))
+    panels = {}
+    for name, (model, vectors, owners) in encoded.items():
+        keep = np.isin(owners, chosen)
+        points = tsne_points(model.encode_queries([queries[qid]])[0], vectors[keep], seed)
+        panels[name] = (points, owners[keep], {d: doc_ids[d] for d in chosen}, relevant)
+    return {"query": qid, "text": queries[qid], "documents": [doc_ids[d] for d in chosen], "panels": panels}

@@ -27,13 +27,18 @@ Table 2's variants, by ``interaction``:
 
 - ``"none"``: SeDR-MaxP, segments encoded independently (with the segment-order embedding and the map);
 - ``"head"``: SeDR-Transformer-Head, segments encoded independently, then one transformer layer over
-  each document's segment [CLS] states (padded segments masked) before the map. The layer starts as a
-  copy of the backbone's last layer (the paper does not say how it starts);
+  each document's segment [CLS] states (padded segments masked) before the map. The paper does not
+  say how the layer starts: ours is a copy of the backbone's last layer whose change to the [CLS]
+  states enters through a learned gate that starts at 0 (``cls + g · (layer(cls) − cls)``), so the
+  variant starts as SeDR-MaxP; without the gate a fresh layer moves the documents, and not the queries
+  (which do not pass through it), away from the warm start's space;
 - ``"global"``: SeDR-Global-Attention, in every layer each segment's [CLS] attends to every token of
   its document (absent segments and padding masked) through separate global query/key/value
   projections, as Longformer's global attention has (they start as copies of the layer's own, as in
   Longformer's conversion; the extra parameters are why the paper's row has 149M against 125M); the
-  other tokens attend within their segment.
+  other tokens attend within their segment. All [CLS] rows of a document then read the same keys with
+  queries that differ only through the segment-order embedding: at the start (order embedding 0) a
+  document's segment vectors are identical, the collapse the paper's Figure 5 shows.
 
 SeDR-Longformer (Table 2's fifth row) is not built: it needs a Longformer converted from the backbone.
 """
@@ -83,6 +88,7 @@ class SeDR(BiEncoder):
             self.head.bias.zero_()
         if config.interaction == "head":
             self.segment_layer = copy.deepcopy(self.backbone.encoder.layer[-1])  # over a document's segments
+            self.segment_gate = nn.Parameter(torch.zeros(()))  # g: the layer's change enters gated, from 0
         if config.interaction == "global":  # per layer: the [CLS] rows' query/key/value projections
             self.global_projections = nn.ModuleList(
                 nn.ModuleDict({name: copy.deepcopy(getattr(layer.attention.self, name)) for name in ("query", "key", "value")})
@@ -145,7 +151,7 @@ class SeDR(BiEncoder):
         if self.config.interaction == "head":
             grid, present = scatter_slots(cls, batch.owner, batch.position, batch.num_docs, batch.max_segments)
             mixed = layer_with_context(self.segment_layer, grid, grid, attention_bias(present, grid.dtype))
-            cls = mixed[batch.owner, batch.position]
+            cls = cls + self.segment_gate * (mixed[batch.owner, batch.position] - cls)
         return self.head(cls)
 
 

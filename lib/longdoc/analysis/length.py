@@ -1,0 +1,100 @@
+"""Retrieval quality by the length of the relevant document (SeDR Figure 4).
+
+Each test query is placed by the length, in WordPiece tokens, of its relevant document (the longest
+one where a query has several) into equal-count buckets, and each system's per-query score (averaged
+over its seeds) is summarised per bucket with a 95% bootstrap interval over the bucket's queries.
+A gain of one system over another per bucket uses :func:`longdoc.eval.significance.seed_query_bootstrap`
+on the bucket's queries; whether the gain grows with length compares the longest and the shortest
+bucket (queries of the two buckets are different, so they are resampled independently).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from longdoc.eval.significance import seed_query_bootstrap
+
+
+def relevant_lengths(qrels: dict[str, dict[str, int]], document_tokens: pd.Series) -> pd.Series:
+    """Per query: the token count of its longest relevant document (``document_tokens``: per doc id)."""
+    lengths = {}
+    for qid, judged in qrels.items():
+        relevant = [document_tokens[d] for d, grade in judged.items() if grade > 0 and d in document_tokens.index]
+        if relevant:
+            lengths[qid] = int(max(relevant))
+    if not lengths:
+        raise ValueError("no query has a relevant document with a known length")
+    return pd.Series(lengths, name="tokens").sort_index()
+
+
+def length_buckets(lengths: pd.Series, buckets: int) -> pd.Series:
+    """Equal-count buckets of queries by length, labelled by their token range (fewer buckets than
+    asked when lengths repeat at the quantiles)."""
+    if buckets < 1:
+        raise ValueError(f"buckets must be >= 1, got {buckets}")
+    codes, edges = pd.qcut(lengths.rank(method="first"), buckets, labels=False, retbins=True, duplicates="drop")
+    labels = {}
+    for code in sorted(set(codes)):
+        members = lengths[codes == code]
+        labels[code] = f"{members.min()}–{members.max()} tokens"
+    return codes.map(labels).rename("bucket")
+
+
+def seed_mean(per_seed: list[dict[str, float]]) -> pd.Series:
+    """Per-query score averaged over seeds."""
+    return pd.DataFrame(per_seed).mean(axis=0)
+
+
+def _interval(values: np.ndarray, samples: int, seed: int) -> tuple[float, float]:
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, len(values), size=(samples, len(values)))].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    return float(low), float(high)
+
+
+def bucket_scores(per_query: dict[str, list[dict[str, float]]], buckets: pd.Series, samples: int = 10_000,
+                  seed: int = 0) -> pd.DataFrame:
+    """One row per (system, bucket): queries, mean score and its 95% bootstrap interval over queries.
+    ``per_query``: system → one dict of per-query scores per seed."""
+    order = list(dict.fromkeys(buckets.sort_values(key=lambda s: s.str.split("–").str[0].astype(int))))
+    rows = []
+    for system, per_seed in per_query.items():
+        scores = seed_mean(per_seed)
+        for bucket in order:
+            values = scores[buckets.index[buckets == bucket]].to_numpy()
+            low, high = _interval(values, samples, seed)
+            rows.append({"system": system, "bucket": bucket, "queries": len(values), "mean": float(values.mean()),
+                         "95% CI low": low, "95% CI high": high})
+    return pd.DataFrame(rows)
+
+
+def bucket_gains(a: list[dict[str, float]], b: list[dict[str, float]], buckets: pd.Series) -> pd.DataFrame:
+    """Per bucket: Δ = a − b with its 95% interval over the bucket's queries and both systems' seeds."""
+    rows = []
+    for bucket in dict.fromkeys(buckets.sort_values(key=lambda s: s.str.split("–").str[0].astype(int))):
+        members = set(buckets.index[buckets == bucket])
+        stats = seed_query_bootstrap([{q: v for q, v in s.items() if q in members} for s in a],
+                                     [{q: v for q, v in s.items() if q in members} for s in b])
+        rows.append({"bucket": bucket, "queries": len(members), "Δ": stats["mean_difference"],
+                     "95% CI low": stats["ci_low"], "95% CI high": stats["ci_high"]})
+    return pd.DataFrame(rows)
+
+
+def gain_growth(a: list[dict[str, float]], b: list[dict[str, float]], buckets: pd.Series, samples: int = 10_000,
+                seed: int = 0) -> dict[str, float]:
+    """(a − b on the longest bucket) − (a − b on the shortest), seed-averaged per query, with a 95%
+    interval resampling each bucket's queries independently."""
+    order = list(dict.fromkeys(buckets.sort_values(key=lambda s: s.str.split("–").str[0].astype(int))))
+    if len(order) < 2:
+        raise ValueError("gain growth needs at least two length buckets")
+    gain = seed_mean(a) - seed_mean(b)
+    short = gain[buckets.index[buckets == order[0]]].to_numpy()
+    long = gain[buckets.index[buckets == order[-1]]].to_numpy()
+    rng = np.random.default_rng(seed)
+    draws = (long[rng.integers(0, len(long), size=(samples, len(long)))].mean(axis=1)
+             - short[rng.integers(0, len(short), size=(samples, len(short)))].mean(axis=1))
+    low, high = np.quantile(draws, [0.025, 0.975])
+    return {"shortest": order[0], "longest": order[-1], "gain on shortest": float(short.mean()),
+            "gain on longest": float(long.mean()), "growth": float(long.mean() - short.mean()),
+            "95% CI low": float(low), "95% CI high": float(high)}
