@@ -75,5 +75,7 @@ def test_the_report_is_rendered_from_the_records(tmp_path):
     assert "| A beats B | 0.3 vs 0.2 | holds |" in text and "### Main" in text
     assert "### Findings\n\n**1 claim(s) of the paper: 1 holds.**" in text  # the verdict count, no empty context line
     assert "](figures/cpu/manpages/10_longtriever_main.png)" in text
+    assert "| 10_longtriever_main | 1 | 1 | 0 | 0 | 0 |" in text  # the claims at a glance
+    assert "| 14_efficiency |" not in text.split("## Paper claims at a glance")[1].split("##")[0]  # no claims, no row
     with pytest.raises(FileNotFoundError, match="run_all.sh --profile smoke"):
         report.render("smoke", root=root)

@@ -81,6 +81,7 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
         lines.append(f"| {r['notebook']} | {r.get('dataset', '')} | {_minutes(timing['seconds']) if timing else '—'} | "
                      f"{_minutes(usage['seconds']) if 'seconds' in usage else '—'} | {usage.get('peak_rss_gib', '—')} |")
     lines += [f"| **total** | | **{_minutes(total)}** | | |", ""]
+    lines += verdict_summary(found)
     for r in found:
         lines += [f"## {notebook_title(r['notebook'])}", "",
                   f"`{r['notebook']}` on {r.get('dataset', '')}; seeds {r.get('seeds')}; record "
@@ -97,6 +98,23 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
             link = Path(_relative(target, base))
             lines += [f"![{Path(figure).stem}]({link.as_posix()})", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+VERDICT_ORDER = ("holds", "not shown at this scale", "reversed", "not testable at this scale")
+
+
+def verdict_summary(found: list[dict]) -> list[str]:
+    """The paper claims of every record at a glance: how many hold, are not shown, reversed, untestable."""
+    rows = []
+    for r in found:
+        claims = (r["metrics"].get("findings") or {}).get("claims") or []
+        if claims:
+            counts = [sum(c.get("verdict") == v for c in claims) for v in VERDICT_ORDER]
+            rows.append(f"| {r['notebook']} | {len(claims)} | " + " | ".join(map(str, counts)) + " |")
+    if not rows:
+        return []
+    return ["## Paper claims at a glance", "", "| notebook | claims | " + " | ".join(VERDICT_ORDER) + " |",
+            "|---|---|" + "---|" * len(VERDICT_ORDER), *rows, ""]
 
 
 def _frame(rows: list[dict]):

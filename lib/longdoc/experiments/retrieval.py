@@ -8,6 +8,7 @@ checkpoint and its runs, and a table never re-encodes the corpus.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from longdoc.models.longtriever import Longtriever
 from longdoc.models.parade import Parade
 from longdoc.models.sedr import SeDR
 from longdoc.seeding import seeded
-from longdoc.sharding import from_first, rank
+from longdoc.sharding import from_first, rank, world_size
 from longdoc.text.segments import SegmentedCorpus
 from longdoc.train.checkpoint import SAVE_MINUTES, Checkpointer
 from longdoc.train.loop import TrainConfig, train_biencoder
@@ -57,11 +58,15 @@ def segment_corpus(model: BiEncoder, dataset: RetrievalDataset) -> SegmentedCorp
 
 
 def dense_run(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str, str], k: int = RUN_DEPTH,
-              index_factory: str = "Flat", progress: bool = True) -> Run:
+              index_factory: str = "Flat", progress: bool = True, keep: dict | None = None) -> Run:
     """Encode the corpus (one vector per segment), search, max-pool segment hits into documents.
     Under several processes they share the encoding and the first one searches: it returns the run,
-    the others an empty one."""
+    the others an empty one. ``keep``, a dict, receives the corpus ``vectors``, their ``owners`` and
+    the ``encode_seconds``."""
+    started = time.perf_counter()
     vectors, owners = model.encode_corpus(corpus, progress=progress, everyone=False)
+    if keep is not None:
+        keep.update(vectors=vectors, owners=owners, encode_seconds=time.perf_counter() - started)
     query_vectors = model.encode_queries(list(queries.values()))  # every process takes part in the gathering
     if vectors is None:
         return {}
@@ -81,6 +86,23 @@ def model_negatives(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str
     return negatives_from_run(dense_run(model, corpus, queries, depth, progress=False), qrels, depth)
 
 
+MINING_DEPTH = 200  # a miner's run on the train queries is kept this deep, so every K up to it shares one run
+
+
+def miner_run(miner: "FineTuned", dataset: RetrievalDataset, depth: int = MINING_DEPTH) -> Run:
+    """A fine-tuned model's run on the train queries (cached: the static negatives of every row that
+    samples from its top K <= ``depth`` come from this one run)."""
+
+    def build(directory: Path) -> None:
+        model = miner.model()
+        run = dense_run(model, segment_corpus(model, dataset), dataset.split("train")[0], depth, progress=False)
+        (directory / "run.json").write_text(json.dumps(run))
+
+    directory = cached_directory("mining", build, miner=portable(miner.directory), dataset=dataset.name,
+                                 data_checksum=dataset.checksum, subsample=dataset.manifest.get("subsample"), depth=depth)
+    return json.loads((directory / "run.json").read_text())
+
+
 def evaluation_queries(dataset: RetrievalDataset) -> dict[str, dict[str, str]]:
     """The queries of the dev and test splits (dev is required: it selects models)."""
     if "dev" not in dataset.qrels:
@@ -91,14 +113,16 @@ def evaluation_queries(dataset: RetrievalDataset) -> dict[str, dict[str, str]]:
 class DevEvaluator:
     """The dev evaluation inside fine-tuning: each call encodes the corpus once, searches the dev and
     test queries, and scores dev only (``SELECTION_MEASURE``); the runs of every evaluated step are
-    kept, so the dev-best checkpoint's test run needs no second encoding. Test judgements are never
-    read."""
+    kept, so the dev-best checkpoint's test run needs no second encoding, and so are the corpus
+    vectors of the best evaluation so far (its index, kept with the checkpoint). Test judgements are
+    never read."""
 
     def __init__(self, dataset: RetrievalDataset, corpus: SegmentedCorpus):
         self.queries = evaluation_queries(dataset)
         self.dev_qrels = dataset.split("dev")[1]
         self.corpus = corpus
         self.runs: dict[int, dict[str, Run]] = {}
+        self.best: dict = {}  # step, score, vectors, owners, encode_seconds of the best evaluation in this process
 
     def state_dict(self) -> dict:
         """The runs of the evaluated steps (saved with a training state, so a resumed run keeps them)."""
@@ -110,11 +134,15 @@ class DevEvaluator:
     def __call__(self, model: BiEncoder, step: int) -> float:
         """The dev score (the same on every process: the first one searches and scores)."""
         merged = {q: text for queries in self.queries.values() for q, text in queries.items()}
-        run = dense_run(model, self.corpus, merged, RUN_DEPTH, progress=False)
+        kept: dict = {}
+        run = dense_run(model, self.corpus, merged, RUN_DEPTH, progress=False, keep=kept)
         if rank() != 0:
             return from_first(None)
         self.runs[step] = {split: {q: run.get(q, {}) for q in queries} for split, queries in self.queries.items()}
-        return from_first(evaluate(self.runs[step]["dev"], self.dev_qrels, [SELECTION_MEASURE])[SELECTION_MEASURE])
+        score = evaluate(self.runs[step]["dev"], self.dev_qrels, [SELECTION_MEASURE])[SELECTION_MEASURE]
+        if not self.best or score > self.best["score"]:  # the first of equal scores, as the training loop keeps
+            self.best = {"step": step, "score": score, **kept}
+        return from_first(score)
 
 
 @dataclass
@@ -132,6 +160,24 @@ class FineTuned:
     @property
     def best_dev(self) -> float:
         return self.history["iterations"][-1]["best_dev"]
+
+    def index(self) -> tuple | None:
+        """The dev-best checkpoint's corpus ``(vectors, owners)`` as encoded at its evaluation, or None
+        where they were too large to keep."""
+        import numpy as np
+
+        path = self.directory / "index.npz"
+        if not path.exists():
+            return None
+        with np.load(path) as stored:
+            return stored["vectors"], stored["owners"]
+
+    @property
+    def index_info(self) -> dict:
+        """Vectors, dimension, bytes and encoding seconds of the dev-best checkpoint's corpus index
+        (empty where a multi-process run did not record them)."""
+        path = self.directory / "index.json"
+        return json.loads(path.read_text()) if path.exists() else {}
 
 
 def _load(model_name: str, directory: Path) -> FineTuned:
@@ -194,8 +240,8 @@ def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig,
             if negatives == "bm25":
                 mined = negatives_from_run(bm25_run(dataset, train_queries, negative_depth), train_qrels, negative_depth)
             elif negatives == "miner":
-                mining = miner.model()
-                mined = model_negatives(mining, segment_corpus(mining, dataset), train_queries, train_qrels, negative_depth)
+                mined = negatives_from_run(miner_run(miner, dataset, max(negative_depth, MINING_DEPTH)), train_qrels,
+                                           negative_depth)
             else:
                 mined = {}
         else:
@@ -248,6 +294,29 @@ def run_finetune_job(job: FinetuneJob, dataset: RetrievalDataset, directory: Pat
         record = {"iterations": job.history + [asdict(result) | {"negatives": job.negatives}]}
         (directory / "history.json").write_text(json.dumps(record, indent=2))
         (directory / "runs.json").write_text(json.dumps(evaluator.runs[result.best_step]))
+        save_index(model, corpus, evaluator.best if evaluator.best.get("step") == result.best_step else {}, directory)
+
+
+INDEX_LIMIT_BYTES = 256 * 2**20  # larger corpus indexes are not kept with a checkpoint (encode again to measure)
+
+
+def save_index(model: BiEncoder, corpus: SegmentedCorpus, best: dict, directory: Path) -> None:
+    """The dev-best checkpoint's corpus vectors (``index.npz``) and the time their encoding took
+    (``index.json``), when they fit in ``INDEX_LIMIT_BYTES``; a resumed run whose best evaluation
+    came before the restart encodes them again."""
+    import numpy as np
+
+    if not best and world_size() > 1:
+        return  # only this process is here: encoding needs all of them (costs are then measured by encoding again)
+    if not best:
+        started = time.perf_counter()
+        vectors, owners = model.encode_corpus(corpus, progress=False)
+        best = {"vectors": vectors, "owners": owners, "encode_seconds": time.perf_counter() - started}
+    info = {"vectors": int(len(best["vectors"])), "dim": int(best["vectors"].shape[1]), "bytes": int(best["vectors"].nbytes),
+            "encode_seconds": best["encode_seconds"], "kept": best["vectors"].nbytes <= INDEX_LIMIT_BYTES}
+    if info["kept"]:
+        np.savez(directory / "index.npz", vectors=best["vectors"], owners=best["owners"])
+    (directory / "index.json").write_text(json.dumps(info))
 
 
 def launch_finetune_job(job: FinetuneJob, dataset: RetrievalDataset, directory: Path, resume: Path, n_devices: int) -> None:

@@ -1,0 +1,43 @@
+"""Length buckets (SeDR Figure 4): buckets by the relevant document's length, per-bucket scores and
+gains checked against direct computations."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from longdoc.analysis.length import bucket_gains, bucket_scores, gain_growth, length_buckets, relevant_lengths
+from longdoc.eval.significance import seed_query_bootstrap
+
+
+def test_a_query_takes_the_length_of_its_longest_relevant_document():
+    tokens = pd.Series({"a": 10, "b": 300, "c": 50})
+    qrels = {"q1": {"a": 1, "b": 1}, "q2": {"c": 1, "b": 0}, "q3": {"missing": 1}}
+    assert relevant_lengths(qrels, tokens).to_dict() == {"q1": 300, "q2": 50}
+    with pytest.raises(ValueError, match="no query"):
+        relevant_lengths({"q": {"missing": 1}}, tokens)
+
+
+def test_buckets_have_equal_counts_and_name_their_token_range():
+    lengths = pd.Series({f"q{i}": length for i, length in enumerate([5, 80, 20, 40, 60, 10, 70, 30])})
+    buckets = length_buckets(lengths, 4)
+    assert buckets.value_counts().tolist() == [2, 2, 2, 2]
+    assert buckets["q0"] == buckets["q5"] == "5–10 tokens" and buckets["q1"] == "70–80 tokens"
+
+
+def test_bucket_scores_and_gains_are_the_bucket_means():
+    rng = np.random.default_rng(0)
+    queries = [f"q{i}" for i in range(40)]
+    buckets = pd.Series(["1–9 tokens"] * 20 + ["10–99 tokens"] * 20, index=queries)
+    a = [dict(zip(queries, rng.random(40))) for _ in range(3)]
+    b = [dict(zip(queries, rng.random(40)))]
+    scores = bucket_scores({"A": a, "B": b}, buckets)
+    first = scores.iloc[0]
+    expected = np.mean([np.mean([s[q] for s in a]) for q in queries[:20]])
+    assert (first["system"], first["bucket"], first["queries"]) == ("A", "1–9 tokens", 20)
+    assert first["mean"] == pytest.approx(expected) and first["95% CI low"] < expected < first["95% CI high"]
+    gains = bucket_gains(a, b, buckets)
+    direct = seed_query_bootstrap([{q: s[q] for q in queries[20:]} for s in a], [{q: s[q] for q in queries[20:]} for s in b])
+    assert gains.iloc[1]["Δ"] == pytest.approx(direct["mean_difference"]) and gains.iloc[1]["95% CI low"] == direct["ci_low"]
+    growth = gain_growth(a, b, buckets)
+    assert growth["growth"] == pytest.approx(gains.iloc[1]["Δ"] - gains.iloc[0]["Δ"])
+    assert growth["95% CI low"] < growth["growth"] < growth["95% CI high"]
