@@ -41,3 +41,11 @@ def test_bucket_scores_and_gains_are_the_bucket_means():
     growth = gain_growth(a, b, buckets)
     assert growth["growth"] == pytest.approx(gains.iloc[1]["Δ"] - gains.iloc[0]["Δ"])
     assert growth["95% CI low"] < growth["growth"] < growth["95% CI high"]
+
+
+def test_equal_lengths_share_a_bucket():
+    buckets = length_buckets(pd.Series({"a": 5, "b": 5, "c": 5, "d": 10, "e": 20, "f": 30}), 2)
+    assert buckets.to_dict() == {"a": "5–5 tokens", "b": "5–5 tokens", "c": "5–5 tokens",
+                                 "d": "10–30 tokens", "e": "10–30 tokens", "f": "10–30 tokens"}
+    few = length_buckets(pd.Series({"a": 5, "b": 5, "c": 5, "d": 5, "e": 10, "f": 20}), 2)
+    assert set(few) == {"5–20 tokens"}  # the median is a tie: one bucket remains

@@ -34,3 +34,16 @@ def test_tsne_gives_one_point_per_row_with_the_query_first():
     rng = np.random.default_rng(0)
     points = tsne_points(rng.normal(size=8), rng.normal(size=(12, 8)))
     assert points.shape == (13, 2) and np.isfinite(points).all()
+
+
+def test_a_gap_subtracts_the_models_background_cosine():
+    from longdoc.analysis.segments import document_gaps
+
+    rng = np.random.default_rng(1)
+    owners = np.repeat(np.arange(20), 3)
+    vectors = rng.normal(size=(60, 6)).astype(np.float32)
+    shifted = vectors + 5.0  # a narrower space: every cosine rises, within and between
+    background = between_document_cosine(shifted, owners)
+    gaps = document_gaps(shifted, owners)
+    assert gaps == pytest.approx({d: c - background for d, c in document_cosines(shifted, owners).items()})
+    assert np.mean(list(document_cosines(shifted, owners).values())) > 0.9 > abs(np.mean(list(gaps.values())))

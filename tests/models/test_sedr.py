@@ -21,8 +21,12 @@ def documents(tokenizer, counts=(1, 3, 2), seed=0):
              for _ in range(n)] for n in counts]
 
 
-def sedr(tiny_bert, tokenizer, **changes):
-    return SeDR(SeDRConfig(segment_length=12, max_segments=3, **changes), copy.deepcopy(tiny_bert), tokenizer).eval()
+def sedr(tiny_bert, tokenizer, zero_order=True, **changes):
+    """A tiny SeDR; ``zero_order``: the segment-order embedding set to 0 (the equivalences need it)."""
+    model = SeDR(SeDRConfig(segment_length=12, max_segments=3, **changes), copy.deepcopy(tiny_bert), tokenizer).eval()
+    if zero_order:
+        torch.nn.init.zeros_(model.segment_embedding.weight)
+    return model
 
 
 @torch.no_grad()
@@ -164,3 +168,8 @@ def test_global_attention_adds_three_projections_per_layer_and_equals_maxp_on_on
         torch.testing.assert_close(model.encode_segments(batch), plain.encode_segments(batch), rtol=1e-5, atol=1e-5)
         batch = model.doc_inputs(documents(tokenizer, counts=(2, 3)))
         assert not torch.allclose(model.encode_segments(batch), plain.encode_segments(batch), atol=1e-5)
+
+
+def test_the_order_embedding_is_drawn_as_the_release_draws_it(tiny_bert, tokenizer):
+    weight = sedr(tiny_bert, tokenizer, zero_order=False).segment_embedding.weight
+    assert weight.abs().sum() > 0 and abs(weight.std().item() - tiny_bert.config.initializer_range) < 0.01

@@ -29,11 +29,12 @@ def relevant_lengths(qrels: dict[str, dict[str, int]], document_tokens: pd.Serie
 
 
 def length_buckets(lengths: pd.Series, buckets: int) -> pd.Series:
-    """Equal-count buckets of queries by length, labelled by their token range (fewer buckets than
-    asked when lengths repeat at the quantiles)."""
+    """Buckets of queries at the length quantiles (equal counts up to ties: equal lengths share a
+    bucket, and fewer buckets than asked remain where quantiles coincide), labelled by their token
+    range."""
     if buckets < 1:
         raise ValueError(f"buckets must be >= 1, got {buckets}")
-    codes, edges = pd.qcut(lengths.rank(method="first"), buckets, labels=False, retbins=True, duplicates="drop")
+    codes = pd.qcut(lengths, buckets, labels=False, duplicates="drop")
     labels = {}
     for code in sorted(set(codes)):
         members = lengths[codes == code]

@@ -34,6 +34,12 @@ def document_cosines(vectors: np.ndarray, owners: np.ndarray) -> dict[int, float
     return per_document
 
 
+def document_gaps(vectors: np.ndarray, owners: np.ndarray) -> dict[int, float]:
+    """Per document: its within-document cosine minus the model's between-document cosine."""
+    background = between_document_cosine(vectors, owners)
+    return {doc: cosine - background for doc, cosine in document_cosines(vectors, owners).items()}
+
+
 def within_document_cosine(vectors: np.ndarray, owners: np.ndarray) -> float:
     """Mean over documents with two or more segments of the mean pairwise cosine of their segments."""
     return float(np.mean(list(document_cosines(vectors, owners).values())))

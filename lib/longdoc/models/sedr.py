@@ -13,15 +13,18 @@ A document of n tokens is cut into up to k segments ``[CLS] … [SEP]`` (:class:
   implementation). All segments of all documents of a batch go through each layer at once. The
   released code writes the other [CLS] states into k − 1 slots at the end of each segment, which
   run as queries too and are overwritten; keeping them as keys/values only computes the same
-  token states.
+  token states from the second layer on (the release's first layer sees pad embeddings there, ours
+  the other segments' embedded [CLS]).
 - **Segment vectors (eq. 8).** ``[s_1 .. s_k] = [h_CLS^{s_1} .. h_CLS^{s_k}] W + b``; queries go
   through the same map (the released ``RobertaDot`` applies its head to both), and relevance is the
   maximum over a document's segments (eq. 9, :func:`longdoc.models.biencoder.maxp_scores`).
 
 Start rule (not in the paper, whose RoBERTa starts from STAR's checkpoint with its trained head):
-the segment-order embedding starts at zero and W, b at the identity and zero, so that before any
-training SeDR *is* the warm-start model read segment by segment (MaxP with [CLS] pooling). The
-released code draws both at random.
+W, b start at the identity and zero, so that the map keeps the warm-start model's space (the
+released code draws them at random); the segment-order embedding is drawn as the released code draws
+it (normal, the backbone's ``initializer_range``). SeDR-MaxP with a zero order embedding *is* the
+warm-start model read segment by segment (the equivalence the tests check); with interaction the
+other segments' [CLS] keys change the states from the first layer on.
 
 Table 2's variants, by ``interaction``:
 
@@ -37,8 +40,9 @@ Table 2's variants, by ``interaction``:
   projections, as Longformer's global attention has (they start as copies of the layer's own, as in
   Longformer's conversion; the extra parameters are why the paper's row has 149M against 125M); the
   other tokens attend within their segment. All [CLS] rows of a document then read the same keys with
-  queries that differ only through the segment-order embedding: at the start (order embedding 0) a
-  document's segment vectors are identical, the collapse the paper's Figure 5 shows.
+  queries that differ only through the segment-order embedding, so a document's segment vectors start
+  nearly identical (identical with a zero order embedding): the collapse of the paper's Figure 5 is
+  where this variant starts, and training has to undo it.
 
 SeDR-Longformer (Table 2's fifth row) is not built: it needs a Longformer converted from the backbone.
 """
@@ -81,7 +85,7 @@ class SeDR(BiEncoder):
         super().__init__(config, model, tokenizer)
         hidden = self.backbone.config.hidden_size
         self.segment_embedding = nn.Embedding(config.max_segments, hidden)  # segment order within the document
-        nn.init.zeros_(self.segment_embedding.weight)
+        nn.init.normal_(self.segment_embedding.weight, std=self.backbone.config.initializer_range)
         self.head = nn.Linear(hidden, hidden)  # W, b of eq. 8
         with torch.no_grad():
             self.head.weight.copy_(torch.eye(hidden))
