@@ -40,11 +40,16 @@ def _random_pooling_query(model: BiEncoder) -> None:
     model.pooling.query.data.normal_(0.0, model.backbone.config.initializer_range)
 
 
+def _random_order_embedding(model: BiEncoder) -> None:
+    model.segment_embedding.weight.data.normal_(0.0, model.backbone.config.initializer_range)  # as SeDR's release
+
+
 ALTERNATIVES: dict[str, dict[str, Callable[[BiEncoder], None]]] = {
     "Longtriever": {"[DOC] ~ N(0, 1), as released": _doc_from_normal,
                     "inter-block layers random, as released": _inter_layers_random},
     "PARADE": {"aggregation layers copied from the backbone's last layers": _aggregator_from_backbone},
     "Hi-Transformer": {"random pooling query": _random_pooling_query},
+    "SeDR": {"segment-order embedding ~ N(0, 0.02), as released": _random_order_embedding},
 }
 
 
