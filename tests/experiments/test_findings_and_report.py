@@ -1,6 +1,7 @@
 """Verdicts come from intervals and preconditions; the report is rendered from the records alone."""
 
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -79,3 +80,23 @@ def test_the_report_is_rendered_from_the_records(tmp_path):
     assert "| 14_efficiency |" not in text.split("## Paper claims at a glance")[1].split("##")[0]  # no claims, no row
     with pytest.raises(FileNotFoundError, match="run_all.sh --profile smoke"):
         report.render("smoke", root=root)
+
+
+def test_a_notebook_without_its_record_keeps_its_section_from_the_previous_report(tmp_path):
+    root = tmp_path / "results"
+    claims = [{"claim": "A beats B", "paper": "0.3 vs 0.2", "verdict": HOLDS}]
+    write_record(root, "10_longtriever_main", findings={"context": "", "claims": claims})
+    write_record(root, "20_sedr_main", findings={"context": "", "claims": claims})
+    (root / "cpu" / "timings.tsv").write_text("10_longtriever_main\t120\tok\tT\n20_sedr_main\t60\tok\tT\n")
+    out = tmp_path / "RESULTS.md"
+    out.write_text(report.render("cpu", root=root, link_base=tmp_path, out=out))
+    shutil.rmtree(root / "cpu" / "manpages" / "10_longtriever_main")  # another machine: only 20's record
+    for record in (root / "cpu" / "manpages" / "20_sedr_main" / "metrics.json",):
+        record.write_text(record.read_text().replace("f" * 40, "e" * 40))
+    again = report.render("cpu", root=root, link_base=tmp_path, out=out)
+    assert "| 10_longtriever_main (carried over) | manpages | 2.0 min |" in again and "**3.0 min**" in again
+    assert "*Carried over from the previous report (commit `ffffffffffff`)" in again  # the commit that made it
+    assert again.index("`10_longtriever_main` on") < again.index("`20_sedr_main` on")  # notebook order kept
+    assert "| 10_longtriever_main (carried over) | 1 | 1 | 0 | 0 | 0 |" in again
+    out.write_text(again)
+    assert report.render("cpu", root=root, link_base=tmp_path, out=out) == again  # carrying twice changes nothing

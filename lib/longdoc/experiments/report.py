@@ -5,6 +5,11 @@ profile it writes ``RESULTS.md`` at the top of the repository (committed with ``
 any other profile ``results/<profile>/RESULTS.md``. Everything in it comes from the records
 (``results/<profile>/<dataset>/<notebook>/metrics.json``) and from ``results/<profile>/timings.tsv``
 (wall time of each notebook, written by ``run_all.sh``); nothing is typed by hand.
+
+Records live in ``results/`` (not committed). A notebook whose record is not on the machine that
+regenerates the report keeps its section, its time row and its claim counts from the report being
+replaced (``carried_sections``), marked as carried over with the commit that made it, so that
+running some notebooks never erases the others' committed results.
 """
 
 from __future__ import annotations
@@ -55,10 +60,39 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
+CARRIED = "*Carried over from the previous report"
+SECTION = re.compile(r"^## (?P<title>.+)\n\n(?:\*Carried over[^\n]*\n)?`(?P<notebook>[^`]+)` on ", re.M)
+
+
+def carried_sections(previous: str, present: set[str]) -> dict[str, dict]:
+    """From a previous report: per notebook absent from ``present``, its section text, its row of the
+    time table, its claim counts and the commit the previous report names."""
+    commit = re.search(r"^- code: (.+)$", previous, re.M)
+    starts = list(SECTION.finditer(previous))
+    carried = {}
+    for i, match in enumerate(starts):
+        notebook = match["notebook"]
+        if notebook in present:
+            continue
+        end = starts[i + 1].start() if i + 1 < len(starts) else len(previous)
+        text = previous[match.start():end].rstrip()
+        made_by = commit.group(1) if commit else "an earlier commit"
+        mark = re.search(rf"^{re.escape(CARRIED)} \((.+?)\): .*$\n?", text, re.M)
+        if mark:  # carried twice: keep the commit that made it, drop the old mark
+            made_by, text = mark.group(1), text[:mark.start()] + text[mark.end():]
+        row = re.search(rf"^\| {re.escape(notebook)}(?: \(carried over\))? \|.*$", previous, re.M)
+        counts = re.search(r"\*\*(\d+) claim\(s\) of the paper: (.+?)\.\*\*", text)
+        carried[notebook] = {"text": text, "row": row.group(0).replace(" (carried over)", "") if row else None,
+                             "claims": (int(counts.group(1)), counts.group(2)) if counts else None, "commit": made_by}
+    return carried
+
+
 def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, out: Path | None = None) -> str:
     found = records(profile, root)
     if not found:
         raise FileNotFoundError(f"no records under {root / profile}; run ./run_all.sh --profile {profile} first")
+    previous_path = out or link_base / "RESULTS.md"
+    carried = carried_sections(previous_path.read_text(), {r["notebook"] for r in found}) if previous_path.exists() else {}
     times = timings(profile, root)
     commits = sorted({(r["versions"].get("git_commit", "unknown"), r["versions"].get("git_dirty", False)) for r in found})
     machines = sorted({f"{r['machine']['cpu']}, {r['machine']['cores']} cores" + (f", {r['machine']['gpu']}" if "gpu" in r["machine"] else "")
@@ -75,37 +109,59 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
              "", "## Time and memory per notebook", "",
              "| notebook | dataset | wall time (run_all.sh) | in-study time | peak memory (GiB) |", "|---|---|---|---|---|"]
     total = sum(timing["seconds"] for notebook, timing in times.items() if any(r["notebook"] == notebook for r in found))
+    rows = {}
     for r in found:
         timing = times.get(r["notebook"])
         usage = r.get("usage", {})
-        lines.append(f"| {r['notebook']} | {r.get('dataset', '')} | {_minutes(timing['seconds']) if timing else '—'} | "
-                     f"{_minutes(usage['seconds']) if 'seconds' in usage else '—'} | {usage.get('peak_rss_gib', '—')} |")
+        rows[(r["notebook"], r.get("dataset", ""))] = (
+            f"| {r['notebook']} | {r.get('dataset', '')} | {_minutes(timing['seconds']) if timing else '—'} | "
+            f"{_minutes(usage['seconds']) if 'seconds' in usage else '—'} | {usage.get('peak_rss_gib', '—')} |")
+    for notebook, section in carried.items():
+        if section["row"]:
+            rows[(notebook, "")] = section["row"].replace(f"| {notebook} |", f"| {notebook} (carried over) |", 1)
+            minutes = re.search(r"\| ([\d.]+) min \|", section["row"])
+            total += float(minutes.group(1)) * 60 if minutes else 0
+    lines += [rows[key] for key in sorted(rows)]
     lines += [f"| **total** | | **{_minutes(total)}** | | |", ""]
-    lines += verdict_summary(found)
+    lines += verdict_summary(found, carried)
+    sections = {}
     for r in found:
-        lines += [f"## {notebook_title(r['notebook'])}", "",
-                  f"`{r['notebook']}` on {r.get('dataset', '')}; seeds {r.get('seeds')}; record "
-                  f"`{Path(r['_path']).relative_to(root.parent).as_posix() if root.parent in Path(r['_path']).parents else r['_path']}`.", ""]
+        part = [f"## {notebook_title(r['notebook'])}", "",
+                f"`{r['notebook']}` on {r.get('dataset', '')}; seeds {r.get('seeds')}; record "
+                f"`{Path(r['_path']).relative_to(root.parent).as_posix() if root.parent in Path(r['_path']).parents else r['_path']}`.", ""]
         metrics = r["metrics"]
         findings = metrics.get("findings")
         if findings:
-            lines += ["### Findings", "", Findings(_frame(findings["claims"]), findings.get("context", "")).markdown(), ""]
+            part += ["### Findings", "", Findings(_frame(findings["claims"]), findings.get("context", "")).markdown(), ""]
         for table in metrics.get("tables", []):
             body = re.sub(r"(?<=\| )nan(?= \|)", "—", table["markdown"])  # records made before NaN showed as —
-            lines += [f"### {table['title']}", ""] + ([table["note"], ""] if table["note"] else []) + [body, ""]
+            part += [f"### {table['title']}", ""] + ([table["note"], ""] if table["note"] else []) + [body, ""]
         for figure in metrics.get("figures", []):
             target = link_base / figure
             link = Path(_relative(target, base))
-            lines += [f"![{Path(figure).stem}]({link.as_posix()})", ""]
+            part += [f"![{Path(figure).stem}]({link.as_posix()})", ""]
+        sections[(r["notebook"], r.get("dataset", ""))] = part
+    for notebook, section in carried.items():
+        title, _, body = section["text"].partition("\n")
+        sections[(notebook, "")] = [title, "", f"{CARRIED} ({section['commit']}): this notebook's record is not in "
+                                               f"`results/{profile}/` where this report was generated.*", body.strip("\n"), ""]
+    for key in sorted(sections):
+        lines += sections[key]
     return "\n".join(lines).rstrip() + "\n"
 
 
 VERDICT_ORDER = ("holds", "not shown at this scale", "reversed", "not testable at this scale")
 
 
-def verdict_summary(found: list[dict]) -> list[str]:
-    """The paper claims of every record at a glance: how many hold, are not shown, reversed, untestable."""
+def verdict_summary(found: list[dict], carried: dict | None = None) -> list[str]:
+    """The paper claims of every record at a glance: how many hold, are not shown, reversed, untestable
+    (a carried-over section: its own count line)."""
     rows = []
+    for notebook, section in sorted((carried or {}).items()):
+        if section["claims"]:
+            total, text = section["claims"]
+            counts = dict((v, int(n)) for n, v in re.findall(r"(\d+) ([^,]+)", text))
+            rows.append(f"| {notebook} (carried over) | {total} | " + " | ".join(str(counts.get(v, 0)) for v in VERDICT_ORDER) + " |")
     for r in found:
         claims = (r["metrics"].get("findings") or {}).get("claims") or []
         if claims:
