@@ -26,11 +26,12 @@ from longdoc.progress import tqdm
 from longdoc.data.beir import Document, RetrievalDataset, save_beir
 from longdoc.data.pairs import save_pairs
 from longdoc.data.splits import hashed_split
-from longdoc.data.see_also_pairs import PairThresholds, build_see_also_pairs
+from longdoc.data.see_also_pairs import PairThresholds, build_see_also_pairs, save_links
 from longdoc.io import atomic_directory, atomic_write
 
 PACKAGES = ("manpages", "manpages-dev")
 SPLIT_SHARES = (("train", 60), ("dev", 20), ("test", 20))
+BUILDER_VERSION = 2  # raised when the builder's output changes (2: balanced pairs in 40/30/30, links/); an older build is rebuilt
 _PAGE_DIR = re.compile(r"^/usr/share/man/man[^/]+/[^/]+$")
 _SECTION_HEADING = re.compile(r"^[A-Z][A-Z0-9 ,/()'&_-]*$")
 _NAME_DASH = re.compile(r"\s[-\u2010-\u2015\u2212]+\s")
@@ -255,9 +256,11 @@ def build_manpages(
     with atomic_directory(out_dir) as tmp:
         save_beir(dataset, tmp)
         save_pairs(pairs, tmp)
+        counts["linking_pages_per_split"] = save_links(links, tmp)
         files = _checksums(tmp)
         manifest = {
             "name": "manpages",
+            "builder_version": BUILDER_VERSION,
             "source": origin,
             "renderer": {"man": _tool_version(["man", "--version"]), "groff": _tool_version(["groff", "--version"])},
             "render_options": "man --no-hyphenation --no-justification -E UTF-8 -l, MANWIDTH=4000, LC_ALL=C.UTF-8",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -16,16 +17,29 @@ def dataset_directory(name: str) -> Path:
     return DATA_DIR / name if name == "manpages" else Path(name)
 
 
+def ensure_built(name: str) -> Path:
+    """The directory of ``name``: ``manpages`` is built on first use, and again when its build is older
+    than the builder (``BUILDER_VERSION``); any other name is a directory that must exist."""
+    if name != "manpages":
+        path = Path(name)
+        if not path.is_dir():
+            raise FileNotFoundError(f"dataset={name!r}: neither an embedded benchmark ('manpages') nor a dataset directory")
+        return path
+    from longdoc.data.manpages import BUILDER_VERSION, build_manpages
+
+    directory = dataset_directory(name)
+    manifest = directory / "manifest.json"
+    if not manifest.exists() or json.loads(manifest.read_text()).get("builder_version", 1) != BUILDER_VERSION:
+        build_manpages(directory)
+    return directory
+
+
 def load_dataset(name: str = "manpages", max_docs: int = 0, seed: int = 0) -> RetrievalDataset:
     """``manpages`` is built on first use (into ``data/manpages``); anything else is a path to a BEIR
     directory (see the importers in ``longdoc.data`` for the papers' own formats). ``max_docs`` > 0
     subsamples for smoke runs."""
     if name == "manpages":
-        directory = dataset_directory(name)
-        if not (directory / "manifest.json").exists():
-            from longdoc.data.manpages import build_manpages
-
-            build_manpages(directory)
+        directory = ensure_built(name)
         dataset = load_beir(directory, name="manpages", trust_manifest_checksum=True)
     else:
         path = Path(name)

@@ -2,5 +2,7 @@
 
 from longdoc.losses.contrastive import contrastive_loss
 from longdoc.losses.late_cache import LateCacheNegatives
+from longdoc.losses.pair_bce import pair_bce_loss
+from longdoc.losses.sentence_block import sentence_block_loss
 
-__all__ = ["LateCacheNegatives", "contrastive_loss"]
+__all__ = ["LateCacheNegatives", "contrastive_loss", "pair_bce_loss", "sentence_block_loss"]
