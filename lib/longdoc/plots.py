@@ -67,7 +67,7 @@ def system_bars(table: pd.DataFrame, path: Path, measures: list[str], paper: pd.
 
 
 def sweep_plot(table: pd.DataFrame, path: Path, measures: list[str], xlabel: str, title: str = "",
-               paper_trend: str = "", logx: bool = False):
+               paper_trend: str = "", logx: bool = False, ylabel: str = "score (test)"):
     """Measures against a swept parameter (the index), as in Longtriever Figure 3; error bars when the
     table has ``m sd`` columns from several seeds, and the paper's trend as a caption (Figure 3 gives
     no values)."""
@@ -80,7 +80,7 @@ def sweep_plot(table: pd.DataFrame, path: Path, measures: list[str], xlabel: str
     ax.set_xticks(list(table.index))
     ax.set_xticklabels([str(v) for v in table.index])
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("score (test)")
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()

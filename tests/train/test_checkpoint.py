@@ -19,7 +19,7 @@ from longdoc.models.longtriever import Longtriever, LongtrieverConfig
 from longdoc.seeding import seeded
 from longdoc.text import SegmentedCorpus
 from longdoc.train.checkpoint import Checkpointer
-from longdoc.train.pretrain import PretrainConfig, pretrain_longtriever
+from longdoc.train.pretrain import PretrainConfig, pretrain_encoder
 
 CHILD = textwrap.dedent("""
     import json, os, signal, sys
@@ -128,13 +128,13 @@ def test_pretraining_resumes_in_either_phase_to_the_same_weights(tmp_path, tiny_
             return LongtrieverPretraining(Longtriever(LongtrieverConfig(segment_length=24, max_segments=3), copy.deepcopy(tiny_bert), tokenizer))
 
     straight = fresh_task()
-    expected = pretrain_longtriever(straight, corpus, config, progress=False)
+    expected = pretrain_encoder(straight, corpus, config, progress=False)
     resumed = fresh_task()
     with pytest.raises(Interrupted):
-        pretrain_longtriever(resumed, corpus, config, progress=False, checkpoint=StopAfter(tmp_path, stop_after))
+        pretrain_encoder(resumed, corpus, config, progress=False, checkpoint=StopAfter(tmp_path, stop_after))
     torch.manual_seed(123)  # whatever ran in between
     resumed = fresh_task()
-    result = pretrain_longtriever(resumed, corpus, config, progress=False, checkpoint=Checkpointer(tmp_path, every=1))
+    result = pretrain_encoder(resumed, corpus, config, progress=False, checkpoint=Checkpointer(tmp_path, every=1))
     assert result.history == expected.history
     a, b = resumed.state_dict(), straight.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)

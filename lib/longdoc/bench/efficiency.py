@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 FULL_LENGTH = ("BERT-Document", "Longformer", "BigBird")
-HIERARCHICAL = ("PARADE", "Hi-Transformer", "Longtriever")
+HIERARCHICAL = ("PARADE", "Hi-Transformer", "Longtriever", "SMITH")
 RECURRENT = ("XLNet",)
 MODELS = FULL_LENGTH + HIERARCHICAL + RECURRENT
 BIGBIRD_BLOCK, BIGBIRD_RANDOM_BLOCKS = 64, 3  # Hugging Face's defaults (the BigBird paper's ITC setting)
@@ -131,13 +131,14 @@ def _build(shape: Shape):
     from longdoc.models.hi_transformer import HiTransformer
     from longdoc.models.longtriever import Longtriever, LongtrieverConfig
     from longdoc.models.parade import Parade, ParadeConfig
+    from longdoc.models.smith import Smith, SmithConfig
     from longdoc.models.backbone import load_tokenizer
 
     tokenizer = load_tokenizer()  # the bert-base-uncased vocabulary (its special token ids)
     blocks = shape.length // shape.block_size
     bert = BertModel(_bert_config(shape, shape.block_size + 1), add_pooling_layer=False)
     classes = {"PARADE": (Parade, ParadeConfig), "Hi-Transformer": (HiTransformer, EncoderConfig),
-               "Longtriever": (Longtriever, LongtrieverConfig)}
+               "Longtriever": (Longtriever, LongtrieverConfig), "SMITH": (Smith, SmithConfig)}
     cls, config_class = classes[shape.model]
     model = cls(config_class(segment_length=shape.block_size, max_segments=blocks), bert, tokenizer)
     rows = shape.batch * blocks

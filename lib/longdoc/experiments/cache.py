@@ -24,7 +24,8 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # modules that only choose configurations (every choice is in the key itself), present, compare or
 # record results; every other module can change an artefact
 PRESENTATION_ONLY = ("plots.py", "bench/", "analysis/", "experiments/report.py", "experiments/findings.py", "experiments/study.py",
-                     "experiments/baselines.py", "experiments/longtriever.py", "experiments/sedr.py", "experiments/start_points.py",
+                     "experiments/baselines.py", "experiments/longtriever.py", "experiments/sedr.py", "experiments/smith.py", "experiments/matching_study.py",
+                     "experiments/start_points.py",
                      "experiments/parameters.py", "experiments/profiles.py", "experiments/results.py",
                      "experiments/paper.py", "eval/significance.py", "eval/run_files.py", "eval/classification.py",
                      "eval/probes.py")

@@ -1,4 +1,4 @@
-"""Longtriever's continued pre-training, cached.
+"""Continued pre-training of Longtriever (MLM + LMAE) and SMITH (masked words + sentence blocks), cached.
 
 ``pretrained`` returns the directory of a Longtriever checkpoint pre-trained with MLM (+ LMAE) on a
 document collection; notebooks 10–13 share it through the cache, so the full model is pre-trained
@@ -13,7 +13,7 @@ that no dev or test query judges relevant; a ``.txt`` file or a BEIR directory n
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from longdoc.data.beir import RetrievalDataset
@@ -22,10 +22,11 @@ from longdoc.data.registry import load_dataset
 from longdoc.experiments.cache import cache_key, cached_directory
 from longdoc.models.lmae import LongtrieverPretraining
 from longdoc.models.longtriever import Longtriever, LongtrieverConfig
+from longdoc.models.smith import Smith, SmithConfig, SmithPretraining
 from longdoc.seeding import seeded
 from longdoc.text.segments import SegmentedCorpus
 from longdoc.train.checkpoint import SAVE_MINUTES, Checkpointer
-from longdoc.train.pretrain import PretrainConfig, pretrain_longtriever
+from longdoc.train.pretrain import PretrainConfig, pretrain_encoder
 
 UNJUDGED = "unjudged"
 
@@ -40,12 +41,25 @@ def unjudged_documents(dataset: RetrievalDataset) -> tuple[list[str], list[str]]
     return [d for d, _ in kept], [t for _, t in kept]
 
 
-def pretraining_texts(source: str | Path | RetrievalDataset, dataset: RetrievalDataset | None = None) -> tuple[list[str], list[str]]:
+@dataclass(frozen=True)
+class Documents:
+    """A named list of documents to pre-train on (e.g. SMITH's: those outside the dev and test pairs)."""
+
+    name: str
+    ids: list
+    texts: list
+
+
+def pretraining_texts(source: "str | Path | RetrievalDataset | Documents", dataset: RetrievalDataset | None = None) -> tuple[list[str], list[str]]:
     """Documents to pre-train on: a dataset (loaded, ``manpages`` or a BEIR directory; its corpus only,
     never its queries), ``"unjudged"`` (``dataset``'s documents that no dev/test query judges) or a
     ``.txt`` file whose documents are separated by blank lines."""
     if isinstance(source, RetrievalDataset):
         return source.doc_ids, source.texts
+    if isinstance(source, Documents):
+        if not source.texts:
+            raise ValueError(f"pre-training documents {source.name!r}: none")
+        return list(source.ids), list(source.texts)
     if source == UNJUDGED:
         if dataset is None:
             raise ValueError(f"pretrain_corpus='{UNJUDGED}' needs the dataset whose judgements it avoids")
@@ -61,31 +75,43 @@ def pretraining_texts(source: str | Path | RetrievalDataset, dataset: RetrievalD
     return pretraining_texts(load_dataset(str(source)))
 
 
-def pretrained(source: str | Path | RetrievalDataset, encoder: LongtrieverConfig, pretrain: PretrainConfig,
-               dataset: RetrievalDataset | None = None, progress: bool = True) -> Path:
-    """The directory of a Longtriever pre-trained on ``source``'s documents (built once, cached).
+def pretraining_task(encoder: "LongtrieverConfig | SmithConfig", pretrain: PretrainConfig):
+    """The model and its pre-training task: SMITH's (masked words, plus masked sentence blocks unless
+    ``pretrain.block_prediction`` is off) for a SMITH config, else Longtriever's (MLM + LMAE)."""
+    if isinstance(encoder, SmithConfig):
+        model = Smith(encoder)
+        return model, SmithPretraining(model, pretrain.mlm_ratio, pretrain.masked_blocks, pretrain.block_prediction)
+    model = Longtriever(encoder)
+    return model, LongtrieverPretraining(model, pretrain.mlm_ratio, pretrain.lmae_ratio, pretrain.lmae, pretrain.decoder_init)
+
+
+def pretrained(source: "str | Path | RetrievalDataset | Documents", encoder: "LongtrieverConfig | SmithConfig",
+               pretrain: PretrainConfig, dataset: RetrievalDataset | None = None, progress: bool = True) -> Path:
+    """The directory of a Longtriever or SMITH pre-trained on ``source``'s documents (built once, cached).
     New parameters are drawn under ``pretrain.seed``: the same seed gives the same weights whatever
     ran before in the process."""
     ids, texts = pretraining_texts(source, dataset)
     if isinstance(source, RetrievalDataset):
         name, checksum = source.name, source.checksum
+    elif isinstance(source, Documents):
+        name, checksum = source.name, cache_key(ids=ids, texts=texts)
     else:
         name, checksum = str(source), cache_key(ids=ids, texts=texts)
 
     def build(directory: Path, resume: Path) -> None:
         with seeded(pretrain.seed):
-            model = Longtriever(encoder)
-            task = LongtrieverPretraining(model, pretrain.mlm_ratio, pretrain.lmae_ratio, pretrain.lmae, pretrain.decoder_init)
+            model, task = pretraining_task(encoder, pretrain)
         corpus = SegmentedCorpus.build(model.tokenizer, ids, texts, encoder.segment_length, encoder.max_segments,
-                                       encoder.document_tokens)
-        result = pretrain_longtriever(task, corpus, pretrain, progress=progress,
+                                       encoder.document_tokens, sentence_filling=getattr(encoder, "sentence_filling", False))
+        result = pretrain_encoder(task, corpus, pretrain, progress=progress,
                                       checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES))
         model.save(directory / "model")
         (directory / "history.json").write_text(json.dumps(asdict(result), indent=2))
 
     subsample = source.manifest.get("subsample") if isinstance(source, RetrievalDataset) else None
     directory = cached_directory("pretrain", build, corpus=name, corpus_checksum=checksum, subsample=subsample,
-                                 documents=len(ids), encoder=asdict(encoder), pretrain=asdict(pretrain))
+                                 documents=len(ids), encoder={"class": type(encoder).__name__, **asdict(encoder)},
+                                 pretrain=asdict(pretrain))
     return directory / "model"
 
 
@@ -104,7 +130,7 @@ def pretraining_summary(model_directory: Path) -> dict:
             continue
         window = max(1, len(rows) // 10)
         summary[f"{phase} steps"] = len(rows)
-        for loss in ("mlm", "lmae"):
+        for loss in ("mlm", "lmae", "sp"):
             if loss in rows[0]:
                 first = sum(r[loss] for r in rows[:window]) / window
                 last = sum(r[loss] for r in rows[-window:]) / window

@@ -50,10 +50,11 @@ def segment_corpus(model: BiEncoder, dataset: RetrievalDataset) -> SegmentedCorp
     config = model.config
     key = (dataset.name, dataset.checksum, repr(dataset.manifest.get("subsample")), len(dataset.corpus),
            model.tokenizer.name_or_path, len(model.tokenizer), config.segment_length, config.max_segments,
-           config.document_tokens)
+           config.document_tokens, getattr(config, "sentence_filling", False))
     if key not in _SEGMENTED:
         _SEGMENTED[key] = SegmentedCorpus.build(model.tokenizer, dataset.doc_ids, dataset.texts, config.segment_length,
-                                                config.max_segments, config.document_tokens)
+                                                config.max_segments, config.document_tokens,
+                                                sentence_filling=getattr(config, "sentence_filling", False))
     return _SEGMENTED[key]
 
 

@@ -99,13 +99,16 @@ class System:
     paper_name: str = ""  # the ``our_name`` of its row in ``data/paper_results`` (the paper's value beside ours)
     warm_start: "System | None" = None  # start from this fine-tuned system's backbone (its first-seed run at its
     # chosen learning rate; SeDR starts from STAR), and mine "warm start" negatives with it
+    pretrain_encoder: EncoderConfig | None = None  # pre-train with this encoder instead of ``encoder`` (sweep rows
+    # that fine-tune one pre-trained model under another block count or combine mode)
 
     def describe(self) -> dict:
         return {"model": self.model, "encoder": asdict(self.encoder) if self.encoder else None,
                 "protocol": asdict(self.protocol) if self.protocol else "not fine-tuned",
                 "pretrain": asdict(self.pretrain) if self.pretrain else None, "pretrain_corpus": self.pretrain_corpus,
                 "settings_from": self.settings_from.name if self.settings_from else None,
-                "warm_start": self.warm_start.name if self.warm_start else None}
+                "warm_start": self.warm_start.name if self.warm_start else None,
+                **({"pretrain_encoder": asdict(self.pretrain_encoder)} if self.pretrain_encoder else {})}
 
 
 @dataclass
@@ -139,6 +142,8 @@ def dataset_slug(name: str) -> str:
 
 class Study:
     """One notebook's experiment: its parameters, data, budget, systems and record."""
+
+    selection_measure = SELECTION_MEASURE  # the dev measure that chooses settings and checkpoints
 
     def __init__(self, notebook: str, parameters: dict[str, Any], progress: bool = True):
         self.notebook = notebook
@@ -302,7 +307,7 @@ class Study:
             grid = {lr: self._finetune(system, lr, self.seeds[0]).best_dev for lr in self.params["learning_rates"]}
             best = max(grid.values())
             chosen = {"learning_rate": next(lr for lr, score in grid.items() if score == best),
-                      "dev": {str(lr): score for lr, score in grid.items()}, "measure": f"dev {SELECTION_MEASURE}",
+                      "dev": {str(lr): score for lr, score in grid.items()}, "measure": f"dev {self.selection_measure}",
                       "seed": self.seeds[0]}
         chosen["system"] = system.describe()
         self._selections[system.name] = chosen
@@ -378,7 +383,7 @@ class Study:
             if result.selection is None:
                 continue
             selection = result.selection
-            row = {f"dev MRR@100 at lr {lr}": score for lr, score in selection.get("dev", {}).items()}
+            row = {f"dev {self.selection_measure} at lr {lr}": score for lr, score in selection.get("dev", {}).items()}
             row["chosen lr"] = selection["learning_rate"]
             row["chosen by"] = f"taken from {selection['inherited_from']}" if "inherited_from" in selection else "dev grid, seed " + str(selection["seed"])
             row["dev-best step per seed"] = ", ".join(str(t["best_step"]) for t in result.training)
@@ -389,6 +394,20 @@ class Study:
     def record(self, metrics: dict | None = None, overwrite: bool = False) -> Path:
         """Write ``metrics.json`` (parameters, systems, choices, per-seed metrics, ``metrics``) and the
         TREC runs of every system and seed."""
+        systems = self.system_records()
+        record_metrics = {"systems": systems, "tables": self.shown, "figures": self.figures,
+                          "findings": self.verdicts.as_record() if self.verdicts else None, **(metrics or {})}
+        peak_kib = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        usage = {"seconds": round(time.time() - self.started, 1), "peak_rss_gib": round(peak_kib / 2**20, 2)}
+        directory = write_metrics(self.directory, self.notebook, self.params["profile"], config=self.params,
+                                  metrics=record_metrics, data_checksum=self.data.checksum if "dataset" in self.params else "none",
+                                  seeds=self.seeds, extra={"code_fingerprint": code_fingerprint(), "usage": usage,
+                                                           "dataset": self.dataset_name},
+                                  overwrite=overwrite, write_files=self.write_runs)
+        return directory
+
+    def system_records(self) -> dict:
+        """Each system's description, seeds, per-seed test metrics, choices and training, for the record."""
         systems = {}
         if self.results:
             qrels = self.split("test")[1]
@@ -396,22 +415,14 @@ class Study:
                 systems[name] = {"system": result.system.describe(), "seeds": result.seeds,
                                  "test": result.metrics(qrels, MEASURES), "selection": result.selection,
                                  "training": result.training, "pretraining": result.pretraining}
-        record_metrics = {"systems": systems, "tables": self.shown, "figures": self.figures,
-                          "findings": self.verdicts.as_record() if self.verdicts else None, **(metrics or {})}
-        peak_kib = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-        usage = {"seconds": round(time.time() - self.started, 1), "peak_rss_gib": round(peak_kib / 2**20, 2)}
-        def write_runs(folder: Path) -> None:
-            for name, result in self.results.items():
-                for seed, run in zip(result.seeds, result.test_runs):
-                    tag = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-                    write_run(run, folder / "runs" / f"{tag}{'' if seed is None else f'.seed{seed}'}.trec", tag=tag)
+        return systems
 
-        directory = write_metrics(self.directory, self.notebook, self.params["profile"], config=self.params,
-                                  metrics=record_metrics, data_checksum=self.data.checksum if "dataset" in self.params else "none",
-                                  seeds=self.seeds, extra={"code_fingerprint": code_fingerprint(), "usage": usage,
-                                                           "dataset": self.dataset_name},
-                                  overwrite=overwrite, write_files=write_runs)
-        return directory
+    def write_runs(self, folder: Path) -> None:
+        """The TREC runs of every system and seed, beside the record."""
+        for name, result in self.results.items():
+            for seed, run in zip(result.seeds, result.test_runs):
+                tag = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+                write_run(run, folder / "runs" / f"{tag}{'' if seed is None else f'.seed{seed}'}.trec", tag=tag)
 
 
 def difference_label(low: float, high: float) -> str:

@@ -32,9 +32,17 @@ class SegmentedCorpus:
     @classmethod
     def build(cls, tokenizer: PreTrainedTokenizerBase, doc_ids: list[str], texts: list[str],
               segment_length: int = 512, max_segments: int = 1, document_tokens: int = 0,
-              batch_size: int = 256) -> "SegmentedCorpus":
+              batch_size: int = 256, sentence_filling: bool = False) -> "SegmentedCorpus":
         """``document_tokens`` > 0 reads at most that many content tokens per document (the last
-        block is then shorter); 0 reads all that ``max_segments`` blocks hold."""
+        block is then shorter); 0 reads all that ``max_segments`` blocks hold. ``sentence_filling``:
+        blocks of whole sentences (SMITH, :func:`longdoc.text.sentences.sentence_blocks`) instead of
+        consecutive windows."""
+        if sentence_filling:
+            from longdoc.text.sentences import sentence_blocks
+
+            if document_tokens:
+                raise ValueError("document_tokens is not defined for sentence-filled blocks (set max_segments)")
+            return cls(list(doc_ids), sentence_blocks(tokenizer, texts, segment_length, max_segments))
         limit = (segment_length - 2) * max_segments
         if document_tokens:
             limit = min(limit, document_tokens)

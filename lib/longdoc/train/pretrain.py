@@ -1,4 +1,7 @@
-"""Continued pre-training of Longtriever with MLM + LMAE (section 3.2; HF Accelerate, like fine-tuning).
+"""Continued pre-training (HF Accelerate, like fine-tuning) of Longtriever with MLM + LMAE (section 3.2)
+and of SMITH with masked word + masked sentence-block prediction (SMITH 4.2): one loop, the task
+module (:class:`~longdoc.models.lmae.LongtrieverPretraining`, :class:`~longdoc.models.smith.SmithPretraining`)
+gives the losses.
 
 One step takes ``batch_size`` documents per process, all of their blocks at once. AdamW with linear
 warm-up and decay (the paper: lr 1e-4, warm-up 0.1, weight decay 0.01). The masks are drawn from one
@@ -40,14 +43,17 @@ class PretrainConfig:
     lmae_ratio: float = 0.5
     lmae: bool = True  # False: MLM only (Table 4, II)
     decoder_init: str = "random"  # the LMAE decoder layer: "random" (RetroMAE, released code) or "copy"
+    masked_blocks: int = 2  # SMITH: sentence blocks masked per document (the paper: 2)
+    block_prediction: bool = True  # SMITH: add the masked sentence-block loss (False: SMITH-WP, words only)
     head_warmup_steps: int = 0  # steps that train ψ and the decoder only, encoder frozen, before the rest
     head_learning_rate: float = 1e-3
     max_grad_norm: float = 1.0
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1 or self.steps < 0 or self.head_warmup_steps < 0:
-            raise ValueError(f"epochs >= 1, batch_size >= 1, steps >= 0 and head_warmup_steps >= 0 are required: {self}")
+        if self.epochs < 1 or self.batch_size < 1 or self.steps < 0 or self.head_warmup_steps < 0 or self.masked_blocks < 0:
+            raise ValueError(f"epochs >= 1, batch_size >= 1, steps >= 0, head_warmup_steps >= 0 and masked_blocks >= 0 "
+                             f"are required: {self}")
         for name in ("mlm_ratio", "lmae_ratio"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
@@ -76,7 +82,7 @@ def _document_batches(documents: list[int], config: PretrainConfig, world: int, 
                 yield epoch, local
 
 
-def pretrain_longtriever(task: LongtrieverPretraining, corpus: SegmentedCorpus, config: PretrainConfig,
+def pretrain_encoder(task: LongtrieverPretraining, corpus: SegmentedCorpus, config: PretrainConfig,
                          progress: bool = True, checkpoint: Checkpointer | None = None) -> PretrainResult:
     """Pre-train ``task.encoder`` in place on the documents of ``corpus`` (never on queries).
     ``checkpoint``: save the run's state there, and resume from a state found there."""
@@ -105,7 +111,7 @@ def pretrain_longtriever(task: LongtrieverPretraining, corpus: SegmentedCorpus, 
             next(batches)
     consumed = 0 if saved is None else saved["batches"]
     bar = tqdm(total=config.head_warmup_steps + total_steps, initial=done["head"] + done["full"],
-               desc="pre-training Longtriever", disable=not (progress and accelerator.is_main_process))
+               desc=f"pre-training {task.encoder.name}", disable=not (progress and accelerator.is_main_process))
     task.train()
     for phase, steps, trained, learning_rate in phases:
         if not steps or done[phase] >= steps:

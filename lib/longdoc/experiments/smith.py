@@ -1,0 +1,196 @@
+"""The SMITH paper's experiments as rows and claims: Table 5 (main), Figure 4 (maximum document
+length), Table 6 (sentence-level layers L1) and Table 7 (combine modes), for notebooks 30–33.
+
+Rows (every one a siamese matcher fine-tuned with the pair BCE under the same budget, its learning
+rate chosen on dev; the sweep rows keep SMITH-WP+SP's choice):
+
+- ``MatchBERT-N``: the backbone over the first N tokens (``matchbert_lengths``; the paper: 256, 512).
+- ``HAN``: :mod:`longdoc.models.han` over the same sentence blocks as SMITH.
+- ``SMITH-Short``: SMITH from the backbone, all its layers as the sentence level, ``short_max_blocks``
+  blocks of ``short_block_length`` (the paper: 4 × 128), no pre-training.
+- ``SMITH-NP``: SMITH with every weight random, no pre-training (the paper's SMITH-NP).
+- ``SMITH-WP`` / ``SMITH-WP+SP``: SMITH (L1 = ``sentence_layers``, L2 = ``document_layers``,
+  ``max_sentence_blocks`` blocks of ``sentence_block_length``) pre-trained with masked words, and
+  with masked words plus masked sentence blocks. Deviation at every scale but ``paper``'s data: the
+  paper pre-trains from scratch on 714,800 Wikipedia documents; here pre-training continues from the
+  backbone on the corpus documents outside every dev and test pair, once, seed = first seed.
+- ``Longtriever`` and ``SeDR``: the retrieval papers' encoders as siamese matchers over
+  ``max_blocks`` × ``block_size`` tokens, so the four papers meet on one task.
+
+Masked word prediction masks 15% of whole words (BERT's ratio, which SMITH follows; the study's
+``mlm_ratio`` is Longtriever's 30%).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+
+from longdoc.experiments.findings import Claim
+from longdoc.experiments.paper import paper_results
+from longdoc.experiments.study import Study, System
+from longdoc.models.han import HanConfig
+from longdoc.models.smith import COMBINE_MODES, SmithConfig
+from longdoc.train.pretrain import PretrainConfig
+
+PAPER = "smith"
+SMITH_MLM_RATIO = 0.15
+
+
+def smith_encoder(study: Study, **changes) -> SmithConfig:
+    p = study.params
+    fields = dict(backbone=p["backbone"], segment_length=p["sentence_block_length"], max_segments=p["max_sentence_blocks"],
+                  sentence_layers=p["sentence_layers"], document_layers=p["document_layers"], precision=p["precision"])
+    return SmithConfig(**(fields | changes))
+
+
+def smith_pretraining(study: Study, block_prediction: bool) -> PretrainConfig:
+    """SMITH-WP (``block_prediction=False``) or SMITH-WP+SP pre-training under the study's budget."""
+    p = study.params
+    return PretrainConfig(steps=p["pretrain_steps"], batch_size=p["pretrain_batch_size"], learning_rate=p["pretrain_learning_rate"],
+                          head_warmup_steps=p["head_warmup_steps"], mlm_ratio=SMITH_MLM_RATIO, masked_blocks=p["masked_blocks"],
+                          block_prediction=block_prediction, seed=study.seeds[0])
+
+
+def tokens(encoder) -> int:
+    return encoder.segment_length * encoder.max_segments
+
+
+def smith_wp_sp(study: Study, name: str = "SMITH-WP+SP", settings_from: System | None = None, **changes) -> System:
+    encoder = smith_encoder(study, **changes)
+    return System(name, "SMITH", encoder, pretrain=smith_pretraining(study, True), settings_from=settings_from,
+                  paper_name="SMITH-WP+SP")
+
+
+def main_systems(study: Study) -> list[System]:
+    p = study.params
+    rows = [System(f"MatchBERT-{n}", "MatchBERT", study.encoder("FirstP", segment_length=n, pooling="cls"), paper_name="MatchBERT")
+            for n in p["matchbert_lengths"]]
+    smith = smith_encoder(study)
+    rows.append(System("HAN", "HAN", HanConfig(backbone=p["backbone"], segment_length=p["sentence_block_length"],
+                                               max_segments=p["max_sentence_blocks"]), paper_name="HAN"))
+    rows.append(System("SMITH-Short", "SMITH", smith_encoder(study, segment_length=p["short_block_length"],
+                                                             max_segments=p["short_max_blocks"], sentence_layers=0),
+                       paper_name="SMITH-Short"))
+    rows.append(System("SMITH-NP", "SMITH", replace(smith, random_init=True), paper_name="SMITH-NP"))
+    rows.append(System("SMITH-WP", "SMITH", smith, pretrain=smith_pretraining(study, False), paper_name="SMITH-WP"))
+    rows.append(smith_wp_sp(study))
+    rows.append(System("Longtriever", "Longtriever", study.encoder("Longtriever")))
+    rows.append(System("SeDR", "SeDR", study.encoder("SeDR")))
+    return rows
+
+
+def paper_value(system: str, measure: str = "Accuracy", dataset: str = "Wiki65K", table: str = "Table 5") -> float:
+    rows = paper_results(PAPER)
+    row = rows[(rows["system"] == system) & (rows["dataset"] == dataset) & (rows["table"] == table)]
+    return float(row.iloc[0][measure])
+
+
+def main_claims(study: Study, systems: list[System]) -> list[Claim]:
+    """Table 5's claims, worded for what is compared here (both collections' accuracies quoted)."""
+    names = [s.name for s in systems]
+    longest_matchbert = [n for n in names if n.startswith("MatchBERT")][-1]
+
+    def quoted(a: str, b: str) -> str:
+        return "; ".join(f"{d}: {paper_value(a, dataset=d):.4f} vs {paper_value(b, dataset=d):.4f}" for d in ("Wiki65K", "AAN104K"))
+
+    return [
+        Claim("masked sentence-block prediction adds to word prediction (WP+SP > WP)", "SMITH-WP+SP", "SMITH-WP",
+              quoted("SMITH-WP+SP", "SMITH-WP"), "Accuracy"),
+        Claim("pre-training helps (WP > NP; here WP continues from the backbone, NP starts random)", "SMITH-WP", "SMITH-NP",
+              quoted("SMITH-WP", "SMITH-NP"), "Accuracy"),
+        Claim("pre-training helps (WP+SP > NP)", "SMITH-WP+SP", "SMITH-NP", quoted("SMITH-WP+SP", "SMITH-NP"), "Accuracy"),
+        Claim(f"SMITH over longer inputs beats MatchBERT (WP+SP > {longest_matchbert})", "SMITH-WP+SP", longest_matchbert,
+              quoted("SMITH-WP+SP", "MatchBERT"), "Accuracy"),
+        Claim("longer inputs beat SMITH-Short (WP+SP > Short)", "SMITH-WP+SP", "SMITH-Short",
+              quoted("SMITH-WP+SP", "SMITH-Short"), "Accuracy"),
+        Claim("WP+SP beats HAN", "SMITH-WP+SP", "HAN", quoted("SMITH-WP+SP", "HAN (NAACL16)"), "Accuracy"),
+    ]
+
+
+def length_name(blocks: int, study: Study) -> str:
+    return f"{blocks} × {study.params['sentence_block_length']} tokens"
+
+
+def length_systems(study: Study, main: System) -> list[System]:
+    """Figure 4: SMITH-WP+SP reading at most 2 .. N sentence blocks (fine-tuning and evaluation; the
+    pre-trained model is the main row's, as the paper varies the looped blocks of one model)."""
+    return [replace(main, name=length_name(n, study), settings_from=main, encoder=replace(main.encoder, max_segments=n),
+                    pretrain_encoder=main.encoder) if n != main.encoder.max_segments
+            else replace(main, name=length_name(n, study)) for n in study.params["sweep_max_sentence_blocks"]]
+
+
+def layer_name(layers: int) -> str:
+    return f"L1 = {layers}"
+
+
+def layer_systems(study: Study, main: System) -> list[System]:
+    """Table 6: SMITH-WP+SP with L1 sentence-level layers, each pre-trained with its own L1."""
+    return [smith_wp_sp(study, layer_name(n), settings_from=main if n != main.encoder.sentence_layers else None,
+                        sentence_layers=n) for n in study.params["sweep_sentence_layers"]]
+
+
+def combine_systems(study: Study, main: System) -> list[System]:
+    """Table 7: SMITH-WP+SP fine-tuned with each combine mode (one pre-trained model: the combine
+    layers are fine-tuning parameters)."""
+    return [replace(main, name=mode, settings_from=main, encoder=replace(main.encoder, combine=mode),
+                    pretrain_encoder=main.encoder) if mode != main.encoder.combine else replace(main, name=mode)
+            for mode in COMBINE_MODES]
+
+
+def paper_rows(table: str, dataset: str) -> pd.DataFrame:
+    rows = paper_results(PAPER)
+    return rows[(rows["table"] == table) & (rows["dataset"] == dataset)].set_index("our_name")
+
+
+def paper_beside(table: pd.DataFrame, systems: list[System], paper_table: str, measures: list[str],
+                 by: str = "paper_name") -> pd.DataFrame:
+    """The paper's values (both collections) beside ``table``'s rows: by each system's ``paper_name``
+    (Table 5) or by our row name (``by="name"``: Tables 6 and 7)."""
+    out = table.copy()
+    for dataset in ("Wiki65K", "AAN104K"):
+        reported = paper_rows(paper_table, dataset)
+        for measure in measures:
+            out[f"paper {measure} ({dataset})"] = [
+                float(reported.loc[key, measure]) if key in reported.index else float("nan")
+                for key in (getattr(s, by) for s in systems)]
+    return out
+
+
+def pair_counts(study) -> pd.DataFrame:
+    """Pairs per split with the half-width of a 95% interval of an accuracy near 0.5 (normal approximation)."""
+    counts = pd.DataFrame(study.data.counts()).T
+    counts["95% half-width of accuracy"] = [1.96 * (0.25 / n) ** 0.5 for n in counts["pairs"]]
+    counts["ranking sources"] = [len(study.data.ranking_qrels(split)) for split in counts.index]
+    return counts
+
+
+def pretraining_table(study, systems: list[System]) -> pd.DataFrame:
+    """First- and last-tenth losses of each pre-trained row's pre-training (the head warm-up and the full phase)."""
+    rows = {r.name: r.pretraining for r in (study.results[s.name] for s in systems) if r.pretraining}
+    return pd.DataFrame(rows).T
+
+
+def dev_and_test(study, names: list[str], measures: list[str] = ("Accuracy", "F1")) -> pd.DataFrame:
+    """Dev (what the paper reports for Figure 4 and Tables 6-7) and test, side by side."""
+    dev, test = study.table(names, split="dev"), study.table(names, split="test")
+    frame = pd.concat([dev[list(measures)].add_prefix("dev "), test[[*measures, "MRR@100", "R@10"]].add_prefix("test ")], axis=1)
+    frame["seeds"] = test["seeds"]
+    return frame
+
+
+def sweep_claims(first: str, others: list[str], statement: str, paper: str) -> list[Claim]:
+    return [Claim(statement.format(better=name, worse=first), name, first, paper, "Accuracy") for name in others]
+
+
+def combine_claims() -> list[Claim]:
+    """Table 7: normal beats the three other modes; attention beats sum- and mean-concat."""
+    def quoted(a: str, b: str) -> str:
+        return "; ".join(f"{d} dev: {paper_value('SMITH-WP+SP ' + a, dataset=d, table='Table 7'):.4f} vs "
+                         f"{paper_value('SMITH-WP+SP ' + b, dataset=d, table='Table 7'):.4f}" for d in ("Wiki65K", "AAN104K"))
+
+    claims = [Claim(f"normal beats {mode}", "normal", mode, quoted("normal", mode), "Accuracy")
+              for mode in ("sum-concat", "mean-concat", "attention")]
+    return claims + [Claim(f"attention beats {mode}", "attention", mode, quoted("attention", mode), "Accuracy")
+                     for mode in ("sum-concat", "mean-concat")]

@@ -1,0 +1,80 @@
+import numpy as np
+import pytest
+import torch
+
+from longdoc.data.beir import Document
+from longdoc.data.matching import MatchingDataset
+from longdoc.data.pairs import DocumentPair
+from longdoc.eval.classification import accuracy_threshold, classification_metrics, pair_outcomes
+from longdoc.experiments.matching import build_matcher, document_ranking, load_into
+from longdoc.models.smith import Smith, SmithConfig
+from longdoc.text.segments import SegmentedCorpus
+from longdoc.train.loop import TrainConfig
+from longdoc.train.matching import train_matcher
+
+
+def test_accuracy_threshold_is_the_best_cut_on_dev():
+    labels, scores = [0, 0, 1, 0, 1, 1], [0.1, 0.3, 0.35, 0.4, 0.8, 0.9]
+    threshold = accuracy_threshold(labels, scores)
+    best = max(classification_metrics(labels, scores, t)["Accuracy"] for t in np.linspace(0, 1, 201))
+    assert classification_metrics(labels, scores, threshold)["Accuracy"] == best == pytest.approx(5 / 6)
+    assert pair_outcomes(labels, scores, threshold).mean() == pytest.approx(5 / 6)
+
+
+def test_document_ranking_equals_brute_force_and_leaves_the_source_out():
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(9, 4)).astype(np.float32)
+    owners = np.array([0, 0, 1, 2, 2, 2, 3, 4, 4])
+    ids = ["a", "b", "c", "d", "e"]
+    run = document_ranking(vectors, owners, ids, ["a", "c"], k=3)
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    for source in ("a", "c"):
+        mine = unit[owners == ids.index(source)]
+        brute = {d: float((mine @ unit[owners == n].T).max()) for n, d in enumerate(ids) if d != source}
+        expected = sorted(brute, key=lambda d: -brute[d])[:3]
+        assert list(run[source]) == expected
+        assert all(run[source][d] == pytest.approx(brute[d], abs=1e-5) for d in expected)
+
+
+def test_subsampled_matching_dataset_keeps_whole_pairs_and_links():
+    corpus = {d: Document(d, "", f"text {d}") for d in "abcdefgh"}
+    pairs = {"train": [DocumentPair("a", "b", 1), DocumentPair("a", "c", 0)],
+             "dev": [DocumentPair("d", "e", 1), DocumentPair("d", "f", 0)],
+             "test": [DocumentPair("g", "h", 1), DocumentPair("g", "a", 0)]}
+    data = MatchingDataset("toy", corpus, pairs, {"test": {"g": {"h", "b"}}})
+    assert data.ranking_qrels("test") == {"g": {"h": 1, "b": 1}}
+    small = data.subsample(4, seed=1)
+    kept = {d for rows in small.pairs.values() for p in rows for d in (p.source, p.target)}
+    assert kept <= set(small.corpus) and len(small.corpus) <= 4
+    assert MatchingDataset("toy", corpus, pairs).ranking_qrels("dev") == {"d": {"e": 1}}  # no links: positive partners
+
+
+def test_a_pretrained_smith_loads_into_fewer_blocks_and_another_combine_mode(tiny_backbone, tmp_path):
+    torch.manual_seed(0)
+    saved = Smith(SmithConfig(backbone=tiny_backbone, segment_length=8, max_segments=4, document_layers=1))
+    saved.save(tmp_path / "pretrained")
+    config = SmithConfig(backbone=tiny_backbone, segment_length=8, max_segments=2, document_layers=1, combine="attention")
+    model = load_into(Smith, config, tmp_path / "pretrained")
+    assert torch.equal(model.block_position_embeddings.weight, saved.block_position_embeddings.weight[:2])
+    assert torch.equal(model.document_dense.weight, saved.document_dense.weight)
+    assert model.config.combine == "attention"
+
+
+def test_matcher_training_lowers_the_pair_loss(tiny_backbone):
+    ids = [f"d{i}" for i in range(8)]
+    topics = [[2001 + i % 2 * 50 + j for j in range(6)] for i in range(8)]  # two topics: even and odd documents
+    corpus = SegmentedCorpus(ids, [[t[:3], t[3:]] for t in topics])
+    pairs = [DocumentPair(ids[i], ids[j], int(i % 2 == j % 2)) for i in range(8) for j in range(i + 1, 8)]
+    matcher = build_matcher("SMITH", SmithConfig(backbone=tiny_backbone, segment_length=8, max_segments=2, document_layers=1), 0)
+    config = TrainConfig(steps=20, batch_size=8, hard_negatives=0, learning_rate=3e-3, warmup_ratio=0.0)
+    result = train_matcher(matcher, corpus, pairs, config, dev_eval=lambda m, step: -float(step), progress=False)
+    assert result.best_step == 4  # evaluated after each pass of 4 steps; the first of a falling dev score is kept
+    assert result.history[-1]["train_loss"] < 0.7 * result.history[0]["train_loss"]
+    matcher.eval()
+    from longdoc.train.matching import pair_batch
+
+    batch, sources, targets = pair_batch(matcher, corpus, {d: i for i, d in enumerate(ids)}, pairs)
+    with torch.no_grad():
+        cosines = matcher(batch, sources, targets)
+    labels = torch.tensor([p.label for p in pairs], dtype=torch.float)
+    assert cosines[labels == 1].mean() > cosines[labels == 0].mean()
