@@ -78,3 +78,10 @@ def test_matcher_training_lowers_the_pair_loss(tiny_backbone):
         cosines = matcher(batch, sources, targets)
     labels = torch.tensor([p.label for p in pairs], dtype=torch.float)
     assert cosines[labels == 1].mean() > cosines[labels == 0].mean()
+
+
+def test_the_matching_study_refuses_several_processes_before_any_work():
+    from longdoc.experiments.matching_study import MatchingStudy
+
+    with pytest.raises(ValueError, match="n_devices=2"):
+        MatchingStudy("scratch", {"profile": "smoke", "n_devices": 2}, progress=False)

@@ -57,6 +57,12 @@ class MatchResult:
 class MatchingStudy(Study):
     selection_measure = SELECTION_MEASURE
 
+    def __init__(self, notebook: str, parameters: dict, progress: bool = True):
+        super().__init__(notebook, parameters, progress)
+        if self.params.get("n_devices", 1) != 1:
+            raise ValueError(f"parameter n_devices={self.params['n_devices']}: the matching notebooks train in one "
+                             "process (one GPU) so far; set n_devices=1")
+
     @property
     def data(self) -> MatchingDataset:
         if self._data is None:
