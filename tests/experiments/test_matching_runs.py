@@ -41,8 +41,8 @@ def test_subsampled_matching_dataset_keeps_whole_pairs_and_links():
     pairs = {"train": [DocumentPair("a", "b", 1), DocumentPair("a", "c", 0)],
              "dev": [DocumentPair("d", "e", 1), DocumentPair("d", "f", 0)],
              "test": [DocumentPair("g", "h", 1), DocumentPair("g", "a", 0)]}
-    data = MatchingDataset("toy", corpus, pairs, {"test": {"g": {"h", "b"}}})
-    assert data.ranking_qrels("test") == {"g": {"h": 1, "b": 1}}
+    data = MatchingDataset("toy", corpus, pairs, {"test": {"g": {"h", "b", "a"}}})
+    assert data.ranking_qrels("test") == {"g": {"h": 1, "b": 1}}  # a: g's negative pair, not a relevant page
     small = data.subsample(4, seed=1)
     kept = {d for rows in small.pairs.values() for p in rows for d in (p.source, p.target)}
     assert kept <= set(small.corpus) and len(small.corpus) <= 4
@@ -58,6 +58,9 @@ def test_a_pretrained_smith_loads_into_fewer_blocks_and_another_combine_mode(tin
     assert torch.equal(model.block_position_embeddings.weight, saved.block_position_embeddings.weight[:2])
     assert torch.equal(model.document_dense.weight, saved.document_dense.weight)
     assert model.config.combine == "attention"
+    longer = load_into(Smith, SmithConfig(backbone=tiny_backbone, segment_length=8, max_segments=6, document_layers=1),
+                       tmp_path / "pretrained")
+    assert torch.equal(longer.block_position_embeddings.weight[:4], saved.block_position_embeddings.weight)
 
 
 def test_matcher_training_lowers_the_pair_loss(tiny_backbone):

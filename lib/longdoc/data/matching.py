@@ -43,9 +43,12 @@ class MatchingDataset:
 
     def ranking_qrels(self, split: str) -> dict[str, dict[str, int]]:
         """Document-to-document ranking: each source page of ``split`` -> the pages it links to (or,
-        without links, its positive partners)."""
+        without links, its positive partners). A linked page that is one of the source's negative pairs
+        is left out: the matcher is trained to score it low."""
         if self.links.get(split):
-            return {s: {t: 1 for t in targets} for s, targets in self.links[split].items() if targets}
+            negatives = {(p.source, p.target) for p in self.pairs.get(split, []) if not p.label}
+            qrels = {s: {t: 1 for t in targets if (s, t) not in negatives} for s, targets in self.links[split].items()}
+            return {s: judged for s, judged in qrels.items() if judged}
         qrels: dict[str, dict[str, int]] = {}
         for pair in self.split(split):
             if pair.label:

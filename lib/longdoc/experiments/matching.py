@@ -67,7 +67,8 @@ def document_ranking(vectors: np.ndarray, owners: np.ndarray, doc_ids: list[str]
     index.add(unit, owners)
     number = {d: i for i, d in enumerate(doc_ids)}
     rows = [np.flatnonzero(owners == number[s]) for s in sources]
-    scores, docs = index.search(unit[np.concatenate(rows)], k + 1)
+    most = int(np.bincount(owners).max())  # a document's vectors may fill the hits: search deep enough for k others
+    scores, docs = index.search(unit[np.concatenate(rows)], k + most)
     run: Run = {}
     start = 0
     for source, own in zip(sources, rows):
@@ -149,9 +150,9 @@ def build_matcher(model_name: str, encoder: EncoderConfig, seed: int, init: str 
 
 def load_into(model_class, encoder: EncoderConfig, directory: Path):
     """A model of config ``encoder`` holding the weights saved in ``directory`` (a pre-trained SMITH):
-    its backbone, and every other saved parameter; a saved block-position table longer than this
-    config's is cut to its first rows, and parameters the saved model lacks (a combine mode's
-    attention) keep their fresh values."""
+    its backbone, and every other saved parameter. The block-position table is cut to this config's
+    blocks, or, when this config reads more blocks than were pre-trained, its extra rows keep their
+    fresh values; parameters the saved model lacks (a combine mode's attention) keep theirs too."""
     import torch
 
     model = model_class(replace(encoder, backbone=str(directory / "backbone"), random_init=False)
@@ -159,8 +160,11 @@ def load_into(model_class, encoder: EncoderConfig, directory: Path):
     extra = directory / "extra_parameters.pt"
     if extra.exists():
         own = model.state_dict()
-        saved = {k: v[: own[k].shape[0]] if k in own and v.shape[1:] == own[k].shape[1:] and v.shape[0] > own[k].shape[0] else v
-                 for k, v in torch.load(extra).items()}
+        saved = torch.load(extra)
+        table = "block_position_embeddings.weight"
+        if table in saved and table in own and saved[table].shape != own[table].shape:
+            rows = min(len(saved[table]), len(own[table]))
+            saved[table] = torch.cat([saved[table][:rows], own[table][rows:]])
         mismatched = [k for k, v in saved.items() if k not in own or own[k].shape != v.shape]
         if mismatched:
             raise ValueError(f"{directory}: saved parameters {mismatched} do not fit {model_class.__name__}({encoder})")

@@ -78,9 +78,14 @@ class MatchingStudy(Study):
 
     # -- systems -----------------------------------------------------------------------------
     def pretraining_documents(self) -> Documents:
-        """The documents of no dev or test pair (SMITH pre-trains on a separate collection; ours is
-        the rest of the corpus, so that no evaluated document is seen unlabelled)."""
+        """The documents of no dev or test pair and of no dev or test ranking judgement (SMITH
+        pre-trains on a separate collection; ours is the rest of the corpus, so that no evaluated
+        document is seen unlabelled in pre-training; documents of training pairs may recur in
+        evaluation pairs, as pages recur across Wiki65K's splits)."""
         held = set(self.data.documents("dev")) | set(self.data.documents("test"))
+        for split in ("dev", "test"):
+            for source, judged in self.data.ranking_qrels(split).items():
+                held |= {source, *judged}
         ids = [d for d in self.data.corpus if d not in held]
         return Documents(f"{self.data.name}:outside-dev-test-pairs", ids, self.data.texts(ids))
 

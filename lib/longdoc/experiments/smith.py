@@ -100,7 +100,7 @@ def main_claims(study: Study, systems: list[System]) -> list[Claim]:
               quoted("SMITH-WP+SP", "SMITH-WP"), "Accuracy"),
         Claim("pre-training helps (WP > NP; here WP continues from the backbone, NP starts random)", "SMITH-WP", "SMITH-NP",
               quoted("SMITH-WP", "SMITH-NP"), "Accuracy"),
-        Claim("pre-training helps (WP+SP > NP)", "SMITH-WP+SP", "SMITH-NP", quoted("SMITH-WP+SP", "SMITH-NP"), "Accuracy"),
+        Claim("pre-training helps (WP+SP > NP; here WP+SP continues from the backbone, NP starts random)", "SMITH-WP+SP", "SMITH-NP", quoted("SMITH-WP+SP", "SMITH-NP"), "Accuracy"),
         Claim(f"SMITH over longer inputs beats MatchBERT (WP+SP > {longest_matchbert})", "SMITH-WP+SP", longest_matchbert,
               quoted("SMITH-WP+SP", "MatchBERT"), "Accuracy"),
         Claim("longer inputs beat SMITH-Short (WP+SP > Short)", "SMITH-WP+SP", "SMITH-Short",

@@ -2,8 +2,8 @@
 
 Matching is symmetric: both documents of a pair go through the same encoder and Sim(d_s, d_c) is the
 cosine of their vectors (SMITH section 3.2; MatchBERT 3.2.1). Any :class:`~longdoc.models.biencoder.BiEncoder`
-is a tower: MatchBERT is FirstP over the first N tokens (its [CLS] vector, as the pooled output in the
-paper), SMITH, HAN and Longtriever give one vector per document, and multi-vector encoders (MaxP,
+is a tower: MatchBERT is FirstP over the first N tokens (its last-layer [CLS] vector; the paper takes
+BERT's pooled output, tanh(W [CLS]), which the packaged backbone does not ship), SMITH, HAN and Longtriever give one vector per document, and multi-vector encoders (MaxP,
 SeDR) one per segment, where the pair's similarity is the largest cosine over pairs of their
 vectors (MaxP's rule applied to both sides; our choice, the SeDR paper has no document pairs).
 """

@@ -11,10 +11,13 @@ One tower (the two towers of the siamese matcher share it, :mod:`longdoc.models.
 - **Document-level Transformer**: h_i plus a learned block position embedding, LayerNorm and dropout
   (as released), then L2 layers over each document's blocks, padded blocks masked; document vector =
   the first position's output → dense → L2 normalisation. The document layers are BERT layers of the
-  backbone's width, drawn at random (the paper pre-trains them; so do our WP+SP rows).
+  backbone's width and heads, drawn at random (the paper pre-trains them; so do our WP+SP rows). The
+  paper's sizes are H1 = H2 = 256 with 4 heads; ours are the backbone's (384/12 for MiniLM, 768/12 for
+  BERT-base).
 - **Combine modes** (4.1.4, Table 7): ``normal`` (the document vector), ``sum-concat`` /
   ``mean-concat`` ([sum / mean of the h_i; document vector]) and ``attention``
-  ([Σ_i h_i softmax_i(tanh(h_i W) v); document vector]). Padded blocks take no part in any of them
+  ([Σ_i h_i softmax_i(tanh(h_i W) v); document vector]; the paper writes softmax(h_i W v), the released
+  code puts the tanh in, as here). Padded blocks take no part in any of them
   (the released code let them into the sum, mean and attention); the concatenation is L2-normalised
   again so that the matcher's dot product is the cosine the paper names (the released code did not).
 
