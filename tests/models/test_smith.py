@@ -127,3 +127,14 @@ def test_han_ignores_padding(tiny_backbone):
     assert together.shape == (3, 12)
     assert torch.allclose(together, alone, atol=1e-5)
     assert len(model.backbone.encoder.layer) == 0
+
+
+def test_centring_the_block_head_zeroes_the_mean_projected_state(tiny_backbone):
+    model = smith(tiny_backbone)
+    segments = [doc for doc in DOCS]
+    start = model.center_block_head(segments)
+    batch = model.doc_inputs([[block] for doc in DOCS for block in doc])
+    with torch.no_grad():
+        projected = model.block_dense(model.sentence_states(batch)[:, 0])
+    assert torch.allclose(projected.mean(0), torch.zeros(32), atol=1e-5)
+    assert start["blocks"] == 8 and start["after"] < start["block cosine before centring"]

@@ -183,11 +183,16 @@ def finetune_matcher(model_name: str, dataset: MatchingDataset, encoder: Encoder
     def build(directory: Path, resume: Path) -> None:
         matcher = build_matcher(model_name, encoder, train.seed, init)
         corpus = block_corpus(matcher.encoder, dataset)
+        start = {}
+        if isinstance(matcher.encoder, Smith):  # at every start: pre-training moves the first-token states
+            number = {d: i for i, d in enumerate(corpus.doc_ids)}
+            training = dict.fromkeys(d for p in dataset.split("train") for d in (p.source, p.target))
+            start = matcher.encoder.center_block_head([corpus.segments[number[d]] for d in training])
         evaluator = MatchEvaluator(dataset, corpus)
         result = train_matcher(matcher, corpus, dataset.split("train"), train, dev_eval=evaluator, progress=progress,
                                checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES))
         matcher.encoder.save(directory / "model")
-        record = asdict(result) | {"encode_seconds": evaluator.encode_seconds.get(result.best_step)}
+        record = asdict(result) | {"encode_seconds": evaluator.encode_seconds.get(result.best_step), "start": start}
         (directory / "history.json").write_text(json.dumps(record, indent=2))
         (directory / "scores.json").write_text(json.dumps(evaluator.scores[result.best_step]))
 

@@ -112,9 +112,11 @@ class MatchingStudy(Study):
         return result
 
     # -- numbers -----------------------------------------------------------------------------
-    def seed_metrics(self, fit: FineTunedMatcher, split: str = "test") -> dict[str, float]:
-        """One run's measures on ``split`` at the threshold chosen on dev (ranking on test only)."""
-        threshold = accuracy_threshold(self.labels("dev"), fit.scores["dev"])
+    def seed_metrics(self, fit: FineTunedMatcher, split: str = "test", threshold: float | None = None) -> dict[str, float]:
+        """One run's measures on ``split`` at the cosine threshold chosen on dev (or ``threshold``;
+        0 is the paper's σ(6 cos) = 0.5); ranking on test only."""
+        if threshold is None:
+            threshold = accuracy_threshold(self.labels("dev"), fit.scores["dev"])
         metrics = classification_metrics(self.labels(split), fit.scores[split], threshold)
         if split == "test":
             metrics.update(evaluate(fit.scores["ranking"], self.data.ranking_qrels("test"), RANKING))

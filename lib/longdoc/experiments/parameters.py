@@ -94,6 +94,8 @@ PARAMETERS: dict[str, Parameter] = {
     "masked_blocks": Parameter(int, "sentence blocks masked per document in SMITH's pre-training (the paper: 2)", minimum=1),
     "matchbert_lengths": Parameter(list, "N: MatchBERT rows over the first N tokens (the paper: 256 and 512)", minimum=3,
                                    item=int),
+    "scratch_learning_rates": Parameter(list, "the dev grid of the rows whose weights start random (HAN, SMITH-NP): "
+                                              "they need larger steps than a pretrained backbone", minimum=0.0, item=float),
     "short_block_length": Parameter(int, "SMITH-Short's block length (the paper: 128)", minimum=3),
     "short_max_blocks": Parameter(int, "SMITH-Short's blocks per document (the paper: 4)", minimum=1),
     "sweep_max_sentence_blocks": Parameter(list, "sentence blocks per document of SMITH Figure 4 (the paper: 2 to 64)",

@@ -103,10 +103,11 @@ def pretrained(source: "str | Path | RetrievalDataset | Documents", encoder: "Lo
             model, task = pretraining_task(encoder, pretrain)
         corpus = SegmentedCorpus.build(model.tokenizer, ids, texts, encoder.segment_length, encoder.max_segments,
                                        encoder.document_tokens, sentence_filling=getattr(encoder, "sentence_filling", False))
+        start = model.center_block_head(corpus.segments) if isinstance(model, Smith) else {}
         result = pretrain_encoder(task, corpus, pretrain, progress=progress,
-                                      checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES))
+                                  checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES))
         model.save(directory / "model")
-        (directory / "history.json").write_text(json.dumps(asdict(result), indent=2))
+        (directory / "history.json").write_text(json.dumps(asdict(result) | {"start": start}, indent=2))
 
     subsample = source.manifest.get("subsample") if isinstance(source, RetrievalDataset) else None
     directory = cached_directory("pretrain", build, corpus=name, corpus_checksum=checksum, subsample=subsample,
@@ -124,6 +125,8 @@ def pretraining_summary(model_directory: Path) -> dict:
     mean loss of its first and last tenth of steps (one step's loss is noisy)."""
     saved = pretraining_history(model_directory)
     summary = {"MLM head pre-trained": saved["head_pretrained"], "documents per step": saved["config"]["batch_size"]}
+    if saved.get("start"):
+        summary["block cosine at start (centred)"] = f"{saved['start']['block cosine before centring']:.4f} → {saved['start']['after']:.4f}"
     for phase in ("head", "full"):
         rows = [r for r in saved["history"] if r["phase"] == phase]
         if not rows:

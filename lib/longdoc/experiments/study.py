@@ -101,6 +101,7 @@ class System:
     # chosen learning rate; SeDR starts from STAR), and mine "warm start" negatives with it
     pretrain_encoder: EncoderConfig | None = None  # pre-train with this encoder instead of ``encoder`` (sweep rows
     # that fine-tune one pre-trained model under another block count or combine mode)
+    learning_rates: tuple = ()  # its own dev grid instead of the study's (rows whose weights start random)
 
     def describe(self) -> dict:
         return {"model": self.model, "encoder": asdict(self.encoder) if self.encoder else None,
@@ -108,7 +109,8 @@ class System:
                 "pretrain": asdict(self.pretrain) if self.pretrain else None, "pretrain_corpus": self.pretrain_corpus,
                 "settings_from": self.settings_from.name if self.settings_from else None,
                 "warm_start": self.warm_start.name if self.warm_start else None,
-                **({"pretrain_encoder": asdict(self.pretrain_encoder)} if self.pretrain_encoder else {})}
+                **({"pretrain_encoder": asdict(self.pretrain_encoder)} if self.pretrain_encoder else {}),
+                **({"learning_rates": list(self.learning_rates)} if self.learning_rates else {})}
 
 
 @dataclass
@@ -304,7 +306,8 @@ class Study:
             chosen = {"learning_rate": source["learning_rate"], "inherited_from": system.settings_from.name,
                       "measure": source["measure"]}
         else:
-            grid = {lr: self._finetune(system, lr, self.seeds[0]).best_dev for lr in self.params["learning_rates"]}
+            grid = {lr: self._finetune(system, lr, self.seeds[0]).best_dev
+                    for lr in (system.learning_rates or self.params["learning_rates"])}
             best = max(grid.values())
             chosen = {"learning_rate": next(lr for lr, score in grid.items() if score == best),
                       "dev": {str(lr): score for lr, score in grid.items()}, "measure": f"dev {self.selection_measure}",
