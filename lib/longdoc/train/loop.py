@@ -13,11 +13,8 @@ its whole state and a killed run resumes to the same final weights.
 
 from __future__ import annotations
 
-import copy
-import math
 import random
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -25,13 +22,11 @@ import torch.nn.functional as F
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 
-from longdoc.progress import tqdm
-
 from longdoc.losses.late_cache import LateCacheNegatives
 from longdoc.models.biencoder import BiEncoder
 from longdoc.text.segments import SegmentedCorpus
 from longdoc.train.checkpoint import Checkpointer
-from longdoc.train.optim import adamw_with_warmup
+from longdoc.train.steps import RandomState, TrainResult, run_steps
 from longdoc.train.distributed import gather_ids, gather_with_grad, world_size
 
 
@@ -55,16 +50,6 @@ class TrainConfig:
                 or self.cache_size < 0):
             raise ValueError("epochs >= 1, batch_size >= 1 and hard_negatives, steps, eval_every, cache_size >= 0 are "
                              f"required: {self}")
-
-
-@dataclass
-class TrainResult:
-    history: list[dict] = field(default_factory=list)  # one record per dev evaluation (or pass, without dev)
-    best_step: int = 0  # the step whose weights the model holds on return
-    best_dev: float = float("nan")
-    config: dict = field(default_factory=dict)
-    train_seconds: float = 0.0  # wall time of the optimizer steps (dev evaluations and saving excluded)
-    steps_per_epoch: int = 0
 
 
 class _Sampler:
@@ -100,12 +85,6 @@ def _pad_segments(docs: torch.Tensor, mask: torch.Tensor, max_segments: int) -> 
     return F.pad(docs, (0, 0, 0, extra)), F.pad(mask, (0, extra), value=False)
 
 
-def _evaluation_steps(config: TrainConfig, steps_per_epoch: int, total_steps: int) -> set[int]:
-    if config.eval_every:
-        return set(range(config.eval_every, total_steps + 1, config.eval_every)) | {total_steps}
-    return {s for s in range(steps_per_epoch, total_steps + 1, steps_per_epoch)} | {total_steps}
-
-
 def train_biencoder(
     model: BiEncoder,
     queries: dict[str, str],
@@ -132,104 +111,31 @@ def train_biencoder(
     qid_index = {q: i for i, q in enumerate(qids)}
     if not qids:
         raise ValueError("no training query has a relevant document in the corpus")
-    global_batch = config.batch_size * world
-    steps_per_epoch = max(1, len(qids) // global_batch if world > 1 else math.ceil(len(qids) / global_batch))
-    total_steps = config.steps or steps_per_epoch * config.epochs
-    evaluate_at = _evaluation_steps(config, steps_per_epoch, total_steps)
-    optimizer, scheduler = adamw_with_warmup(model, config.learning_rate, config.weight_decay, config.warmup_ratio, total_steps)
-    # the scheduler stays outside prepare(): Accelerate would step it once per process and step,
-    # ending the warm-up and decay n_devices times too early
-    wrapped, optimizer = accelerator.prepare(model, optimizer)
-    result = TrainResult(config=asdict(config), steps_per_epoch=steps_per_epoch)
     relevant = {q: set(p) for q, p in sampler.positives.items()}
     # the step's loss: contrastive over in-batch + hard negatives, relevant documents masked, plus SeDR's
     # late-cache negatives when cache_size > 0 (cache_size = 0 is exactly the plain contrastive loss)
     late = LateCacheNegatives(config.cache_size, lambda q: relevant.get(q, set()), config.temperature)
-    best_state, step, epoch, position, losses = None, 0, 0, 0, []  # position: batches taken in this epoch
-    saved = checkpoint.load() if checkpoint is not None else None
-    if saved is not None:
-        if saved["config"] != asdict(config) or saved["world"] != world:
-            raise ValueError(f"{checkpoint.directory}: a saved state of another run (config or process count differs)")
-        accelerator.unwrap_model(wrapped).load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        scheduler.load_state_dict(saved["scheduler"])
-        sampler.rng.setstate(saved["sampler"])
-        step, epoch, position, losses, best_state = (saved[k] for k in ("step", "epoch", "position", "losses", "best_state"))
-        result.history, result.best_step, result.best_dev = saved["history"], saved["best_step"], saved["best_dev"]
-        result.train_seconds = saved.get("train_seconds", 0.0)
-        if saved.get("dev_eval") is not None:
-            dev_eval.load_state_dict(saved["dev_eval"])
-        late.load_state_dict(saved["late_cache"])
-    bar = tqdm(total=total_steps, initial=step, desc=f"training {model.name}",
-               disable=not (progress and accelerator.is_main_process))
-    device = accelerator.device
-    while step < total_steps:
-        if position == 0:
-            epoch += 1
-        order = list(qids)
-        random.Random(config.seed + epoch).shuffle(order)  # same order on every process
-        for batch_start in range(position * global_batch, steps_per_epoch * global_batch, global_batch):
-            if step >= total_steps:
-                break
-            local = order[batch_start : batch_start + global_batch][rank * config.batch_size : (rank + 1) * config.batch_size]
-            if not local:
-                break
-            wrapped.train()
-            started = time.perf_counter()
-            positives = [sampler.positive(q) for q in local]
-            negative_numbers = [n for q in local for n in sampler.hard_negatives(q, config.hard_negatives)]
-            numbers = torch.tensor(positives + negative_numbers)
-            doc_batch = model.doc_inputs([corpus.segments[i] for i in numbers.tolist()]).to(device)
-            query_inputs = {k: v.to(device) for k, v in model.query_inputs([queries[q] for q in local]).items()}
-            q, docs, mask = wrapped(query_inputs, doc_batch)
-            docs, mask = _pad_segments(docs, mask, model.config.max_segments)
-            all_queries, all_docs, all_mask = gather_with_grad(q), gather_with_grad(docs), gather_ids(mask)
-            all_numbers = gather_ids(numbers.to(device)).cpu()
-            all_qids = [qids[i] for i in gather_ids(torch.tensor([qid_index[q] for q in local], device=device)).tolist()]
-            # process r's documents are [its B positives, its hard negatives]: query j of r -> r * D + j
-            labels = torch.cat([torch.arange(len(local)) + r * len(numbers) for r in range(world)])
-            # each document's query: its positive's, or the one whose hard negative it is
-            mine = torch.cat([torch.arange(len(local)), torch.arange(len(local)).repeat_interleave(config.hard_negatives)])
-            owner = torch.cat([mine + r * len(local) for r in range(world)])
-            loss = late(all_queries, all_docs, all_mask, labels.to(device), all_qids, all_numbers.to(device),
-                        owner.to(device)) * world
-            accelerator.backward(loss)
-            if config.max_grad_norm:
-                accelerator.clip_grad_norm_(wrapped.parameters(), config.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            losses.append(loss.item() / world)
-            result.train_seconds += time.perf_counter() - started
-            step += 1
-            position += 1
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", epoch=epoch)
-            evaluated = step in evaluate_at
-            if evaluated:
-                record = {"step": step, "epoch": epoch, "train_loss": sum(losses) / len(losses),
-                          "learning_rate": scheduler.get_last_lr()[0]}
-                losses = []
-                if dev_eval is not None:
-                    record["dev"] = float(dev_eval(accelerator.unwrap_model(wrapped), step))
-                    if best_state is None or record["dev"] > result.best_dev:
-                        result.best_dev, result.best_step = record["dev"], step
-                        best_state = copy.deepcopy(accelerator.unwrap_model(wrapped).state_dict())
-                result.history.append(record)
-            if checkpoint is not None and checkpoint.due(step):
-                checkpoint.save({
-                    "config": asdict(config), "world": world, "model": accelerator.unwrap_model(wrapped).state_dict(),
-                    "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                    "sampler": sampler.rng.getstate(), "step": step, "epoch": epoch, "position": position,
-                    "losses": losses, "best_state": best_state, "history": result.history,
-                    "best_step": result.best_step, "best_dev": result.best_dev, "train_seconds": result.train_seconds,
-                    "dev_eval": dev_eval.state_dict() if hasattr(dev_eval, "state_dict") else None,
-                    "late_cache": late.state_dict()})
-        position = 0
-    bar.close()
-    if best_state is not None:
-        model.load_state_dict(best_state)
-    else:
-        result.best_step = step
-    model.eval()
-    return result
+
+    def step_loss(wrapped, local: list[str], device) -> tuple[torch.Tensor, float]:
+        positives = [sampler.positive(q) for q in local]
+        negative_numbers = [n for q in local for n in sampler.hard_negatives(q, config.hard_negatives)]
+        numbers = torch.tensor(positives + negative_numbers)
+        doc_batch = model.doc_inputs([corpus.segments[i] for i in numbers.tolist()]).to(device)
+        query_inputs = {k: v.to(device) for k, v in model.query_inputs([queries[q] for q in local]).items()}
+        q, docs, mask = wrapped(query_inputs, doc_batch)
+        docs, mask = _pad_segments(docs, mask, model.config.max_segments)
+        all_queries, all_docs, all_mask = gather_with_grad(q), gather_with_grad(docs), gather_ids(mask)
+        all_numbers = gather_ids(numbers.to(device)).cpu()
+        all_qids = [qids[i] for i in gather_ids(torch.tensor([qid_index[q] for q in local], device=device)).tolist()]
+        # process r's documents are [its B positives, its hard negatives]: query j of r -> r * D + j
+        labels = torch.cat([torch.arange(len(local)) + r * len(numbers) for r in range(world)])
+        # each document's query: its positive's, or the one whose hard negative it is
+        mine = torch.cat([torch.arange(len(local)), torch.arange(len(local)).repeat_interleave(config.hard_negatives)])
+        owner = torch.cat([mine + r * len(local) for r in range(world)])
+        loss = late(all_queries, all_docs, all_mask, labels.to(device), all_qids, all_numbers.to(device),
+                    owner.to(device)) * world
+        return loss, loss.item() / world
+
+    return run_steps(model, qids, config, step_loss, description=f"training {model.name}", dev_eval=dev_eval,
+                     progress=progress, checkpoint=checkpoint, accelerator=accelerator,
+                     state={"sampler": RandomState(sampler.rng), "late_cache": late})
