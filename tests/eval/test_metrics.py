@@ -8,7 +8,8 @@ from longdoc.eval import evaluate, per_query, read_run, write_run
 from longdoc.eval.metrics import ranking
 
 OURS_TO_TREC = {"MRR@10": None, "R@100": "recall_100", "R@5": "recall_5", "NDCG@10": "ndcg_cut_10",
-                "NDCG@5": "ndcg_cut_5", "RPrec": "Rprec", "MAP": "map"}
+                "NDCG@5": "ndcg_cut_5", "RPrec": "Rprec", "MAP": "map", "Success@1": "success_1",
+                "Success@10": "success_10", "Success@100": "success_100"}
 
 
 def random_case(seed, queries=30, docs=60, ties=True):
@@ -27,7 +28,7 @@ def random_case(seed, queries=30, docs=60, ties=True):
 @pytest.mark.parametrize("seed", range(8))
 def test_metrics_equal_pytrec_eval(seed):
     qrels, run = random_case(seed, ties=seed % 2 == 0)
-    measures = {"recall_100", "recall_5", "ndcg_cut_10", "ndcg_cut_5", "Rprec", "map"}
+    measures = {"recall_100", "recall_5", "ndcg_cut_10", "ndcg_cut_5", "Rprec", "map", "success.1,10,100"}
     theirs = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
     ours = per_query(run, qrels, [m for m, t in OURS_TO_TREC.items() if t])
     compared = 0
@@ -83,3 +84,11 @@ def test_written_run_reads_back_with_distinct_scores_and_same_metrics(tmp_path):
 def test_unknown_measure_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown measure"):
         evaluate({}, {"q": {"d": 1}}, ["P@10x"])
+
+
+def test_success_is_a_hit_rate_not_recall():
+    """NCI's Recall@N: a query with two relevant documents and one of them at rank 1 scores 1 at
+    Success@1 and 0.5 at R@1."""
+    qrels = {"a": {"d1": 1, "d2": 1}}
+    run = {"a": {"d1": 3.0, "d3": 2.0, "d2": 1.0}}
+    assert evaluate(run, qrels, ["Success@1", "R@1", "Success@2"]) == {"Success@1": 1.0, "R@1": 0.5, "Success@2": 1.0}

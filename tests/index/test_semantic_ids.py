@@ -56,3 +56,12 @@ def test_id_tokens_round_trip_and_carry_their_position():
         tokenizer.decode([2 + 3 + 1, 1])  # a depth-1 token at step 0
     with pytest.raises(ValueError):
         tokenizer.encode((3,))
+
+
+def test_dsi_tokens_share_one_vocabulary_across_depths():
+    ids = [(0, 2, 1), (1, 0), (2, 1, 0)]
+    tokenizer = IdTokenizer.fit(ids, positional=False)
+    assert tokenizer.vocab_size == 5
+    assert tokenizer.encode((1, 1)) == [3, 3, IdTokenizer.EOS]
+    for identifier in ids:
+        assert tokenizer.decode(tokenizer.encode(identifier)) == identifier

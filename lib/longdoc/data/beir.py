@@ -16,8 +16,8 @@ from typing import Iterable, Iterator
 
 from longdoc.data.errors import DataFormatError, check_id, json_type, text_lines
 from longdoc.io import atomic_write
+from longdoc.types import Qrels
 
-Qrels = dict[str, dict[str, int]]  # query id -> document id -> graded relevance
 
 
 @dataclass(frozen=True)

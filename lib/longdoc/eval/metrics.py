@@ -6,7 +6,9 @@ a document is relevant when its judgement is >= 1; nDCG uses the graded judgemen
 and log2(rank + 1) discount; averages are over the judged queries with at least one relevant
 document, and such a query missing from the run scores 0 (trec_eval ``-c``).
 
-Names: ``MRR@k`` (trec_eval ``recip_rank`` on the top k), ``R@k`` (``recall_k``), ``NDCG@k``
+Names: ``MRR@k`` (trec_eval ``recip_rank`` on the top k), ``R@k`` (``recall_k``: the share of the
+relevant documents in the top k), ``Success@k`` (``success_k``: 1 when any relevant document is in
+the top k; NCI's and DSI's "Recall@N" is this hit rate, not ``recall_k``), ``NDCG@k``
 (``ndcg_cut_k``), ``RPrec`` (``Rprec``), ``MAP`` (``map``), ``MAP@k``.
 """
 
@@ -17,9 +19,9 @@ import re
 
 import numpy as np
 
-Run = dict[str, dict[str, float]]
-Qrels = dict[str, dict[str, int]]
-_MEASURE = re.compile(r"^(MRR|R|NDCG|MAP|RPrec)(?:@(\d+))?$")
+from longdoc.types import Qrels, Run
+
+_MEASURE = re.compile(r"^(MRR|R|Success|NDCG|MAP|RPrec)(?:@(\d+))?$")
 
 
 def ranking(scores: dict[str, float]) -> list[str]:
@@ -31,9 +33,9 @@ def ranking(scores: dict[str, float]) -> list[str]:
 def _parse(measure: str) -> tuple[str, int | None]:
     match = _MEASURE.match(measure)
     if not match:
-        raise ValueError(f"unknown measure {measure!r}; use MRR@k, R@k, NDCG@k, MAP, MAP@k or RPrec")
+        raise ValueError(f"unknown measure {measure!r}; use MRR@k, R@k, Success@k, NDCG@k, MAP, MAP@k or RPrec")
     name, cutoff = match.group(1), match.group(2)
-    if name in ("MRR", "R", "NDCG") and cutoff is None:
+    if name in ("MRR", "R", "Success", "NDCG") and cutoff is None:
         raise ValueError(f"measure {measure!r} needs a cutoff, e.g. {name}@100")
     return name, int(cutoff) if cutoff else None
 
@@ -47,6 +49,8 @@ def _query_value(name: str, cutoff: int | None, ranked: list[str], judged: dict[
         return 1.0 / (first[0] + 1) if first.size else 0.0
     if name == "R":
         return hits.sum() / len(relevant)
+    if name == "Success":
+        return float(hits.any())
     if name == "RPrec":
         return np.sum(hits[: len(relevant)]) / len(relevant)
     if name == "MAP":

@@ -16,7 +16,7 @@ from longdoc.data.beir import RetrievalDataset
 from longdoc.eval.metrics import Run, evaluate
 from longdoc.experiments.cache import cached_directory, portable
 from longdoc.index.bm25 import BM25Retriever
-from longdoc.index.dense import DenseIndex
+from longdoc.index.dense_retriever import DenseRetriever
 from longdoc.models.biencoder import BiEncoder, EncoderConfig, FirstP, MaxP
 from longdoc.models.hi_transformer import HiTransformer
 from longdoc.models.longtriever import Longtriever
@@ -64,21 +64,10 @@ def dense_run(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str, str]
     Under several processes they share the encoding and the first one searches: it returns the run,
     the others an empty one. ``keep``, a dict, receives the corpus ``vectors``, their ``owners`` and
     the ``encode_seconds``."""
-    started = time.perf_counter()
-    vectors, owners = model.encode_corpus(corpus, progress=progress, everyone=False)
+    retriever = DenseRetriever(model, corpus, index_factory, progress).build()
     if keep is not None:
-        keep.update(vectors=vectors, owners=owners, encode_seconds=time.perf_counter() - started)
-    query_vectors = model.encode_queries(list(queries.values()))  # every process takes part in the gathering
-    if vectors is None:
-        return {}
-    index = DenseIndex(vectors.shape[1], factory=index_factory)
-    index.add(vectors, owners)
-    qids = list(queries)
-    scores, docs = index.search(query_vectors, k)
-    return {
-        qid: {corpus.doc_ids[d]: float(s) for s, d in zip(scores[row], docs[row]) if d >= 0}
-        for row, qid in enumerate(qids)
-    }
+        keep.update(vectors=retriever.vectors, owners=retriever.owners, encode_seconds=retriever.encode_seconds)
+    return retriever.search(queries, k)
 
 
 def model_negatives(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str, str], qrels: dict,

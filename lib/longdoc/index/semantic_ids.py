@@ -77,39 +77,44 @@ def random_ids(n: int, k: int = 30, c: int = 30, seed: int = 0) -> list[tuple[in
 @dataclass(frozen=True)
 class IdTokenizer:
     """Identifier digits as decoder tokens: digit ``v`` at depth ``i`` is token ``2 + i·base + v``
-    (0 = padding / decoder start, 1 = end of identifier), as the released code's "(position, value)"
-    vocabulary."""
+    (0 = padding / decoder start, 1 = end of identifier), the "(position, value)" vocabulary of
+    section 3.3 and the released code. ``positional=False`` gives DSI's vocabulary instead: digit
+    ``v`` is token ``2 + v`` at every depth."""
 
     base: int  # max(k, c): values per position
     depth: int  # the longest identifier
+    positional: bool = True
 
     PAD = 0
     EOS = 1
 
     @classmethod
-    def fit(cls, ids: list[tuple[int, ...]]) -> "IdTokenizer":
-        return cls(max(max(i) for i in ids) + 1, max(map(len, ids)))
+    def fit(cls, ids: list[tuple[int, ...]], positional: bool = True) -> "IdTokenizer":
+        return cls(max(max(i) for i in ids) + 1, max(map(len, ids)), positional)
 
     @property
     def vocab_size(self) -> int:
-        return 2 + self.base * self.depth
+        return 2 + self.base * (self.depth if self.positional else 1)
+
+    def _offset(self, step: int) -> int:
+        return 2 + (step * self.base if self.positional else 0)
 
     def encode(self, identifier: tuple[int, ...]) -> list[int]:
         if len(identifier) > self.depth or any(not 0 <= v < self.base for v in identifier):
             raise ValueError(f"identifier {identifier} does not fit depth {self.depth} and base {self.base}")
-        return [2 + i * self.base + v for i, v in enumerate(identifier)] + [self.EOS]
+        return [self._offset(i) + v for i, v in enumerate(identifier)] + [self.EOS]
 
     def decode(self, tokens: list[int]) -> tuple[int, ...]:
         digits = []
         for i, token in enumerate(tokens):
             if token == self.EOS:
                 break
-            position, value = divmod(token - 2, self.base)
-            if token < 2 or position != i:
+            value = token - self._offset(i)
+            if not 0 <= value < self.base or i >= self.depth:
                 raise ValueError(f"token {token} at step {i} is not a digit of position {i}")
             digits.append(value)
         return tuple(digits)
 
     def allowed_at(self, step: int) -> range:
         """The tokens of digits at ``step`` (a decoder step may emit only these, or EOS)."""
-        return range(2 + step * self.base, 2 + (step + 1) * self.base)
+        return range(self._offset(step), self._offset(step) + self.base)

@@ -1,0 +1,99 @@
+"""NCI's training (section 3.4): (query, document identifier) examples, teacher forcing, the loss of
+eq. 6 (:func:`longdoc.losses.consistency.nci_loss`), through the shared step loop
+(:func:`longdoc.train.steps.run_steps`: seeded shuffles, dev selection, resumable checkpoints).
+
+With α > 0 the batch's queries are encoded and decoded twice in one forward pass (the batch stacked
+on itself): dropout draws its masks independently per row, so the two halves are the paper's two
+passes with independent dropout. AdamW with the paper's two learning rates (encoder 2e-4, decoder
+and adaptor 1e-4), linear warm-up and decay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from accelerate.utils import set_seed
+from transformers import get_linear_schedule_with_warmup
+
+from longdoc.index.semantic_ids import IdTokenizer
+from longdoc.losses.consistency import IGNORE, nci_loss
+from longdoc.models.nci import NciModel
+from longdoc.train.checkpoint import Checkpointer
+from longdoc.train.optim import NO_DECAY
+from longdoc.train.steps import TrainResult, run_steps
+
+
+@dataclass
+class NciTrainConfig:
+    epochs: int = 1  # passes over the examples (when ``steps`` is 0)
+    steps: int = 0  # > 0: exactly this many optimizer steps
+    batch_size: int = 32  # examples per process and step (the paper: 16 per GPU, 128 in all)
+    encoder_learning_rate: float = 2e-4  # the paper's
+    decoder_learning_rate: float = 1e-4  # the paper's (decoder and PAWA adaptor)
+    alpha: float = 0.15  # α of eq. 6 (0: no consistency regularisation, one pass)
+    temperature: float = 1.0  # τ of eq. 5
+    warmup_ratio: float = 0.1
+    weight_decay: float = 1e-4  # the released code's
+    max_grad_norm: float = 1.0
+    eval_every: int = 0  # dev evaluation every this many steps (0: after every pass); always after the last
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.batch_size < 1 or self.steps < 0 or self.eval_every < 0 or self.alpha < 0:
+            raise ValueError(f"epochs >= 1, batch_size >= 1 and steps, eval_every, alpha >= 0 are required: {self}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+
+
+def identifier_batch(tokens: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(decoder inputs, labels)``: the identifiers shifted right after the start token, and the
+    identifiers padded with ``IGNORE``."""
+    length = max(map(len, tokens))
+    labels = torch.full((len(tokens), length), IGNORE, dtype=torch.long)
+    inputs = torch.full((len(tokens), length), IdTokenizer.PAD, dtype=torch.long)
+    for row, sequence in enumerate(tokens):
+        labels[row, : len(sequence)] = torch.tensor(sequence)
+        inputs[row, 1 : len(sequence)] = torch.tensor(sequence[:-1])
+    return inputs, labels
+
+
+def two_learning_rates(config: NciTrainConfig) -> Callable:
+    def build(model: NciModel, total_steps: int):
+        groups = []
+        for part, learning_rate in ((True, config.encoder_learning_rate), (False, config.decoder_learning_rate)):
+            named = [(n, p) for n, p in model.named_parameters() if n.startswith("encoder.") == part]
+            groups += [{"params": [p for n, p in named if not any(k in n for k in NO_DECAY)], "lr": learning_rate,
+                        "weight_decay": config.weight_decay},
+                       {"params": [p for n, p in named if any(k in n for k in NO_DECAY)], "lr": learning_rate,
+                        "weight_decay": 0.0}]
+        optimizer = torch.optim.AdamW([g for g in groups if g["params"]])
+        return optimizer, get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
+
+    return build
+
+
+def train_nci(model: NciModel, examples: list[tuple[str, int]], identifiers: list[list[int]], config: NciTrainConfig,
+              dev_eval: Callable[[NciModel, int], float] | None = None, progress: bool = True,
+              checkpoint: Checkpointer | None = None) -> TrainResult:
+    """Train ``model`` in place on ``examples`` (query text, document number), the document numbers
+    indexing ``identifiers`` (token sequences ending in EOS); on return it holds the weights of the
+    best dev evaluation. Each history record carries the mean cross-entropy and consistency terms."""
+    if any(not 0 <= number < len(identifiers) for _, number in examples):
+        raise ValueError(f"an example names a document number outside 0..{len(identifiers) - 1}")
+    set_seed(config.seed)
+
+    def step_loss(wrapped, local: list[tuple[str, int]], device) -> tuple[torch.Tensor, float]:
+        queries = [query for query, _ in local]
+        inputs = model.query_inputs(queries)
+        decoder_inputs, labels = identifier_batch([identifiers[number] for _, number in local])
+        views = 2 if config.alpha > 0 else 1
+        out = wrapped(input_ids=inputs["input_ids"].repeat(views, 1).to(device),
+                      attention_mask=inputs["attention_mask"].repeat(views, 1).to(device),
+                      decoder_input_ids=decoder_inputs.repeat(views, 1).to(device))
+        losses = nci_loss(out.logits, out.decoder_hidden_states[-1], labels.to(device), config.alpha, config.temperature)
+        return losses["loss"], losses["loss"].item()
+
+    return run_steps(model, examples, config, step_loss, description=f"training {model.name}", dev_eval=dev_eval,
+                     progress=progress, checkpoint=checkpoint, optimizer_factory=two_learning_rates(config))
