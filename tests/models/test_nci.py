@@ -35,9 +35,7 @@ def test_zero_adaptor_layers_is_the_plain_decoder(tiny_bert, tokenizer, identifi
     inputs, decoder_inputs, _ = batch(model, id_tokenizer, ids)
     with torch.no_grad():
         memory = model.encode(inputs["input_ids"], inputs["attention_mask"])
-        hidden = model.decoder(model.embedding(decoder_inputs), memory,
-                               tgt_mask=torch.nn.Transformer.generate_square_subsequent_mask(decoder_inputs.shape[1]),
-                               memory_key_padding_mask=inputs["attention_mask"] == 0)
+        hidden = model.decoder_hidden(model.embedding(decoder_inputs), model.project_memory(memory, inputs["attention_mask"]))
         logits = model(**inputs, decoder_input_ids=decoder_inputs).logits
     torch.testing.assert_close(logits, hidden @ model.embedding.weight.T)
 
@@ -87,3 +85,18 @@ def test_bad_config_is_refused():
         NciConfig(vocab_size=0, max_id_length=3)
     with pytest.raises(ValueError, match="adaptor_layers"):
         NciConfig(vocab_size=10, max_id_length=3, adaptor_layers=-1)
+
+
+def test_cached_decoding_equals_recomputing_the_prefix(tiny_bert, tokenizer, identifiers):
+    """Step-by-step decoding with the key-value cache gives the logits of a full recomputation."""
+    ids, id_tokenizer = identifiers
+    model = build(tiny_bert, tokenizer, id_tokenizer)
+    torch.nn.init.normal_(model.adaptor.to_v.weight, std=0.1)
+    inputs, decoder_inputs, _ = batch(model, id_tokenizer, ids)
+    with torch.no_grad():
+        full = model(**inputs, decoder_input_ids=decoder_inputs).logits
+        cache = None
+        for t in range(decoder_inputs.shape[1]):
+            out = model(**inputs, decoder_input_ids=decoder_inputs[:, t : t + 1], past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            torch.testing.assert_close(out.logits[:, 0], full[:, t], atol=1e-5, rtol=1e-5)

@@ -56,7 +56,7 @@ def beam_search(model: NciModel, queries: list[str], tree: PrefixTree, config: D
                              num_return_sequences=returned, max_new_tokens=model.nci.max_id_length,
                              length_penalty=config.length_penalty, early_stopping="never", do_sample=False,
                              logits_processor=processors, output_scores=True, return_dict_in_generate=True,
-                             use_cache=False)
+                             use_cache=True)
     sequences, scores = out.sequences[:, 1:].tolist(), out.sequences_scores.tolist()
     results = []
     for row in range(len(queries)):

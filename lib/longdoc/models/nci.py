@@ -4,7 +4,8 @@ prefix-aware weight-adaptive (PAWA) decoder that generates a document's semantic
 - **Encoder**: the backbone (BERT-style, or T5's encoder when the backbone is T5), as in the paper,
   which initialises the encoder from T5 and the decoder at random.
 - **Decoder** (eq. 2): ``decoder_layers`` (M2) pre-norm transformer layers with causal self-attention
-  over the identifier tokens and cross-attention to the query's token states. Its token embedding is
+  over the identifier tokens and cross-attention to the query's token states (random init, as the
+  paper's decoder). Its token embedding is
   its own (the identifier vocabulary, not the encoder's) and is tied to the classifier ``W`` (eq. 3).
   The tokens are (position, value) pairs, which carry the step, so no position embedding is added.
 - **PAWA** (eq. 4): ``adaptor_layers`` (M3) causal transformer layers read ``[e, r_1, ..., r_{i-1}]``,
@@ -19,7 +20,10 @@ prefix-aware weight-adaptive (PAWA) decoder that generates a document's semantic
   PAWA" row, DSI).
 
 :class:`NciModel` is a ``transformers`` ``PreTrainedModel`` with ``GenerationMixin``, so decoding is
-``transformers``' own beam search (:mod:`longdoc.index.nci_retriever`).
+``transformers``' own beam search (:mod:`longdoc.index.nci_retriever`). It keeps a key-value cache
+(:class:`DecodingCache`): each step runs the new token only, and the query's cross-attention keys and
+values are projected once per search. The released code decoded without a cache, feeding the whole
+prefix again at every step and projecting the query states again in every layer and step.
 """
 
 from __future__ import annotations
@@ -27,9 +31,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import Seq2SeqLMOutput
+from transformers.utils import ModelOutput
 
 
 @dataclass(frozen=True)
@@ -79,8 +85,74 @@ def load_query_encoder(backbone: str):
     return load_backbone(path)
 
 
-def causal_mask(length: int, device) -> torch.Tensor:
-    return torch.triu(torch.full((length, length), float("-inf"), device=device), diagonal=1)
+class Attention(nn.Module):
+    """Multi-head attention through PyTorch's fused kernel; keys and values come projected, so a caller
+    can keep them (the decoding cache, the query's projected token states)."""
+
+    def __init__(self, d: int, heads: int, dropout: float):
+        super().__init__()
+        if d % heads:
+            raise ValueError(f"hidden size {d} is not divisible by {heads} heads")
+        self.heads, self.dropout = heads, dropout
+        self.query, self.key, self.value, self.out = (nn.Linear(d, d) for _ in range(4))
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(x.shape[0], x.shape[1], self.heads, -1).transpose(1, 2)
+
+    def project(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._split(self.key(source)), self._split(self.value(source))
+
+    def forward(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, causal: bool = False,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
+        attended = F.scaled_dot_product_attention(self._split(self.query(x)), keys, values, attn_mask=mask,
+                                                  dropout_p=self.dropout if self.training else 0.0, is_causal=causal)
+        return self.out(attended.transpose(1, 2).flatten(2))
+
+
+class Layer(nn.Module):
+    """A pre-norm transformer layer: causal self-attention, cross-attention to the query's token states
+    (decoder layers only), feed-forward; residual dropout."""
+
+    def __init__(self, d: int, heads: int, feed_forward: int, dropout: float, cross: bool):
+        super().__init__()
+        self.self_norm, self.self_attention = nn.LayerNorm(d), Attention(d, heads, dropout)
+        self.cross_norm, self.cross_attention = (nn.LayerNorm(d), Attention(d, heads, dropout)) if cross else (None, None)
+        self.feed_norm = nn.LayerNorm(d)
+        self.feed = nn.Sequential(nn.Linear(d, feed_forward), nn.GELU(), nn.Dropout(dropout), nn.Linear(feed_forward, d))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, past: tuple | None, memory: tuple | None = None) -> tuple[torch.Tensor, tuple]:
+        """``past``: this layer's cached self-attention (keys, values) of earlier steps, or None;
+        ``memory``: the cross-attention's (keys, values, mask). Returns the states and the new cache."""
+        normed = self.self_norm(x)
+        keys, values = self.self_attention.project(normed)
+        if past is not None:
+            keys, values = torch.cat([past[0], keys], dim=2), torch.cat([past[1], values], dim=2)
+        kept = (keys, values)
+        x = x + self.drop(self.self_attention(normed, keys, values, causal=past is None and x.shape[1] > 1))
+        if self.cross_attention is not None:
+            memory_keys, memory_values, mask = memory
+            x = x + self.drop(self.cross_attention(self.cross_norm(x), memory_keys, memory_values, mask=mask))
+        return x + self.drop(self.feed(self.feed_norm(x))), kept
+
+
+class DecodingCache:
+    """The self-attention keys and values of every decoder and adaptor layer for the steps decoded so
+    far, and the cross-attention's projected query states (computed once per search). Beam search
+    reorders the former (:meth:`NciModel._reorder_cache`); the latter are the same for every beam of a
+    query, and beams are only ever reordered within their query, so they stay."""
+
+    def __init__(self, memory: list[tuple]):
+        self.memory = memory
+        self.layers: dict[str, tuple] = {}
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        first = next(iter(self.layers.values()), None)
+        return 0 if first is None else first[0].shape[2]
+
+    def reorder(self, beam_idx: torch.Tensor) -> "DecodingCache":
+        self.layers = {name: (k.index_select(0, beam_idx), v.index_select(0, beam_idx)) for name, (k, v) in self.layers.items()}
+        return self
 
 
 class PrefixAdaptor(nn.Module):
@@ -88,29 +160,58 @@ class PrefixAdaptor(nn.Module):
 
     def __init__(self, d: int, heads: int, feed_forward: int, layers: int, rank: int, dropout: float):
         super().__init__()
-        layer = nn.TransformerEncoderLayer(d, heads, feed_forward, dropout, batch_first=True, norm_first=True,
-                                           activation="gelu")
-        self.layers = nn.TransformerEncoder(layer, layers, norm=nn.LayerNorm(d), enable_nested_tensor=False)
+        self.layers = nn.ModuleList(Layer(d, heads, feed_forward, dropout, cross=False) for _ in range(layers))
+        self.norm = nn.LayerNorm(d)
         self.to_u = nn.Linear(d, d * rank)
         self.to_v = nn.Linear(d, d * rank)
         nn.init.zeros_(self.to_v.weight)
         nn.init.zeros_(self.to_v.bias)
         self.rank = rank
 
-    def forward(self, prefix_embeddings: torch.Tensor, query_embedding: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-        """``h_i A_i`` for every step: ``hidden`` [B, T, d] through the adapted weights of each prefix."""
-        inputs = torch.cat([query_embedding[:, None], prefix_embeddings[:, 1:]], dim=1)
-        states = self.layers(inputs, mask=causal_mask(inputs.shape[1], inputs.device), is_causal=True)
+    def forward(self, inputs: torch.Tensor, hidden: torch.Tensor, cache: DecodingCache | None) -> torch.Tensor:
+        """``h_i A_i`` for the given steps: ``inputs`` are the steps' adaptor inputs (``e`` first when
+        the prefix starts here), ``hidden`` [B, T, d] the decoder states of the same steps."""
+        states = inputs
+        for number, layer in enumerate(self.layers):
+            name = f"adaptor{number}"
+            states, kept = layer(states, cache.layers.get(name) if cache is not None else None)
+            if cache is not None:
+                cache.layers[name] = kept
+        states = self.norm(states)
         batch, steps, d = hidden.shape
         u = self.to_u(states).view(batch, steps, d, self.rank)
         v = self.to_v(states).view(batch, steps, d, self.rank)
         return hidden + torch.einsum("btr,btdr->btd", torch.einsum("btd,btdr->btr", hidden, u), v)
 
 
+@dataclass
+class QueryStates(ModelOutput):
+    """What the encoder gives generation: the query's token states and, stacked, every decoder layer's
+    cross-attention keys and values of them ``[B, layers, 2, heads, S, d/heads]``, projected before
+    beam search copies each query once per beam."""
+
+    last_hidden_state: torch.Tensor | None = None
+    memory_projections: torch.Tensor | None = None
+
+
+class _GenerationEncoder:
+    """``get_encoder()`` for ``generate``: the backbone, then the decoder's cross-attention projections."""
+
+    def __init__(self, model: "NciModel"):
+        self.model = model
+
+    def forward(self, input_ids=None, attention_mask=None, **unused) -> QueryStates:
+        states = self.model.encode(input_ids, attention_mask)
+        projected = self.model.project_memory(states, attention_mask)
+        return QueryStates(last_hidden_state=states,
+                           memory_projections=torch.stack([torch.stack([k, v], 1) for k, v, _ in projected], 1))
+
+    __call__ = forward
+
+
 class NciModel(PreTrainedModel, GenerationMixin):
     config_class = NciGenerationConfig
     main_input_name = "input_ids"
-    _supports_cache_class = False
 
     def __init__(self, config: NciGenerationConfig, encoder: nn.Module | None = None, tokenizer=None):
         super().__init__(config)
@@ -124,9 +225,9 @@ class NciModel(PreTrainedModel, GenerationMixin):
         feed_forward = hidden.get("intermediate_size") or hidden["d_ff"]
         self.embedding = nn.Embedding(self.nci.vocab_size, d)  # tied to the classifier W (eq. 3)
         nn.init.normal_(self.embedding.weight, std=d ** -0.5)
-        layer = nn.TransformerDecoderLayer(d, heads, feed_forward, self.nci.dropout, batch_first=True, norm_first=True,
-                                           activation="gelu")
-        self.decoder = nn.TransformerDecoder(layer, self.nci.decoder_layers, norm=nn.LayerNorm(d))
+        self.decoder = nn.ModuleList(Layer(d, heads, feed_forward, self.nci.dropout, cross=True)
+                                     for _ in range(self.nci.decoder_layers))
+        self.decoder_norm = nn.LayerNorm(d)
         self.adaptor = (PrefixAdaptor(d, heads, feed_forward, self.nci.adaptor_layers, self.nci.adaptor_rank, self.nci.dropout)
                         if self.nci.adaptor_layers else None)
 
@@ -139,7 +240,7 @@ class NciModel(PreTrainedModel, GenerationMixin):
         return "NCI" if self.adaptor is not None else "NCI w/o PAWA"
 
     def get_encoder(self):
-        return self.encoder
+        return _GenerationEncoder(self)
 
     def _init_weights(self, module):  # the encoder keeps its pre-trained weights; new parts init in __init__
         pass
@@ -151,29 +252,63 @@ class NciModel(PreTrainedModel, GenerationMixin):
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
-    def decode(self, decoder_input_ids: torch.Tensor, memory: torch.Tensor, attention_mask: torch.Tensor
-               ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(logits [B, T, V], classifier inputs h_i A_i [B, T, d])`` of every step (teacher forcing)."""
+    def project_memory(self, memory: torch.Tensor, attention_mask: torch.Tensor) -> list[tuple]:
+        """Each decoder layer's cross-attention (keys, values, mask) of the query's token states."""
+        mask = (attention_mask != 0)[:, None, None, :]
+        return [(*layer.cross_attention.project(memory), mask) for layer in self.decoder]
+
+    def decoder_hidden(self, embeddings: torch.Tensor, memory: list[tuple], cache: DecodingCache | None = None) -> torch.Tensor:
+        """Eq. 2: the decoder states ``h`` of the given steps (after the earlier ones in ``cache``)."""
+        hidden = embeddings
+        for number, layer in enumerate(self.decoder):
+            name = f"decoder{number}"
+            hidden, kept = layer(hidden, cache.layers.get(name) if cache is not None else None, memory[number])
+            if cache is not None:
+                cache.layers[name] = kept
+        return self.decoder_norm(hidden)
+
+    def decode(self, decoder_input_ids: torch.Tensor, memory: torch.Tensor, attention_mask: torch.Tensor,
+               cache: DecodingCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(logits [B, T, V], classifier inputs h_i A_i [B, T, d])`` of the given steps: every step at
+        once under teacher forcing, or the next step(s) after those in ``cache``."""
+        first_step = cache is None or cache.get_seq_length() == 0
+        projected = cache.memory if cache is not None else self.project_memory(memory, attention_mask)
         embeddings = self.embedding(decoder_input_ids)
-        steps = decoder_input_ids.shape[1]
-        hidden = self.decoder(embeddings, memory, tgt_mask=causal_mask(steps, memory.device), tgt_is_causal=True,
-                              memory_key_padding_mask=attention_mask == 0)
+        hidden = self.decoder_hidden(embeddings, projected, cache)
         if self.adaptor is not None:
-            mask = attention_mask.unsqueeze(-1).to(memory.dtype)
-            query = (memory * mask).sum(1) / mask.sum(1).clamp(min=1)  # e: the query embedding
-            hidden = self.adaptor(embeddings, query, hidden)
+            inputs = embeddings
+            if first_step:  # e, the query embedding, in the start token's place
+                mask = attention_mask.unsqueeze(-1).to(memory.dtype)
+                query = (memory * mask).sum(1) / mask.sum(1).clamp(min=1)
+                inputs = torch.cat([query[:, None], embeddings[:, 1:]], dim=1)
+            hidden = self.adaptor(inputs, hidden, cache)
         return hidden @ self.embedding.weight.T, hidden
 
-    def forward(self, input_ids=None, attention_mask=None, decoder_input_ids=None, encoder_outputs=None, **unused):
-        if encoder_outputs is None:
-            memory = self.encode(input_ids, attention_mask)
-        else:
-            memory = encoder_outputs[0]
+    def forward(self, input_ids=None, attention_mask=None, decoder_input_ids=None, encoder_outputs=None,
+                past_key_values: DecodingCache | None = None, use_cache: bool = False, **unused):
+        memory = self.encode(input_ids, attention_mask) if encoder_outputs is None else encoder_outputs[0]
         if attention_mask is None:
             attention_mask = torch.ones(memory.shape[:2], dtype=torch.long, device=memory.device)
-        logits, states = self.decode(decoder_input_ids, memory, attention_mask)
-        return Seq2SeqLMOutput(logits=logits, decoder_hidden_states=(states,))  # states: the classifier inputs h_i A_i
+        cache = past_key_values
+        if use_cache and cache is None:
+            stacked = getattr(encoder_outputs, "memory_projections", None)
+            mask = (attention_mask != 0)[:, None, None, :]
+            cache = DecodingCache(self.project_memory(memory, attention_mask) if stacked is None else
+                                  [(stacked[:, n, 0], stacked[:, n, 1], mask) for n in range(stacked.shape[1])])
+        logits, states = self.decode(decoder_input_ids, memory, attention_mask, cache)
+        return Seq2SeqLMOutput(logits=logits, decoder_hidden_states=(states,),  # states: the classifier inputs h_i A_i
+                               past_key_values=cache if use_cache else None)
 
-    def prepare_inputs_for_generation(self, decoder_input_ids, encoder_outputs=None, attention_mask=None, **unused):
-        # no key-value cache: the whole prefix is fed again at each step (identifiers are a few tokens)
-        return {"decoder_input_ids": decoder_input_ids, "encoder_outputs": encoder_outputs, "attention_mask": attention_mask}
+    def prepare_inputs_for_generation(self, decoder_input_ids, encoder_outputs=None, attention_mask=None,
+                                      past_key_values=None, use_cache=True, **unused):
+        if past_key_values is not None and past_key_values.get_seq_length() > 0:
+            decoder_input_ids = decoder_input_ids[:, past_key_values.get_seq_length():]
+        return {"decoder_input_ids": decoder_input_ids, "encoder_outputs": encoder_outputs, "attention_mask": attention_mask,
+                "past_key_values": past_key_values, "use_cache": use_cache}
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        return False  # the model makes its own cache (DecodingCache) on the first step
+
+    def _reorder_cache(self, cache: DecodingCache, beam_idx: torch.Tensor) -> DecodingCache:
+        return cache.reorder(beam_idx)
