@@ -160,3 +160,55 @@ def tsne_panels(panels: dict, path: Path, title: str = ""):
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.savefig(path, dpi=120)
     return fig
+
+
+def learning_curves(curves: dict[str, pd.DataFrame], path: Path, measures: list[str], title: str = "",
+                    paper_trend: str = ""):
+    """Dev measures against training epochs, one line per model (NCI Figure 3); ``curves[name]`` has an
+    ``epoch`` column and one column per measure."""
+    fig, axes = plt.subplots(1, len(measures), figsize=(4.6 * len(measures), 3.8), squeeze=False)
+    for ax, measure in zip(axes[0], measures):
+        for name, curve in curves.items():
+            ax.plot(curve["epoch"], curve[measure], marker="o", label=name)
+        ax.set_xlabel("epochs over the training examples")
+        ax.set_ylabel(f"{measure} (dev)")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(title)
+    if paper_trend:
+        fig.text(0.01, 0.01, f"paper: {paper_trend}", fontsize=8, style="italic")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(path, dpi=120)
+    return fig
+
+
+def semantic_id_panels(groups: dict[str, dict[str, pd.DataFrame]], points, clusters, marked: dict[str, list[int]],
+                       path: Path, title: str = ""):
+    """NCI Figure 4: per query group, the probabilities of each query's retrieved documents by their
+    identifier prefix; and the t-SNE of the document embeddings coloured by top-level cluster, with the
+    groups' retrieved documents marked."""
+    fig, axes = plt.subplots(1, len(groups) + 1, figsize=(5.2 * (len(groups) + 1), 4.2), squeeze=False)
+    for ax, (group, queries) in zip(axes[0], groups.items()):
+        prefixes = sorted({p for frame in queries.values() for p in frame["prefix"]})
+        width = 0.8 / max(len(queries), 1)
+        for i, (query, frame) in enumerate(queries.items()):
+            best = frame.groupby("prefix")["probability"].sum()
+            ax.bar([j + i * width for j in range(len(prefixes))], [best.get(p, 0.0) for p in prefixes], width,
+                   label=query[:40])
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(prefixes))])
+        ax.set_xticklabels(prefixes, rotation=90, fontsize=7)
+        ax.set_title(f"query group {group}")
+        ax.set_ylabel("probability of the retrieved documents")
+        ax.legend(fontsize=7)
+    ax = axes[0][-1]
+    ax.scatter(points[:, 0], points[:, 1], c=clusters, cmap="tab20", s=6, alpha=0.6)
+    for (group, rows), marker in zip(marked.items(), ["*", "^", "s", "P"]):
+        ax.scatter(points[rows, 0], points[rows, 1], marker=marker, s=90, color="black", label=f"retrieved for group {group}")
+    ax.set_title("t-SNE of document embeddings (colour: first identifier digit)", fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return fig

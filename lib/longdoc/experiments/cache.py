@@ -25,6 +25,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # record results; every other module can change an artefact
 PRESENTATION_ONLY = ("plots.py", "bench/", "analysis/", "experiments/report.py", "experiments/findings.py", "experiments/study.py",
                      "experiments/baselines.py", "experiments/longtriever.py", "experiments/sedr.py", "experiments/smith.py", "experiments/matching_study.py",
+                     "experiments/nci_study.py", "experiments/nci_tables.py",
                      "experiments/start_points.py",
                      "experiments/parameters.py", "experiments/profiles.py", "experiments/results.py",
                      "experiments/paper.py", "eval/significance.py", "eval/run_files.py", "eval/classification.py",

@@ -12,10 +12,11 @@ The pipeline of one NCI system (:class:`NciSpec`):
    train split's pairs unless the user gives a checkpoint); every corpus document is indexed by its
    pseudo-queries, whatever split its real queries are in.
 4. **Training** (:func:`finetune_nci`): :func:`longdoc.train.nci.train_nci`, a dev evaluation
-   (constrained beam search on the dev queries, MRR@100 and the hit rates) every ``eval_every``
-   steps, the dev-best weights kept; then the test queries are decoded once with them.
-5. **Decoding** under another :class:`~longdoc.index.nci_retriever.DecodingConfig` (beam, length
-   penalty, unconstrained) reuses the trained weights (:func:`decode_nci`).
+   (constrained beam search on the dev queries, MRR@100 and the hit rates: the learning curve) every
+   ``eval_every`` steps, the dev-best weights kept.
+5. **Decoding** (:func:`decode_nci`): the dev and test queries under a
+   :class:`~longdoc.index.nci_retriever.DecodingConfig` (beam, length penalty, unconstrained), from
+   the trained weights; each decoding is cached on its own.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class NciSpec:
     adaptor_rank: int = 8
     dropout: float = 0.1
     query_length: int = 64
+    encoder_layers: int = 0  # > 0: the backbone's first layers only (model capacity); 0: all
     alpha: float = 0.15  # eq. 6 (0: no consistency regularisation)
     identifiers: IdentifierSpec = field(default_factory=IdentifierSpec)
     queries: QuerySpec = field(default_factory=QuerySpec)
@@ -91,7 +93,8 @@ class NciSpec:
     def model_config(self, backbone: str, tokenizer: IdTokenizer) -> NciConfig:
         return NciConfig(backbone=backbone, vocab_size=tokenizer.vocab_size, max_id_length=tokenizer.depth + 1,
                          decoder_layers=self.decoder_layers, adaptor_layers=self.adaptor_layers,
-                         adaptor_rank=self.adaptor_rank, dropout=self.dropout, query_length=self.query_length)
+                         adaptor_rank=self.adaptor_rank, dropout=self.dropout, query_length=self.query_length,
+                         encoder_layers=self.encoder_layers)
 
 
 def _dataset_key(dataset: RetrievalDataset) -> dict:
@@ -210,7 +213,6 @@ class NciEvaluator:
 class FineTunedNci:
     directory: Path
     history: dict
-    runs: dict  # {"dev": Run, "test": Run} of the dev-best weights under the training's decoding
 
     @property
     def best_dev(self) -> float:
@@ -257,38 +259,36 @@ def finetune_nci(dataset: RetrievalDataset, spec: NciSpec, train: NciTrainConfig
         evaluator = NciEvaluator(dataset, retriever_of, decoding)
         result = train_nci(model, examples, [id_tokenizer.encode(i) for i in identifiers], train, dev_eval=evaluator,
                            progress=progress, checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES))
-        started = time.perf_counter()
-        runs = {split: retriever_of(model, decoding).search(queries, RUN_DEPTH)
-                for split, queries in evaluation_queries(dataset).items()}
         torch.save(model.state_dict(), directory / "model.pt")
         (directory / "identifiers.json").write_text(json.dumps(identifiers))
-        (directory / "runs.json").write_text(json.dumps(runs))
         record = asdict(result) | {"model": asdict(config), "id_tokenizer": asdict(id_tokenizer),
                                    "examples": len(examples), "curve": evaluator.curve,
-                                   "decode_seconds": time.perf_counter() - started,
-                                   "parameters": sum(p.numel() for p in model.parameters())}
+                                   "parameters": sum(p.numel() for p in model.parameters()),
+                                   "adaptor_parameters": sum(p.numel() for n, p in model.named_parameters()
+                                                             if n.startswith("adaptor."))}
         (directory / "history.json").write_text(json.dumps(record, indent=2))
 
     directory = cached_directory("finetune_nci", build, **_dataset_key(dataset), spec=asdict(spec), train=asdict(train),
                                  decoding=asdict(decoding), pooling=pooling,
                                  backbone=portable(backbone) if Path(backbone).is_dir() else backbone)
-    return FineTunedNci(directory, json.loads((directory / "history.json").read_text()),
-                        json.loads((directory / "runs.json").read_text()))
+    return FineTunedNci(directory, json.loads((directory / "history.json").read_text()))
 
 
-def decode_nci(fit: FineTunedNci, dataset: RetrievalDataset, decoding: DecodingConfig) -> dict[str, Run]:
-    """The dev and test runs of a trained model under another decoding (cached)."""
+def decode_nci(fit: FineTunedNci, dataset: RetrievalDataset, decoding: DecodingConfig) -> tuple[dict[str, Run], dict]:
+    """``({"dev": run, "test": run}, {"seconds": ..., "queries": ...})`` of a trained model (cached)."""
 
     def build(directory: Path) -> None:
         retriever = fit.retriever(dataset, decoding)
+        splits = evaluation_queries(dataset)
         started = time.perf_counter()
-        runs = {split: retriever.search(queries, RUN_DEPTH) for split, queries in evaluation_queries(dataset).items()}
+        runs = {split: retriever.search(queries, RUN_DEPTH) for split, queries in splits.items()}
         (directory / "runs.json").write_text(json.dumps(runs))
-        (directory / "seconds.json").write_text(json.dumps(time.perf_counter() - started))
+        (directory / "timing.json").write_text(json.dumps({"seconds": time.perf_counter() - started,
+                                                           "queries": sum(map(len, splits.values()))}))
 
     directory = cached_directory("nci_decode", build, model=portable(fit.directory), decoding=asdict(decoding),
                                  **_dataset_key(dataset))
-    return json.loads((directory / "runs.json").read_text())
+    return json.loads((directory / "runs.json").read_text()), json.loads((directory / "timing.json").read_text())
 
 
 def expanded_corpus(dataset: RetrievalDataset, generated: dict[str, list[str]]) -> list[str]:

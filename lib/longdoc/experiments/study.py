@@ -102,6 +102,9 @@ class System:
     pretrain_encoder: EncoderConfig | None = None  # pre-train with this encoder instead of ``encoder`` (sweep rows
     # that fine-tune one pre-trained model under another block count or combine mode)
     learning_rates: tuple = ()  # its own dev grid instead of the study's (rows whose weights start random)
+    nci: Any = None  # NCI and DSI rows: their :class:`longdoc.experiments.nci.NciSpec`
+    decoding: Any = None  # an NCI row decoded otherwise than the study's decoding (the unconstrained ablation)
+    members: tuple = ()  # an ensemble's member systems
 
     def describe(self) -> dict:
         return {"model": self.model, "encoder": asdict(self.encoder) if self.encoder else None,
@@ -110,7 +113,10 @@ class System:
                 "settings_from": self.settings_from.name if self.settings_from else None,
                 "warm_start": self.warm_start.name if self.warm_start else None,
                 **({"pretrain_encoder": asdict(self.pretrain_encoder)} if self.pretrain_encoder else {}),
-                **({"learning_rates": list(self.learning_rates)} if self.learning_rates else {})}
+                **({"learning_rates": list(self.learning_rates)} if self.learning_rates else {}),
+                **({"nci": asdict(self.nci)} if self.nci is not None else {}),
+                **({"decoding": asdict(self.decoding)} if self.decoding is not None else {}),
+                **({"members": [m.name for m in self.members]} if self.members else {})}
 
 
 @dataclass

@@ -48,12 +48,14 @@ class NciConfig:
     adaptor_rank: int = 8  # r of A_i = I + U_i V_iᵀ
     dropout: float = 0.1
     query_length: int = 64  # query tokens (the released max input length)
+    encoder_layers: int = 0  # > 0: keep the backbone's first layers only (model capacity, Figure 3); 0: all
 
     def __post_init__(self) -> None:
         if self.vocab_size < 3 or self.max_id_length < 2:
             raise ValueError(f"vocab_size >= 3 and max_id_length >= 2 are required (from the IdTokenizer): {self}")
-        if self.decoder_layers < 1 or self.adaptor_layers < 0 or self.adaptor_rank < 1:
-            raise ValueError(f"decoder_layers >= 1, adaptor_layers >= 0 and adaptor_rank >= 1 are required: {self}")
+        if self.decoder_layers < 1 or self.adaptor_layers < 0 or self.adaptor_rank < 1 or self.encoder_layers < 0:
+            raise ValueError(f"decoder_layers >= 1, adaptor_layers >= 0, adaptor_rank >= 1 and encoder_layers >= 0 are "
+                             f"required: {self}")
 
 
 class NciGenerationConfig(PretrainedConfig):
@@ -83,6 +85,17 @@ def load_query_encoder(backbone: str):
     if AutoConfig.from_pretrained(path).model_type in ("t5", "mt5", "umt5"):
         return T5EncoderModel.from_pretrained(path), load_tokenizer(path)
     return load_backbone(path)
+
+
+def keep_first_layers(encoder: nn.Module, layers: int) -> None:
+    """Cut a BERT-style (``encoder.layer``) or T5 (``block``) encoder to its first ``layers`` layers."""
+    stack = encoder.encoder.layer if hasattr(encoder, "encoder") and hasattr(encoder.encoder, "layer") else encoder.encoder.block
+    if layers > len(stack):
+        raise ValueError(f"encoder_layers={layers}: the backbone has {len(stack)} layers")
+    del stack[layers:]
+    for name in ("num_hidden_layers", "num_layers"):
+        if hasattr(encoder.config, name):
+            setattr(encoder.config, name, layers)
 
 
 class Attention(nn.Module):
@@ -218,6 +231,8 @@ class NciModel(PreTrainedModel, GenerationMixin):
         self.nci = NciConfig(**config.nci)
         if encoder is None:
             encoder, tokenizer = load_query_encoder(self.nci.backbone)
+        if self.nci.encoder_layers:
+            keep_first_layers(encoder, self.nci.encoder_layers)
         self.encoder, self.tokenizer = encoder, tokenizer
         hidden = encoder.config.to_dict()
         d = hidden.get("hidden_size") or hidden["d_model"]

@@ -1,0 +1,361 @@
+"""The NCI paper's experiments as rows and claims: Tables 1-2 (main), 3 (ablations), 4 (PAWA layers),
+5 (efficiency), 6 (α) and Figures 3-4, for notebooks 40-45.
+
+Rows of the main table (notebook 40), each on the same data and splits:
+
+- ``BM25``; ``BM25+DocT5Query``: BM25 over each document followed by the queries NCI trains on.
+- ``FirstP (FAISS)`` and ``FirstP brute force``: the retrieval study's fine-tuned FirstP (one block of
+  ``block_size`` tokens, the study's budget and start rule), searched with a FAISS flat index and by
+  exact cosine (the paper's "BERT + ANN (Faiss)" and "BERT + BruteForce", there coCondenser).
+- ``DSI``: :meth:`NciStudy.dsi_spec`.
+- ``NCI``: the full system; ``NCI ensemble``: NCI plus ``nci_ensemble - 1`` models on identifiers
+  from other k-means seeds (first seed each), voting.
+
+Ablation rows (notebook 41) change one component and take NCI's dev-chosen learning rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+
+from longdoc.experiments.findings import Claim
+from longdoc.experiments.nci import NCI_MEASURES, generated_queries, training_examples
+from longdoc.experiments.nci_study import NciStudy
+from longdoc.experiments.paper import paper_results
+from longdoc.experiments.study import System
+
+PAPER = "nci"
+PAPER_MEASURES = {"NQ320k": ["Success@1", "Success@10", "Success@100", "MRR@100"],
+                  "TriviaQA": ["Success@5", "Success@20", "Success@100", "RPrec"]}
+CLAIM_MEASURE = "MRR@100"
+
+
+def nci(study: NciStudy) -> System:
+    return System("NCI", "NCI", nci=study.spec(), paper_name="NCI")
+
+
+def main_systems(study: NciStudy) -> list[System]:
+    full = nci(study)
+    rows = [System("BM25", "BM25", paper_name="BM25"),
+            System("BM25+DocT5Query", "BM25+DocT5Query", paper_name="BM25+DocT5Query"),
+            System("FirstP (FAISS)", "FirstP", study.encoder("FirstP"), paper_name="FirstP (FAISS)"),
+            System("FirstP brute force", "FirstP brute force", study.encoder("FirstP"), paper_name="FirstP brute force"),
+            System("DSI", "NCI", nci=study.dsi_spec(), paper_name="DSI"),
+            full]
+    if study.params["nci_ensemble"] > 1:
+        members = [full] + [replace(full, name=f"NCI (k-means seed {seed})", settings_from=full, paper_name="",
+                                    nci=replace(full.nci, identifiers=replace(full.nci.identifiers, seed=seed)))
+                            for seed in range(1, study.params["nci_ensemble"])]
+        rows.append(System("NCI ensemble", "NCI ensemble", members=tuple(members), paper_name="NCI ensemble"))
+    return rows
+
+
+def single_seed(systems: list[System]) -> list[System]:
+    """Rows run with the first seed only under ``cpu``: the ensemble's extra members."""
+    return [m for s in systems for m in s.members[1:]]
+
+
+def main_claims(study: NciStudy, systems: list[System]) -> list[Claim]:
+    names = {s.name for s in systems}
+
+    def quoted(a: str, b: str) -> str:
+        return "NQ320k: " + f"{paper_value(a):.2f} vs {paper_value(b):.2f} MRR@100" if not pd.isna(paper_value(b)) else (
+            f"NQ320k: {paper_value(a, 'Success@1'):.2f} vs {paper_value(b, 'Success@1'):.2f} Recall@1")
+
+    claims = [Claim("NCI beats DSI", "NCI", "DSI", quoted("NCI", "DSI")),
+              Claim("NCI beats BM25 + DocT5Query", "NCI", "BM25+DocT5Query", quoted("NCI", "BM25+DocT5Query")),
+              Claim("NCI beats BM25", "NCI", "BM25", quoted("NCI", "BM25")),
+              Claim("NCI beats dense FirstP (FAISS)", "NCI", "FirstP (FAISS)", quoted("NCI", "FirstP (FAISS)")),
+              Claim("query generation helps BM25 (BM25 + DocT5Query > BM25)", "BM25+DocT5Query", "BM25",
+                    quoted("BM25+DocT5Query", "BM25"))]
+    if "NCI ensemble" in names:
+        claims.append(Claim("the ensemble beats one NCI model", "NCI ensemble", "NCI", quoted("NCI ensemble", "NCI")))
+    return [replace(c, measure=CLAIM_MEASURE) for c in claims]
+
+
+ABLATIONS = ("w/o query generation", "w/o DocT5Query", "w/o document as query", "w/o PAWA decoder", "w/o semantic id",
+             "w/o regularization", "w/o constrained beam search")
+
+
+def ablation_systems(study: NciStudy) -> list[System]:
+    """Table 3: the full NCI and one row per removed component (each keeps NCI's learning rate)."""
+    full = nci(study)
+    spec = full.nci
+    changes = {
+        "w/o query generation": replace(spec, queries=replace(spec.queries, document_as_query=False, generated=False)),
+        "w/o DocT5Query": replace(spec, queries=replace(spec.queries, generated=False)),
+        "w/o document as query": replace(spec, queries=replace(spec.queries, document_as_query=False)),
+        "w/o PAWA decoder": replace(spec, adaptor_layers=0),
+        "w/o semantic id": replace(spec, identifiers=replace(spec.identifiers, kind="random")),
+        "w/o regularization": replace(spec, alpha=0.0),
+    }
+    rows = [full] + [replace(full, name=name, nci=changed, settings_from=full, paper_name=name) for name, changed in changes.items()]
+    rows.append(replace(full, name="w/o constrained beam search", decoding=replace(study.decoding(), constrained=False),
+                        settings_from=full, paper_name="w/o constrained beam search"))
+    return rows
+
+
+def ablation_claims() -> list[Claim]:
+    return [Claim(f"removing a component hurts: NCI > {name}", "NCI", name,
+                  f"NQ320k: {paper_value('NCI', table='Table 3'):.2f} vs {paper_value(name, table='Table 3'):.2f} MRR@100",
+                  CLAIM_MEASURE) for name in ABLATIONS]
+
+
+def adaptor_name(layers: int) -> str:
+    return f"M3 = {layers}"
+
+
+def adaptor_systems(study: NciStudy) -> list[System]:
+    """Table 4: NCI with M3 adaptor layers (each keeps NCI's learning rate)."""
+    full = nci(study)
+    main = study.params["nci_adaptor_layers"]
+    return [replace(full, name=adaptor_name(m), nci=replace(full.nci, adaptor_layers=m), paper_name=adaptor_name(m),
+                    settings_from=None if m == main else full) for m in study.params["sweep_adaptor_layers"]]
+
+
+def adaptor_claims(study: NciStudy) -> list[Claim]:
+    """Table 4: more layers help up to the paper's 4 (each swept M3 below the study's M3 loses to it),
+    and more than 4 overfit (each M3 above it loses too)."""
+    main = study.params["nci_adaptor_layers"]
+    claims = []
+    for m in study.params["sweep_adaptor_layers"]:
+        if m == main:
+            continue
+        paper = f"NQ320k: M3 = 4: {paper_value('M3 = 4', table='Table 4'):.2f} vs M3 = {m}: " + (
+            f"{paper_value(adaptor_name(m), table='Table 4'):.2f}" if has_paper_row(adaptor_name(m), "Table 4") else "—") + " MRR@100"
+        why = "more adaptor layers help" if m < main else "too many adaptor layers overfit"
+        claims.append(Claim(f"{why}: {adaptor_name(main)} > {adaptor_name(m)}", adaptor_name(main), adaptor_name(m), paper,
+                            CLAIM_MEASURE))
+    return claims
+
+
+def alpha_name(alpha: float) -> str:
+    return f"alpha = {alpha:g}"
+
+
+def alpha_systems(study: NciStudy) -> list[System]:
+    """Table 6: NCI with consistency weight α (each keeps NCI's learning rate)."""
+    full = nci(study)
+    main = study.params["nci_alpha"]
+    return [replace(full, name=alpha_name(a), nci=replace(full.nci, alpha=a), paper_name=alpha_name(a),
+                    settings_from=None if a == main else full) for a in study.params["sweep_alphas"]]
+
+
+def alpha_claims(study: NciStudy) -> list[Claim]:
+    main = study.params["nci_alpha"]
+    return [Claim(f"α = {main:g} beats α = {a:g}" + (" (regularisation helps)" if a == 0 else ""), alpha_name(main),
+                  alpha_name(a), f"NQ320k: {paper_value(alpha_name(0.15), table='Table 6'):.2f} vs " + (
+                      f"{paper_value(alpha_name(a), table='Table 6'):.2f}" if has_paper_row(alpha_name(a), "Table 6") else "—")
+                  + " MRR@100", CLAIM_MEASURE) for a in study.params["sweep_alphas"] if a != main]
+
+
+def capacity_name(layers: int) -> str:
+    return f"{layers}-layer encoder"
+
+
+def capacity_systems(study: NciStudy) -> list[System]:
+    """Figure 3: NCI with the backbone's first L encoder layers (the paper: T5 small, base, large)."""
+    full = nci(study)
+    return [replace(full, name=capacity_name(n), nci=replace(full.nci, encoder_layers=n), paper_name="", settings_from=full)
+            for n in study.params["sweep_encoder_layers"]]
+
+
+# -- the paper's numbers -------------------------------------------------------------------------
+def paper_value(name: str, measure: str = "MRR@100", table: str = "Table 1", dataset: str = "NQ320k") -> float:
+    rows = paper_results(PAPER)
+    row = rows[(rows["our_name"] == name) & (rows["table"] == table) & (rows["dataset"] == dataset)]
+    return float(row.iloc[0][measure]) if len(row) else float("nan")
+
+
+def has_paper_row(name: str, table: str) -> bool:
+    rows = paper_results(PAPER)
+    return bool(((rows["our_name"] == name) & (rows["table"] == table)).any())
+
+
+def paper_beside(table: pd.DataFrame, systems: list[System], paper_table: str) -> pd.DataFrame:
+    """The paper's values (NQ320k and TriviaQA, its percentages as fractions) beside our rows."""
+    out = table.copy()
+    rows = paper_results(PAPER)
+    paper_name = {s.name: s.paper_name for s in systems} | {m.name: m.paper_name for s in systems for m in s.members}
+        reported = rows[(rows["table"] == paper_table) & (rows["dataset"] == dataset)].dropna(subset=["our_name"])
+        reported = reported.drop_duplicates("our_name").set_index("our_name")
+        for measure in measures[:2] if dataset == "TriviaQA" else measures:
+            out[f"paper {measure} ({dataset})"] = [
+                float(reported.loc[paper_name.get(name, ""), measure]) / 100 if paper_name.get(name) in reported.index
+                else float("nan") for name in out.index]
+    return out
+
+
+def split_counts(study: NciStudy) -> pd.DataFrame:
+    rows = {}
+    for split in ("train", "dev", "test"):
+        queries, qrels = study.split(split)
+        relevant = [sum(r > 0 for r in judged.values()) for judged in qrels.values()]
+        rows[split] = {"queries": len(queries), "relevant documents per query": sum(relevant) / max(len(relevant), 1),
+                       "queries with several relevant documents": sum(n > 1 for n in relevant)}
+    frame = pd.DataFrame(rows).T
+    frame["corpus documents"] = len(study.data.doc_ids)
+    return frame
+
+
+def generation_summary(study: NciStudy) -> pd.DataFrame:
+    """What the query generator cost and made, and NCI's training examples by kind."""
+    spec = study.spec()
+    generated, record = generated_queries(study.data, spec.queries.generation, study.params["backbone"], study.progress)
+    kinds = {"labelled train queries": replace(spec.queries, document_as_query=False, generated=False),
+             "document as query": replace(spec.queries, train_queries=False, generated=False),
+             "generated queries": replace(spec.queries, train_queries=False, document_as_query=False)}
+    examples = {kind: len(training_examples(study.data, q, generated)) for kind, q in kinds.items()}
+    training = record.get("training") or {}
+    dev = [h["dev"] for h in training.get("history", []) if "dev" in h]
+    rows = {"generator": spec.queries.generation.generator or "trained here from the backbone on the train pairs",
+            "generated queries": record["queries"], "documents without a generated query": record["documents_without_queries"],
+            "generator training seconds": round(record["train_seconds"], 1),
+            "generation seconds": round(record["generate_seconds"], 1),
+            "generator dev loss (last evaluation)": round(-dev[-1], 3) if dev else "—"}
+    rows |= {f"training examples: {kind}": n for kind, n in examples.items()}
+    return pd.DataFrame({"value": {k: str(v) for k, v in rows.items()}})
+
+
+def parameter_counts(study: NciStudy, systems: list[System]) -> pd.DataFrame:
+    rows = {}
+    for system in systems:
+        fit = study.fits(system, study.seeds[:1])[0]
+        rows[system.name] = {"parameters (M)": fit.history["parameters"] / 1e6,
+                             "adaptor parameters (M)": fit.history["adaptor_parameters"] / 1e6}
+    return pd.DataFrame(rows).T
+
+
+def learning_curve_frames(study: NciStudy, systems: list[System]) -> dict[str, pd.DataFrame]:
+    """Each system's dev evaluations (first seed) against epochs over its training examples."""
+    curves = {}
+    for system in systems:
+        fit = study.fits(system, study.seeds[:1])[0]
+        batch, examples = fit.history["config"]["batch_size"], fit.history["examples"]
+        rows = [{"step": int(step), "epoch": int(step) * batch / examples, **values}
+                for step, values in fit.history["curve"].items()]
+        curves[system.name] = pd.DataFrame(rows).sort_values("step")
+    return curves
+
+
+def curve_table(curves: dict[str, pd.DataFrame], measures: tuple = ("Success@1", "Success@10", "MRR@100")) -> pd.DataFrame:
+    frames = [curve.assign(system=name).set_index(["system", "step"])[["epoch", *measures]] for name, curve in curves.items()]
+    return pd.concat(frames)
+
+
+def capacity_claims(study: NciStudy, systems: list[System]) -> list[Claim]:
+    """Figure 3: the smallest capacity ends lower than the largest."""
+    by_size = sorted(systems, key=lambda s: s.nci.encoder_layers)
+    small, large = by_size[0].name, by_size[-1].name
+    return [Claim(f"a larger model retrieves better at the same budget ({large} > {small})", large, small,
+                  "Figure 3: small ends lower than base and large (curves only)", CLAIM_MEASURE)]
+
+
+def decoding_costs(study: NciStudy, system: System, queries: int = 64, batch: int = 16) -> pd.DataFrame:
+    """Table 5 on this machine: per beam size, NCI's latency (one query at a time), throughput (``batch``
+    queries per call), constrained ÷ unconstrained, batched ÷ one at a time, and NCI ÷ FirstP + FAISS
+    (the backbone as FirstP encoder over the corpus, one query at a time), over the first ``queries``
+    test queries; medians of ``bench_repeats`` timed repeats after a warm-up."""
+    import statistics
+    import time
+
+    from longdoc.experiments.retrieval import build_model, segment_corpus
+    from longdoc.index.dense_retriever import DenseRetriever
+
+    fit = study.fits(system, study.seeds[:1])[0]
+    model = fit.model()
+    test = dict(list(study.split("test")[0].items())[:queries])
+    repeats = study.params["bench_repeats"]
+
+    def per_query(search, chunk: int) -> float:
+        items = list(test.items())
+        batches = [dict(items[i : i + chunk]) for i in range(0, len(items), chunk)]
+        search(batches[0])
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            for part in batches:
+                search(part)
+            times.append(time.perf_counter() - started)
+        return statistics.median(times) / len(items)
+
+    firstp = build_model("FirstP", study.encoder("FirstP"), study.seeds[0])
+    dense = DenseRetriever(firstp, segment_corpus(firstp, study.data), progress=False).build()
+    dense_seconds = per_query(lambda part: dense.search(part, 100), 1)
+    rows = []
+    for beam in study.params["sweep_beams"]:
+        seconds = {}
+        for constrained in (True, False):
+            for size in (1, batch):
+                config = replace(study.decoding(), beam_size=beam, constrained=constrained, batch_size=size)
+                retriever = fit.retriever(study.data, config, model)
+                seconds[constrained, size] = per_query(lambda part: retriever.search(part, beam), size)
+        rows.append({"beam": beam, "latency ms (1 query)": 1000 * seconds[True, 1],
+                     f"throughput queries/s (batches of {batch})": 1 / seconds[True, batch],
+                     "constrained ÷ unconstrained (1 query)": seconds[True, 1] / seconds[False, 1],
+                     f"constrained ÷ unconstrained (batches of {batch})": seconds[True, batch] / seconds[False, batch],
+                     "batched ÷ one at a time (per query)": seconds[True, batch] / seconds[True, 1],
+                     "NCI ÷ FirstP + FAISS (latency)": seconds[True, 1] / dense_seconds,
+                     "FirstP + FAISS ms (1 query)": 1000 * dense_seconds})
+    return pd.DataFrame(rows).set_index("beam")
+
+
+def semantic_id_analysis(study: NciStudy, system: System, top: int = 10) -> dict:
+    """Everything notebook 45 shows (see :mod:`longdoc.analysis.semantic_ids`)."""
+    import numpy as np
+
+    from longdoc.analysis.semantic_ids import (prefix_overlap, query_groups, relevant_prefix_agreement,
+                                               retrieved_prefixes, tsne_points)
+    from longdoc.eval.metrics import ranking
+    from longdoc.experiments.nci import decode_nci, document_embeddings
+    from longdoc.experiments.retrieval import build_model
+    from longdoc.experiments.findings import HOLDS, NOT_SHOWN, REVERSED
+
+    fit = study.fits(system, study.seeds[:1])[0]
+    identifiers = dict(zip(study.data.doc_ids, fit.identifiers))
+    depths = pd.Series([len(i) for i in identifiers.values()])
+    leaves = pd.Series([i[:-1] for i in identifiers.values()]).value_counts()
+    tree = pd.DataFrame({"value": {"documents": len(identifiers), "top-level clusters": len({i[0] for i in identifiers.values()}),
+                                   "identifier digits (min / mean / max)": f"{depths.min()} / {depths.mean():.2f} / {depths.max()}",
+                                   "largest leaf": int(leaves.max()), "k, c": f"{system.nci.identifiers.k}, {system.nci.identifiers.c}"}})
+    qrels = {q: judged for split in ("train", "dev", "test") for q, judged in study.split(split)[1].items()}
+    agreement = relevant_prefix_agreement(qrels, identifiers, seed=study.seeds[0])
+    runs, _ = decode_nci(fit, study.data, study.decoding())
+    test_queries = study.split("test")[0]
+    qids = [q for q in test_queries if runs["test"].get(q)]
+    encoder = build_model("FirstP", study.encoder("FirstP"), study.seeds[0])
+    vectors = encoder.encode_queries([test_queries[q] for q in qids])
+    top_docs = {q: ranking(runs["test"][q])[:top] for q in qids}
+    overlap = prefix_overlap(top_docs, identifiers, vectors, qids, seed=study.seeds[0])
+    groups = query_groups(vectors, qids)
+    digits, penalty = study.params["prefix_digits"], study.params["nci_length_penalty"]
+    frames = {g: {test_queries[q]: retrieved_prefixes(sorted(runs["test"][q].items(), key=lambda x: -x[1])[:top], identifiers,
+                                                      digits, penalty) for q in members} for g, members in groups.items()}
+    groups_table = pd.DataFrame([{"group": g, "query": query, "top prefixes": ", ".join(frame["prefix"].head(5))}
+                                 for g, queries in frames.items() for query, frame in queries.items()])
+    embeddings = document_embeddings(study.data, study.params["backbone"], study.params["pooling"],
+                                     system.nci.identifiers.embedding_length, study.progress)
+    position = {d: i for i, d in enumerate(study.data.doc_ids)}
+    marked = {g: [position[d] for q in members for d in top_docs[q][:3]] for g, members in groups.items()}
+    pairs = agreement["relevant pairs"]
+    share, background = agreement["relevant pairs sharing the first digit"], agreement["random pairs sharing the first digit"]
+    if pairs:
+        half = 1.96 * np.sqrt(max(share * (1 - share), 1e-12) / pairs)
+        first = HOLDS if share - half > background else REVERSED if share + half < background else NOT_SHOWN
+        first_text = f"{share:.3f} ± {half:.3f} of {pairs} relevant pairs vs {background:.3f} of random pairs"
+    else:
+        first, first_text = NOT_SHOWN, "no test query has two relevant documents"
+    second = HOLDS if overlap["95% CI low"] > 0 else REVERSED if overlap["95% CI high"] < 0 else NOT_SHOWN
+    verdicts = pd.DataFrame([
+        {"claim": "documents relevant to the same query share identifier prefixes (more than random pairs)",
+         "ours": first_text, "verdict": first},
+        {"claim": "similar queries retrieve documents with close identifiers; dissimilar ones do not overlap",
+         "ours": f"first-digit overlap {overlap['similar pairs: mean overlap']:.3f} (similar) vs "
+                 f"{overlap['dissimilar pairs: mean overlap']:.3f} (dissimilar), Δ {overlap['difference']:+.3f} "
+                 f"[{overlap['95% CI low']:+.3f}, {overlap['95% CI high']:+.3f}]", "verdict": second}])
+    return {"tree": tree, "agreement": pd.DataFrame({"value": agreement}), "overlap": pd.DataFrame({"value": overlap}),
+            "groups": frames, "groups_table": groups_table, "points": tsne_points(embeddings, seed=study.seeds[0]),
+            "clusters": [identifiers[d][0] for d in study.data.doc_ids], "marked": marked, "verdicts": verdicts,
+            "text": f"NCI (seed {study.seeds[0]}) on {len(qids)} test queries with results."}

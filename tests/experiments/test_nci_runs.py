@@ -1,0 +1,72 @@
+import numpy as np
+import pytest
+
+from longdoc.data.beir import load_beir
+from longdoc.experiments.nci import (IdentifierSpec, NciSpec, QuerySpec, decode_nci, expanded_corpus, finetune_nci,
+                                     training_examples)
+from longdoc.experiments.nci_study import brute_force_run, ensemble_run
+from longdoc.index.nci_retriever import DecodingConfig
+from longdoc.models.doc2query import QueryGenerationConfig
+from longdoc.train.nci import NciTrainConfig
+
+
+def test_training_examples_by_kind(tiny_dataset):
+    data = load_beir(tiny_dataset)
+    generated = {d: [f"generated for {d}"] for d in data.doc_ids[:5]}
+    spec = QuerySpec(terms=8, windows=2)
+    number = {d: i for i, d in enumerate(data.doc_ids)}
+    labelled = training_examples(data, QuerySpec(document_as_query=False, generated=False), None)
+    assert sorted(labelled) == sorted((data.queries[q], number[d]) for q, judged in data.qrels["train"].items() for d in judged)
+    assert len(labelled) == 12  # the train split only: dev and test queries are never training examples
+    as_query = training_examples(data, QuerySpec(train_queries=False, generated=False, terms=8, windows=2), None)
+    assert len(as_query) == 3 * len(data.doc_ids)
+    everything = training_examples(data, spec, generated)
+    assert len(everything) == 12 + 3 * len(data.doc_ids) + 5
+    with pytest.raises(ValueError, match="generated"):
+        training_examples(data, spec, None)
+    with pytest.raises(ValueError, match="at least one"):
+        QuerySpec(train_queries=False, document_as_query=False, generated=False)
+
+
+def test_expanded_corpus_appends_the_generated_queries(tiny_dataset):
+    data = load_beir(tiny_dataset)
+    texts = expanded_corpus(data, {data.doc_ids[0]: ["alpha beta", "gamma"]})
+    assert texts[0] == data.texts[0] + " alpha beta gamma" and texts[1] == data.texts[1] + " "
+
+
+def test_ensemble_vote_follows_the_released_weights():
+    runs = [{"q": {"a": 3.0, "b": 2.0, "c": 1.0}}, {"q": {"b": 9.0, "a": 1.0}}]
+    merged = ensemble_run(runs)["q"]
+    assert merged["a"] == pytest.approx(1 + 1 / 1.2) and merged["b"] == pytest.approx(1 / 1.2 + 1)
+    assert merged["c"] == pytest.approx(1 / 1.4) and list(merged)[-1] == "c"
+
+
+def test_brute_force_is_exact_cosine():
+    rng = np.random.default_rng(0)
+    queries, docs = rng.normal(size=(3, 5)), rng.normal(size=(7, 5))
+    run = brute_force_run(queries, docs, [f"d{i}" for i in range(7)], ["a", "b", "c"], k=4)
+    unit = docs / np.linalg.norm(docs, axis=1, keepdims=True)
+    for row, qid in enumerate("abc"):
+        cosine = unit @ (queries[row] / np.linalg.norm(queries[row]))
+        expected = [f"d{i}" for i in np.argsort(-cosine)[:4]]
+        assert list(run[qid]) == expected
+        assert list(run[qid].values()) == pytest.approx(sorted(cosine, reverse=True)[:4], abs=1e-5)
+
+
+def test_an_nci_run_trains_decodes_and_caches(tiny_dataset, tiny_backbone, isolated_outputs):
+    data = load_beir(tiny_dataset)
+    spec = NciSpec(decoder_layers=1, adaptor_layers=1, adaptor_rank=2, query_length=16,
+                   identifiers=IdentifierSpec(k=3, c=4, embedding_length=32),
+                   queries=QuerySpec(terms=8, windows=1, generation=QueryGenerationConfig(
+                       queries_per_document=2, input_length=16, max_query_length=6, train_steps=2, batch_size=4)))
+    train = NciTrainConfig(steps=6, batch_size=4, eval_every=3)
+    fit = finetune_nci(data, spec, train, DecodingConfig(beam_size=3), tiny_backbone, "cls", progress=False)
+    assert sorted(int(s) for s in fit.history["curve"]) == [3, 6] and fit.history["examples"] > 24 * 2
+    assert len(fit.identifiers) == len(data.doc_ids) and len(set(fit.identifiers)) == len(data.doc_ids)
+    runs, timing = decode_nci(fit, data, DecodingConfig(beam_size=4))
+    assert set(runs) == {"dev", "test"} and all(1 <= len(hits) <= 4 and set(hits) <= set(data.doc_ids)
+                                                for hits in runs["test"].values())
+    again = finetune_nci(data, spec, train, DecodingConfig(beam_size=3), tiny_backbone, "cls", progress=False)
+    assert again.directory == fit.directory  # cached
+    loose, _ = decode_nci(fit, data, DecodingConfig(beam_size=4, constrained=False))
+    assert set(loose["test"]) == set(runs["test"])
