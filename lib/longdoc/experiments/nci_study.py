@@ -134,8 +134,8 @@ class NciStudy(Study):
                         for seed, f in zip(seeds, fits)]
             result = SystemResult(system, seeds, [r["test"] for r in decoded], [r["dev"] for r in decoded],
                                   self.selection(system), training)
-        elif system.model == "NCI ensemble":
-            members = [self.run(member, seeds[:1]) for member in system.members]
+        elif system.model == "NCI ensemble":  # members' first-seed runs (a member already in the table keeps its seeds)
+            members = [self.results[m.name] if m.name in self.results else self.run(m, seeds[:1]) for m in system.members]
             result = SystemResult(system, seeds[:1], [ensemble_run([m.test_runs[0] for m in members])],
                                   [ensemble_run([m.dev_runs[0] for m in members])])
         elif system.model == "BM25+DocT5Query":

@@ -179,6 +179,7 @@ def paper_beside(table: pd.DataFrame, systems: list[System], paper_table: str) -
     out = table.copy()
     rows = paper_results(PAPER)
     paper_name = {s.name: s.paper_name for s in systems} | {m.name: m.paper_name for s in systems for m in s.members}
+    for dataset, measures in PAPER_MEASURES.items():
         reported = rows[(rows["table"] == paper_table) & (rows["dataset"] == dataset)].dropna(subset=["our_name"])
         reported = reported.drop_duplicates("our_name").set_index("our_name")
         for measure in measures[:2] if dataset == "TriviaQA" else measures:
@@ -325,8 +326,11 @@ def semantic_id_analysis(study: NciStudy, system: System, top: int = 10) -> dict
     runs, _ = decode_nci(fit, study.data, study.decoding())
     test_queries = study.split("test")[0]
     qids = [q for q in test_queries if runs["test"].get(q)]
-    encoder = build_model("FirstP", study.encoder("FirstP"), study.seeds[0])
-    vectors = encoder.encode_queries([test_queries[q] for q in qids])
+    from longdoc.models.biencoder import EncoderConfig
+
+    query_encoder = EncoderConfig(backbone=study.params["backbone"], max_segments=1, pooling=study.params["pooling"],
+                                  max_query_length=study.params["nci_query_length"])
+    vectors = build_model("FirstP", query_encoder, study.seeds[0]).encode_queries([test_queries[q] for q in qids])
     top_docs = {q: ranking(runs["test"][q])[:top] for q in qids}
     overlap = prefix_overlap(top_docs, identifiers, vectors, qids, seed=study.seeds[0])
     groups = query_groups(vectors, qids)

@@ -16,6 +16,7 @@ repeated samples are dropped, so a document gets *up to* that many queries.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -94,7 +95,9 @@ class Doc2Query:
         target = self.tokenizer(queries, truncation=True, max_length=self.config.max_query_length, padding=True,
                                 return_tensors="pt")
         labels = target["input_ids"].masked_fill(target["attention_mask"] == 0, -100)
-        return (model or self.model)(**self._documents(texts), labels=labels.to(next(self.model.parameters()).device)).loss
+        with warnings.catch_warnings():  # EncoderDecoderModel's notice that it builds the decoder inputs from the labels
+            warnings.filterwarnings("ignore", message="Version v4.12.0 introduces", category=FutureWarning)
+            return (model or self.model)(**self._documents(texts), labels=labels.to(next(self.model.parameters()).device)).loss
 
     def generate(self, texts: list[str], seed: int = 0, progress: bool = False) -> list[list[str]]:
         """Up to ``queries_per_document`` distinct sampled queries per text (seeded per batch)."""
@@ -118,10 +121,13 @@ def train_doc2query(generator: Doc2Query, pairs: list[tuple[str, str]], dev_pair
                     progress: bool = True, checkpoint=None):
     """Fine-tune ``generator`` on ``(document text, query)`` pairs through the shared step loop; the
     dev loss (mean over ``dev_pairs``) is recorded at two evaluations and the better weights kept."""
+    from accelerate.utils import set_seed
+
     from longdoc.train.loop import TrainConfig
     from longdoc.train.steps import run_steps
 
     config = generator.config
+    set_seed(config.seed)  # dropout masks: the same run gives the same generator
     train = TrainConfig(steps=config.train_steps, batch_size=config.batch_size, hard_negatives=0,
                         learning_rate=config.learning_rate, eval_every=max(1, config.train_steps // 2), seed=config.seed)
 
