@@ -70,3 +70,6 @@ def test_an_nci_run_trains_decodes_and_caches(tiny_dataset, tiny_backbone, isola
     assert again.directory == fit.directory  # cached
     loose, _ = decode_nci(fit, data, DecodingConfig(beam_size=4, constrained=False))
     assert set(loose["test"]) == set(runs["test"])
+    from longdoc.experiments.cache import CACHE_DIR  # noqa: F401  (patched by isolated_outputs)
+    decodes = sorted(p.name for p in (isolated_outputs / "cache" / "nci_decode").iterdir())
+    assert len(decodes) == 2  # the unconstrained decoding is its own run, not the constrained one again

@@ -100,3 +100,38 @@ def test_cached_decoding_equals_recomputing_the_prefix(tiny_bert, tokenizer, ide
             out = model(**inputs, decoder_input_ids=decoder_inputs[:, t : t + 1], past_key_values=cache, use_cache=True)
             cache = out.past_key_values
             torch.testing.assert_close(out.logits[:, 0], full[:, t], atol=1e-5, rtol=1e-5)
+
+
+def test_the_adaptor_reads_the_prefix_and_the_query(tiny_bert, tokenizer, identifiers):
+    """Eq. 4: W_ada^i = AdaptiveDecoder(e; r_1..r_{i-1}) W_i: with the decoder states held fixed, the
+    adapted states change with an earlier prefix token and with the query embedding e."""
+    ids, id_tokenizer = identifiers
+    model = build(tiny_bert, tokenizer, id_tokenizer)
+    torch.nn.init.normal_(model.adaptor.to_v.weight, std=0.1)
+    torch.manual_seed(1)
+    hidden = torch.randn(2, 3, 32)
+    query = torch.randn(2, 32)
+    prefix = model.embedding(torch.tensor([[5, 9, 13], [5, 9, 13]]))
+    with torch.no_grad():
+        base = model.adaptor(torch.cat([query[:, None], prefix[:, 1:]], 1), hidden, None)
+        other_prefix = prefix.clone()
+        other_prefix[:, 1] = model.embedding(torch.tensor(7))
+        moved = model.adaptor(torch.cat([query[:, None], other_prefix[:, 1:]], 1), hidden, None)
+        other_query = model.adaptor(torch.cat([torch.randn(2, 1, 32), prefix[:, 1:]], 1), hidden, None)
+    assert torch.allclose(moved[:, 0], base[:, 0]) and not torch.allclose(moved[:, 1:], base[:, 1:])
+    assert not torch.allclose(other_query, base)
+
+
+def test_dsi_step_embedding_tells_the_steps_apart(tiny_bert, tokenizer, identifiers):
+    """Over DSI's shared digits the same token at two steps gets two inputs; the cache keeps the offset."""
+    ids, id_tokenizer = identifiers
+    model = build(tiny_bert, tokenizer, id_tokenizer, adaptor_layers=0, step_embedding=True)
+    inputs, decoder_inputs, _ = batch(model, id_tokenizer, ids)
+    with torch.no_grad():
+        full = model(**inputs, decoder_input_ids=decoder_inputs).logits
+        cache = None
+        for t in range(decoder_inputs.shape[1]):
+            out = model(**inputs, decoder_input_ids=decoder_inputs[:, t : t + 1], past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            torch.testing.assert_close(out.logits[:, 0], full[:, t], atol=1e-5, rtol=1e-5)
+    assert model.steps is not None and model.steps.weight.shape[0] == id_tokenizer.depth + 1

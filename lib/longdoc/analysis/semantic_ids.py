@@ -2,8 +2,8 @@
 embeddings coloured by top-level cluster, the identifier prefixes (with their probabilities) that
 similar and dissimilar queries retrieve, and two numbers for what the figure is read to show:
 
-- **prefix agreement of relevant documents**: among the test queries with two or more relevant
-  documents, how often two documents relevant to the same query share their first identifier digit,
+- **prefix agreement of relevant documents**: among the queries (of every split) with two or more
+  relevant documents, how often two documents relevant to the same query share their first identifier digit,
   beside how often two random documents do (the identifiers put related documents together);
 - **retrieved-prefix overlap**: the Jaccard overlap of the first digits of two queries' top retrieved
   documents, for the most similar query pairs against the least similar ones ("similar queries result
@@ -86,8 +86,8 @@ def query_groups(query_vectors: np.ndarray, qids: list[str]) -> dict[str, list[s
     np.fill_diagonal(similarity, -np.inf)
     a1, a2 = np.unravel_index(np.argmax(similarity), similarity.shape)
     far = np.maximum(similarity[a1], similarity[a2])
-    finite = far[np.isfinite(far)]
-    candidates = np.flatnonzero(far <= np.percentile(finite, 10))
+    far[[a1, a2]] = np.inf
+    candidates = np.argsort(far)[: max(2, int(0.1 * len(qids)))]  # the 10% least similar to A (two at least)
     sub = similarity[np.ix_(candidates, candidates)]
     b1, b2 = np.unravel_index(np.argmax(sub), sub.shape)
     return {"A": [qids[a1], qids[a2]], "B": [qids[candidates[b1]], qids[candidates[b2]]]}

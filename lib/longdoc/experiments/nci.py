@@ -33,7 +33,7 @@ from longdoc.eval.metrics import evaluate
 from longdoc.experiments.cache import cached_directory, portable
 from longdoc.experiments.retrieval import RUN_DEPTH, build_model, encoder_key, evaluation_queries, segment_corpus
 from longdoc.index.nci_retriever import DecodingConfig, NciRetriever
-from longdoc.index.semantic_ids import IdTokenizer, hierarchical_ids, random_ids
+from longdoc.index.semantic_ids import IdTokenizer, hierarchical_ids
 from longdoc.models.biencoder import EncoderConfig
 from longdoc.models.doc2query import Doc2Query, QueryGenerationConfig, train_doc2query
 from longdoc.models.nci import NciConfig, NciModel
@@ -50,7 +50,8 @@ IDENTIFIER_KINDS = ("semantic", "random")
 
 @dataclass(frozen=True)
 class IdentifierSpec:
-    kind: str = "semantic"  # "semantic": hierarchical k-means (Algorithm 1); "random": the ablation
+    kind: str = "semantic"  # "semantic": hierarchical k-means (Algorithm 1); "random": the same identifiers dealt to
+    # the documents at random (the ablation: the tree's shape kept, its semantics removed)
     k: int = 30  # clusters per level (the paper's 30)
     c: int = 30  # documents per leaf (the paper's 30)
     seed: int = 0  # the k-means seed (the paper's ensemble: one model per seed)
@@ -94,7 +95,7 @@ class NciSpec:
         return NciConfig(backbone=backbone, vocab_size=tokenizer.vocab_size, max_id_length=tokenizer.depth + 1,
                          decoder_layers=self.decoder_layers, adaptor_layers=self.adaptor_layers,
                          adaptor_rank=self.adaptor_rank, dropout=self.dropout, query_length=self.query_length,
-                         encoder_layers=self.encoder_layers)
+                         encoder_layers=self.encoder_layers, step_embedding=not self.identifiers.positional)
 
 
 def _dataset_key(dataset: RetrievalDataset) -> dict:
@@ -122,11 +123,14 @@ def document_embeddings(dataset: RetrievalDataset, backbone: str, pooling: str, 
 
 def document_identifiers(dataset: RetrievalDataset, spec: IdentifierSpec, backbone: str, pooling: str,
                          progress: bool = True) -> list[tuple[int, ...]]:
-    """One identifier per corpus document (corpus order)."""
-    if spec.kind == "random":
-        return random_ids(len(dataset.doc_ids), spec.k, spec.c, spec.seed)
+    """One identifier per corpus document (corpus order). ``random``: the semantic identifiers permuted
+    over the documents (seeded), so depth and branching stay those of the k-means tree."""
     embeddings = document_embeddings(dataset, backbone, pooling, spec.embedding_length, progress)
-    return hierarchical_ids(embeddings, spec.k, spec.c, spec.seed)
+    identifiers = hierarchical_ids(embeddings, spec.k, spec.c, spec.seed)
+    if spec.kind == "random":
+        order = np.random.default_rng(spec.seed).permutation(len(identifiers))
+        return [identifiers[i] for i in order]
+    return identifiers
 
 
 # -- 3: queries ----------------------------------------------------------------------------------

@@ -85,7 +85,7 @@ class NciStudy(Study):
 
     def dsi_spec(self) -> NciSpec:
         """DSI (Tay et al.) as NCI's paper compares it: the same encoder and decoder depth, one digit
-        vocabulary for every depth, no PAWA, no consistency loss, trained on the labelled queries and
+        vocabulary for every depth (with a learned step embedding), no PAWA, no consistency loss, trained on the labelled queries and
         each document's first terms (DSI's indexing), semantic identifiers."""
         base = self.spec()
         return replace(base, adaptor_layers=0, alpha=0.0, identifiers=replace(base.identifiers, positional=False),

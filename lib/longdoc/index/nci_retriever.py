@@ -10,7 +10,7 @@ Algorithm 2's ``sum_log_prob / len(prefix)`` with the paper's length penalty of 
 the probabilities are the model's, not renormalised over the allowed tokens (Algorithm 2's
 ``f(r_i)``). A search returns the ``beam_size`` best complete identifiers, so ``k`` above
 ``beam_size`` gives ``beam_size`` documents. An identifier that names no document (possible only
-unconstrained) keeps its rank in the run under the id ``nci-invalid:<digits>``, a miss for every
+unconstrained) keeps its rank in the run under the id ``nci-invalid:<its tokens>``, a miss for every
 metric, as the released code kept invalid ids in its lists.
 """
 
@@ -28,6 +28,7 @@ from longdoc.progress import tqdm
 from longdoc.types import Run
 
 INVALID_PREFIX = "nci-invalid:"
+FILLER_SCORE = -1e8
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,8 @@ def beam_search(model: NciModel, queries: list[str], tree: PrefixTree, config: D
     for row in range(len(queries)):
         hits = []
         for tokens, score in zip(sequences[row * returned : (row + 1) * returned], scores[row * returned : (row + 1) * returned]):
-            if score == float("-inf"):
-                continue  # a filler hypothesis (fewer valid identifiers than beams)
+            if score < FILLER_SCORE:
+                continue  # a filler hypothesis (fewer valid identifiers than beams: -inf or transformers' -1e9)
             hits.append((tokens[: tokens.index(IdTokenizer.EOS) + 1] if IdTokenizer.EOS in tokens else tokens, score))
         results.append(hits)
     return results

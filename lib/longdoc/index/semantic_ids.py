@@ -9,8 +9,11 @@ documents of singleton clusters no leaf digit (identifiers of varying form) and 
 more than ``c`` identical embeddings: here every leaf document gets its digit, and a group that
 k-means cannot split (identical embeddings) is cut into ``k`` parts in document order.
 
-``random_ids`` gives the ablation's random identifiers of the same shape (a random partition instead
-of k-means). Identifier tokens are (position, value) pairs, so the same digit at different depths
+Each level runs scikit-learn's ``KMeans`` (k-means++, 3 initialisations; the paper: scikit-learn's
+default, the released code ``MiniBatchKMeans`` at the top and 100 initialisations below).
+``random_ids`` gives a balanced tree of random identifiers (the decoding benchmark's corpus); the
+"w/o semantic id" ablation instead deals the semantic identifiers to the documents at random
+(:func:`longdoc.experiments.nci.document_identifiers`), keeping the tree's shape. Identifier tokens are (position, value) pairs, so the same digit at different depths
 is a different token (:class:`IdTokenizer`).
 """
 

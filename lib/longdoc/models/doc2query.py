@@ -5,8 +5,8 @@ document and samples queries for it, behind one interface whatever the model is.
   nodes: ``castorini/doc2query-t5-base-msmarco``), loaded with ``AutoModelForSeq2SeqLM``.
 - Otherwise (``generator=""``) one built here: ``transformers``' ``EncoderDecoderModel`` with the
   backbone as encoder and as decoder (its cross-attention new), fine-tuned on the train split's
-  (relevant document, query) pairs by :func:`train_doc2query`. Only train queries are read, so the
-  generated queries never carry a dev or test query's words.
+  (relevant document, query) pairs by :func:`train_doc2query`, the dev pairs' loss choosing between
+  its two evaluations; no test query is read, and no dev query is trained on.
 
 Generation follows the paper: the document's first ``input_length`` tokens (512; the released
 ``qg.py`` fed it 64 *characters*), random sampling (top-k = 10, docTTTTTquery's setting), not beam
@@ -95,6 +95,8 @@ class Doc2Query:
         target = self.tokenizer(queries, truncation=True, max_length=self.config.max_query_length, padding=True,
                                 return_tensors="pt")
         labels = target["input_ids"].masked_fill(target["attention_mask"] == 0, -100)
+        if self.tokenizer.cls_token_id is not None and bool((labels[:, 0] == self.tokenizer.cls_token_id).all()):
+            labels = labels[:, 1:].contiguous()  # BERT's [CLS] is already the decoder's start token: not a word to predict
         with warnings.catch_warnings():  # EncoderDecoderModel's notice that it builds the decoder inputs from the labels
             warnings.filterwarnings("ignore", message="Version v4.12.0 introduces", category=FutureWarning)
             return (model or self.model)(**self._documents(texts), labels=labels.to(next(self.model.parameters()).device)).loss

@@ -7,7 +7,9 @@ prefix-aware weight-adaptive (PAWA) decoder that generates a document's semantic
   over the identifier tokens and cross-attention to the query's token states (random init, as the
   paper's decoder). Its token embedding is
   its own (the identifier vocabulary, not the encoder's) and is tied to the classifier ``W`` (eq. 3).
-  The tokens are (position, value) pairs, which carry the step, so no position embedding is added.
+  The tokens are (position, value) pairs, which carry the step, so NCI adds no position embedding;
+  over DSI's shared digit vocabulary ``step_embedding`` adds a learned one (T5's decoder, which DSI
+  used, has relative position biases).
 - **PAWA** (eq. 4): ``adaptor_layers`` (M3) causal transformer layers read ``[e, r_1, ..., r_{i-1}]``,
   ``e`` the query embedding (mean of the encoder states) in the start token's place, and give step
   ``i`` the adapted classifier ``W_ada^i = A_i W`` with ``A_i = I + U_i V_iᵀ`` (rank ``adaptor_rank``,
@@ -49,6 +51,7 @@ class NciConfig:
     dropout: float = 0.1
     query_length: int = 64  # query tokens (the released max input length)
     encoder_layers: int = 0  # > 0: keep the backbone's first layers only (model capacity, Figure 3); 0: all
+    step_embedding: bool = False  # add a learned embedding of the decoding step (DSI's shared digit tokens)
 
     def __post_init__(self) -> None:
         if self.vocab_size < 3 or self.max_id_length < 2:
@@ -240,6 +243,7 @@ class NciModel(PreTrainedModel, GenerationMixin):
         feed_forward = hidden.get("intermediate_size") or hidden["d_ff"]
         self.embedding = nn.Embedding(self.nci.vocab_size, d)  # tied to the classifier W (eq. 3)
         nn.init.normal_(self.embedding.weight, std=d ** -0.5)
+        self.steps = nn.Embedding(self.nci.max_id_length, d) if self.nci.step_embedding else None
         self.decoder = nn.ModuleList(Layer(d, heads, feed_forward, self.nci.dropout, cross=True)
                                      for _ in range(self.nci.decoder_layers))
         self.decoder_norm = nn.LayerNorm(d)
@@ -289,7 +293,12 @@ class NciModel(PreTrainedModel, GenerationMixin):
         first_step = cache is None or cache.get_seq_length() == 0
         projected = cache.memory if cache is not None else self.project_memory(memory, attention_mask)
         embeddings = self.embedding(decoder_input_ids)
-        hidden = self.decoder_hidden(embeddings, projected, cache)
+        decoder_inputs = embeddings
+        if self.steps is not None:
+            offset = 0 if cache is None else cache.get_seq_length()
+            positions = torch.arange(offset, offset + embeddings.shape[1], device=embeddings.device)
+            decoder_inputs = embeddings + self.steps(positions.clamp(max=self.nci.max_id_length - 1))
+        hidden = self.decoder_hidden(decoder_inputs, projected, cache)
         if self.adaptor is not None:
             inputs = embeddings
             if first_step:  # e, the query embedding, in the start token's place

@@ -21,7 +21,6 @@ from longdoc.index.semantic_ids import IdTokenizer
 from longdoc.losses.consistency import IGNORE, nci_loss
 from longdoc.models.nci import NciModel
 from longdoc.train.checkpoint import Checkpointer
-from longdoc.train.optim import NO_DECAY
 from longdoc.train.steps import TrainResult, run_steps
 
 
@@ -57,6 +56,9 @@ def identifier_batch(tokens: list[list[int]]) -> tuple[torch.Tensor, torch.Tenso
         labels[row, : len(sequence)] = torch.tensor(sequence)
         inputs[row, 1 : len(sequence)] = torch.tensor(sequence[:-1])
     return inputs, labels
+
+
+NO_DECAY = ("bias", "LayerNorm", "norm")  # BERT's LayerNorm and the decoder's own *_norm layers
 
 
 def two_learning_rates(config: NciTrainConfig) -> Callable:
