@@ -99,16 +99,22 @@ def ablation_claims() -> list[Claim]:
                   CLAIM_MEASURE) for name in ABLATIONS]
 
 
+def sweep_systems(study: NciStudy, field: str, values: list, name, main) -> list[System]:
+    """NCI with one ``NciSpec`` field swept: the study's value is NCI itself (its learning rate chosen on
+    dev), every other value keeps NCI's learning rate."""
+    full = nci(study)
+    return [replace(full, name=name(v), nci=replace(full.nci, **{field: v}), paper_name=name(v),
+                    settings_from=None if v == main else full) for v in values]
+
+
 def adaptor_name(layers: int) -> str:
     return f"M3 = {layers}"
 
 
 def adaptor_systems(study: NciStudy) -> list[System]:
     """Table 4: NCI with M3 adaptor layers (each keeps NCI's learning rate)."""
-    full = nci(study)
-    main = study.params["nci_adaptor_layers"]
-    return [replace(full, name=adaptor_name(m), nci=replace(full.nci, adaptor_layers=m), paper_name=adaptor_name(m),
-                    settings_from=None if m == main else full) for m in study.params["sweep_adaptor_layers"]]
+    return sweep_systems(study, "adaptor_layers", study.params["sweep_adaptor_layers"], adaptor_name,
+                         study.params["nci_adaptor_layers"])
 
 
 def adaptor_claims(study: NciStudy) -> list[Claim]:
@@ -136,10 +142,7 @@ def alpha_name(alpha: float) -> str:
 
 def alpha_systems(study: NciStudy) -> list[System]:
     """Table 6: NCI with consistency weight α (each keeps NCI's learning rate)."""
-    full = nci(study)
-    main = study.params["nci_alpha"]
-    return [replace(full, name=alpha_name(a), nci=replace(full.nci, alpha=a), paper_name=alpha_name(a),
-                    settings_from=None if a == main else full) for a in study.params["sweep_alphas"]]
+    return sweep_systems(study, "alpha", study.params["sweep_alphas"], alpha_name, study.params["nci_alpha"])
 
 
 def alpha_claims(study: NciStudy) -> list[Claim]:
