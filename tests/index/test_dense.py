@@ -120,3 +120,23 @@ def test_a_document_with_many_close_vectors_makes_the_search_go_deeper():
     scores, docs = index.search(query, k=10)
     want_scores, want_docs = brute_force_maxp(query, np.concatenate([crowd, others]), np.concatenate([np.zeros(60, int), np.arange(1, 21)]), 10)
     np.testing.assert_array_equal(docs, want_docs)
+
+
+def test_exhaustive_search_through_the_default_score_equals_faiss_max_pooling():
+    """A model that keeps the default score (max over a document's vectors) is searched by FAISS; the
+    exhaustive path that scores every document through ``score`` gives the same ranking."""
+    from longdoc.index.dense import exhaustive_search
+    from longdoc.models.biencoder import maxp_scores
+
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(40, 8)).astype(np.float32)
+    owners = np.sort(rng.integers(0, 12, size=40))
+    owners = np.unique(owners, return_inverse=True)[1]  # documents 0..D-1, one to several vectors each
+    queries = rng.normal(size=(5, 8)).astype(np.float32)
+    index = DenseIndex(8)
+    index.add(vectors, owners)
+    faiss_scores, faiss_docs = index.search(queries, 6)
+    scores, docs = exhaustive_search(maxp_scores, queries, vectors, owners, 6, documents_per_chunk=5)
+    assert (docs == faiss_docs).all() and np.allclose(scores, faiss_scores, atol=1e-5)
+    many, _ = exhaustive_search(maxp_scores, queries, vectors, owners, 50)
+    assert np.isinf(many[:, owners.max() + 1:]).all()  # fewer documents than k: padded like DenseIndex

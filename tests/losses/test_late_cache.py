@@ -28,7 +28,7 @@ def log_softmax_at(row, label):
 
 def test_without_a_cache_it_is_the_plain_contrastive_loss_and_keeps_nothing():
     torch.manual_seed(0)
-    loss = LateCacheNegatives(0, RELEVANT.get)
+    loss = LateCacheNegatives(0, RELEVANT.get, maxp_scores)
     batch = step(["q1", "q4"], torch.randn(2, 3).tolist(), torch.randn(4, 2, 3).tolist(), [10, 40, 41, 99], [0, 1, 1, 0])
     got = loss(**batch)
     scores = maxp_scores(batch["queries"], batch["documents"], batch["mask"])
@@ -38,7 +38,7 @@ def test_without_a_cache_it_is_the_plain_contrastive_loss_and_keeps_nothing():
 
 
 def test_a_cached_instance_adds_negatives_and_its_own_row_by_hand():
-    loss = LateCacheNegatives(5, RELEVANT.get)
+    loss = LateCacheNegatives(5, RELEVANT.get, maxp_scores)
     loss(**step(["q1"], [[1.0, 0.0]], [[2.0, 0.0], [0.0, 1.0]], [10, 11], [0, 0]))  # cached: q1, d10 (+), d11 (-)
     batch = step(["q2"], [[0.0, 1.0]], [[0.5, 2.0], [1.0, 1.0]], [20, 21], [0, 0])
     got = loss.loss(batch["queries"], batch["documents"], batch["mask"], batch["positive_index"], batch["query_ids"],
@@ -54,7 +54,7 @@ def test_a_cached_instance_adds_negatives_and_its_own_row_by_hand():
 
 
 def test_cached_documents_relevant_to_a_query_are_not_its_negatives():
-    loss = LateCacheNegatives(5, RELEVANT.get)
+    loss = LateCacheNegatives(5, RELEVANT.get, maxp_scores)
     loss(**step(["q4"], [[1.0, 0.0]], [[0.0, 1.0], [3.0, 0.0]], [40, 41], [0, 0]))  # d41 is relevant to q4
     batch = step(["q4"], [[1.0, 0.0]], [[1.0, 1.0]], [41], [0])  # the same query again, positive d41 now
     got = loss.loss(batch["queries"], batch["documents"], batch["mask"], batch["positive_index"], batch["query_ids"],
@@ -65,18 +65,18 @@ def test_cached_documents_relevant_to_a_query_are_not_its_negatives():
 
 
 def test_the_queue_keeps_the_newest_instances_with_their_documents():
-    loss = LateCacheNegatives(2, RELEVANT.get)
+    loss = LateCacheNegatives(2, RELEVANT.get, maxp_scores)
     for qid, number in (("q1", 10), ("q2", 20), ("q3", 30)):
         loss(**step([qid], [[1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], [number, number + 5], [0, 0]))
     assert loss.query_ids == ["q2", "q3"] and loss.numbers.tolist() == [20, 25, 30, 35]
     assert loss.numbers[loss.positive].tolist() == [20, 30] and loss.owner.tolist() == [0, 0, 1, 1]
-    restored = LateCacheNegatives(2, RELEVANT.get)
+    restored = LateCacheNegatives(2, RELEVANT.get, maxp_scores)
     restored.load_state_dict(loss.state_dict())
     assert restored.query_ids == loss.query_ids and torch.equal(restored.documents, loss.documents)
 
 
 def test_segments_score_by_their_maximum_and_padding_never_wins():
-    loss = LateCacheNegatives(3, RELEVANT.get)
+    loss = LateCacheNegatives(3, RELEVANT.get, maxp_scores)
     loss(**step(["q1"], [[1.0, 0.0]], [[[1.0, 0.0], [5.0, 0.0]], [[0.0, 0.0], [9.0, 9.0]]], [10, 11], [0, 0],
                 segments_mask=[[True, True], [True, False]]))
     batch = step(["q2"], [[1.0, 0.0]], [[[2.0, 0.0], [0.0, 0.0]]], [20], [0], segments_mask=[[True, False]])

@@ -79,7 +79,7 @@ def test_unknown_precision_is_refused():
 @pytest.mark.parametrize("name", ["FirstP", "MaxP", "PARADE", "Hi-Transformer", "Longtriever"])
 def test_bf16_precision_gives_fp32_vectors_close_to_fp32(name, tiny_bert, tokenizer):
     """Mixed precision changes the arithmetic, not the interface: fp32 vectors out, fp32 gradients."""
-    from longdoc.experiments.retrieval import MODELS
+    from longdoc.models.registry import ENCODERS as MODELS
 
     segments = 1 if name == "FirstP" else 3
     corpus = SegmentedCorpus.build(tokenizer, ["a", "b", "c"], TEXTS, 16, segments)

@@ -7,6 +7,7 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 
 from longdoc.losses import contrastive_loss
+from longdoc.models.biencoder import maxp_scores
 from longdoc.train.distributed import gather_with_grad
 
 DIM, BATCH = 6, 4
@@ -50,7 +51,7 @@ def cache_worker(rank, world, init_file, out_file):
     from longdoc.losses.late_cache import LateCacheNegatives
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
-    torch.save(two_cached_steps(rank, world, LateCacheNegatives(BATCH, lambda q: set())), f"{out_file}.{rank}")
+    torch.save(two_cached_steps(rank, world, LateCacheNegatives(BATCH, lambda q: set(), maxp_scores)), f"{out_file}.{rank}")
     dist.destroy_process_group()
 
 
@@ -80,7 +81,7 @@ def test_under_two_processes_the_late_cache_holds_the_gathered_batch(tmp_path):
 
     mp.spawn(cache_worker, args=(2, str(tmp_path / "init"), str(tmp_path / "out")), nprocs=2, join=True)
     first, second = (torch.load(tmp_path / f"out.{r}") for r in (0, 1))
-    single = two_cached_steps(0, 1, LateCacheNegatives(BATCH, lambda q: set()))
+    single = two_cached_steps(0, 1, LateCacheNegatives(BATCH, lambda q: set(), maxp_scores))
     assert first["cached"] == second["cached"] == single["cached"] == [f"s1q{i}" for i in range(BATCH)]
     torch.testing.assert_close(first["queries"], single["queries"])
     torch.testing.assert_close(first["grad"], single["grad"], rtol=1e-5, atol=1e-6)

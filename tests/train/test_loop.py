@@ -32,7 +32,7 @@ def test_training_lowers_the_loss(name, precision, tiny_bert_with, tokenizer):
     > 0.98 between documents), and dropout noise (~30 % per unit) then swamps the 2 % that differ,
     so 16 steps test the noise, not the gradient path. Larger random weights (std 0.2) start the
     single-vector models away from that collapse, as pretrained weights do."""
-    from longdoc.experiments.retrieval import MODELS
+    from longdoc.models.registry import ENCODERS as MODELS
 
     corpus, queries, qrels = toy_data(tokenizer)
     model_class = MODELS[name]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from longdoc.models.biencoder import BiEncoder, maxp_scores, scatter_slots
+from longdoc.models.biencoder import BiEncoder, scatter_slots
 from longdoc.text.segments import SegmentedCorpus
 
 
@@ -48,7 +48,7 @@ def in_batch_probe(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str,
         with model.autocast():
             vectors, owner, slot = model.document_vectors(batch)
         docs, mask = scatter_slots(vectors.float(), owner, slot, batch.num_docs, model.slots_per_document(batch))
-        scores.append(maxp_scores(query_vectors, docs, mask))
+        scores.append(model.score(query_vectors, docs, mask))
         pooled.append(docs.sum(1))  # multi-vector documents: the sum of their vectors (padded slots are zero)
     scores = torch.cat(scores, 1)
     targets = torch.arange(len(qids), device=device)

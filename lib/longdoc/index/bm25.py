@@ -23,7 +23,7 @@ class BM25Retriever:
     def _tokenize(self, texts: list[str]):
         return bm25s.tokenize(texts, stopwords="en", stemmer=self.stemmer, show_progress=False)
 
-    def index(self, doc_ids: list[str], texts: list[str]) -> "BM25Retriever":
+    def index(self, doc_ids: list[str], texts: list[str]) -> BM25Retriever:
         if len(doc_ids) != len(texts):
             raise ValueError(f"{len(doc_ids)} ids but {len(texts)} texts")
         if not doc_ids:

@@ -15,8 +15,8 @@ score buffers stay bounded.
 
 from __future__ import annotations
 
-import numpy as np
 import faiss
+import numpy as np
 
 
 def gpu_count() -> int:
@@ -141,3 +141,43 @@ class DenseIndex:
         out_scores[row_of, rank[chosen]] = scores[chosen]
         out_docs[row_of, rank[chosen]] = docs[chosen]
         return out_scores, out_docs, first.sum(axis=1)
+
+
+def exhaustive_search(score, queries: np.ndarray, vectors: np.ndarray, owners: np.ndarray, k: int,
+                      documents_per_chunk: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` documents per query by any relevance function, every document scored (exact):
+    ``score(queries [Q, ...], documents [D, S, d], mask [D, S]) -> [Q, D]`` (a model's
+    :meth:`~longdoc.models.biencoder.BiEncoder.score`; the index for models whose score FAISS cannot
+    compute, e.g. late interaction). ``vectors [V, d]`` belong to documents ``owners [V]`` (0..D-1).
+    Returns ``(scores [Q, k], doc numbers [Q, k])`` like :meth:`DenseIndex.search`."""
+    import torch
+
+    from longdoc.models.biencoder import scatter_slots
+
+    owners = np.asarray(owners, dtype=np.int64)
+    num_docs = int(owners.max()) + 1 if len(owners) else 0
+    order = np.argsort(owners, kind="stable")
+    starts = np.searchsorted(owners[order], np.arange(num_docs))
+    slot = np.empty_like(owners)
+    slot[order] = np.arange(len(owners)) - starts[owners[order]]  # position of each vector within its document
+    query_tensor = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32))
+    found_scores, found_docs = [], []
+    for first in range(0, num_docs, documents_per_chunk):
+        keep = (owners >= first) & (owners < first + documents_per_chunk)
+        count = min(documents_per_chunk, num_docs - first)
+        grid, mask = scatter_slots(torch.from_numpy(np.ascontiguousarray(vectors[keep], dtype=np.float32)),
+                                   torch.from_numpy(owners[keep] - first), torch.from_numpy(slot[keep]), count,
+                                   int(slot[keep].max()) + 1 if keep.any() else 1)
+        with torch.no_grad():
+            scores = score(query_tensor, grid, mask).float()
+        top = scores.topk(min(k, count), dim=1)
+        found_scores.append(top.values.numpy())
+        found_docs.append(top.indices.numpy() + first)
+    out_scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
+    out_docs = np.full((len(queries), k), -1, dtype=np.int64)
+    if found_scores:
+        scores, docs = np.concatenate(found_scores, axis=1), np.concatenate(found_docs, axis=1)
+        best = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        out_scores[:, : best.shape[1]] = np.take_along_axis(scores, best, axis=1)
+        out_docs[:, : best.shape[1]] = np.take_along_axis(docs, best, axis=1)
+    return out_scores, out_docs

@@ -13,7 +13,7 @@ Each level runs scikit-learn's ``KMeans`` (k-means++, 3 initialisations; the pap
 default, the released code ``MiniBatchKMeans`` at the top and 100 initialisations below).
 ``random_ids`` gives a balanced tree of random identifiers (the decoding benchmark's corpus); the
 "w/o semantic id" ablation instead deals the semantic identifiers to the documents at random
-(:func:`longdoc.experiments.nci.document_identifiers`), keeping the tree's shape. Identifier tokens are (position, value) pairs, so the same digit at different depths
+(:func:`longdoc.experiments.families.generative.document_identifiers`), keeping the tree's shape. Identifier tokens are (position, value) pairs, so the same digit at different depths
 is a different token (:class:`IdTokenizer`).
 """
 
@@ -92,7 +92,7 @@ class IdTokenizer:
     EOS = 1
 
     @classmethod
-    def fit(cls, ids: list[tuple[int, ...]], positional: bool = True) -> "IdTokenizer":
+    def fit(cls, ids: list[tuple[int, ...]], positional: bool = True) -> IdTokenizer:
         return cls(max(max(i) for i in ids) + 1, max(map(len, ids)), positional)
 
     @property

@@ -10,8 +10,9 @@ queued (a FIFO of the last ``size`` = C training instances). In the next steps:
 - eq. 12: the batch loss covers both kinds of rows. Eq. 12 writes a sum; like the released code we take
   the mean over the B + C rows, so that C = 0 is exactly the plain contrastive loss (mean over B).
 
-Scores are the model's document scores (max over a document's segment vectors, eq. 9, via
-:func:`longdoc.models.biencoder.maxp_scores`). A document relevant to a row's query is masked out of
+Scores are the model's document scores, ``score(queries, documents, mask) -> [rows, documents]`` (the
+model's :meth:`~longdoc.models.biencoder.BiEncoder.score`: for SeDR the max over a document's segment
+vectors, eq. 9); the loss itself is pure tensor arithmetic. A document relevant to a row's query is masked out of
 that row's negatives wherever it sits (current or cached; the release masks only current rows x
 current columns). Under several processes the loss is given the gathered batch, so every process
 caches the same global batch.
@@ -19,27 +20,29 @@ caches the same global batch.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
 from longdoc.losses.contrastive import contrastive_loss
-from longdoc.models.biencoder import maxp_scores as _maxp
+
+Score = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class LateCacheNegatives:
     """The loss with its queue. ``size`` = C cached training instances (0: the plain contrastive loss).
 
-    ``relevant(query_id)`` gives the document numbers judged relevant to a query (for the masks)."""
+    ``relevant(query_id)`` gives the document numbers judged relevant to a query (for the masks);
+    ``score(queries, documents, mask)`` is the model's relevance (``[Q, D]``)."""
 
-    def __init__(self, size: int, relevant: Callable[[str], set[int]], temperature: float = 1.0):
+    def __init__(self, size: int, relevant: Callable[[str], set[int]], score: Score, temperature: float = 1.0):
         if size < 0:
             raise ValueError(f"cache size must be >= 0, got {size}")
-        self.size, self.relevant, self.temperature = size, relevant, temperature
+        self.size, self.relevant, self.score, self.temperature = size, relevant, score, temperature
         self.clear()
 
     def clear(self) -> None:
-        self.queries: torch.Tensor | None = None  # [Cq, H]
+        self.queries: torch.Tensor | None = None  # [Cq, H] (or [Cq, T, H]: several vectors per query)
         self.query_ids: list[str] = []
         self.positive: torch.Tensor | None = None  # [Cq] index of each cached query's positive among cached docs
         self.documents: torch.Tensor | None = None  # [Cd, S, H]
@@ -61,11 +64,11 @@ class LateCacheNegatives:
         return loss
 
     def loss(self, queries, documents, mask, positive_index, query_ids, doc_numbers) -> torch.Tensor:
-        scores = _maxp(queries, documents, mask)  # [B, D]
+        scores = self.score(queries, documents, mask)  # [B, D]
         if not len(self):
             return contrastive_loss(scores, positive_index, self._relevance_mask(query_ids, doc_numbers), self.temperature)
-        cached_docs = _maxp(queries, self.documents, self.mask)  # [B, Cd] (eq. 10)
-        cached_rows = torch.cat([_maxp(self.queries, documents, mask), _maxp(self.queries, self.documents, self.mask)], 1)
+        cached_docs = self.score(queries, self.documents, self.mask)  # [B, Cd] (eq. 10)
+        cached_rows = torch.cat([self.score(self.queries, documents, mask), self.score(self.queries, self.documents, self.mask)], 1)
         scores = torch.cat([torch.cat([scores, cached_docs], 1), cached_rows.to(scores.dtype)], 0)  # [B + Cq, D + Cd]
         labels = torch.cat([positive_index, self.positive.to(positive_index.device) + documents.shape[0]])
         all_numbers = torch.cat([doc_numbers.to(self.numbers.device), self.numbers])
@@ -92,7 +95,7 @@ class LateCacheNegatives:
         }
         if self.documents is not None and documents.shape[1:] != self.documents.shape[1:]:
             raise ValueError(f"documents of {tuple(documents.shape[1:])} after {tuple(self.documents.shape[1:])}: pad every "
-                             "step's documents to one number of segments (the training loop pads to max_segments)")
+                             "step's documents to one number of vectors (the training loop pads to the model's max_vectors)")
         for name, value in parts.items():
             old = getattr(self, name)
             setattr(self, name, value if old is None else torch.cat([old, value]))

@@ -1,10 +1,11 @@
 """The shared bi-encoder interface, and the FirstP and MaxP baselines built on it.
 
 A query becomes one vector; a document becomes one vector per segment, ``[D, S, d]`` with a mask.
-Relevance is the dot product, max-pooled over a document's segments (for one segment this is the
-plain dot product). Subclasses change how documents are cut (``max_segments``) and, for the systems
-that follow, how segments are encoded; the training loop, indexing and evaluation see only this
-interface.
+Relevance is :meth:`BiEncoder.score`: the dot product, max-pooled over a document's segments (for one
+segment this is the plain dot product). Subclasses change how documents are cut (``max_segments``) and,
+for the systems that follow, how segments are encoded; the training loop, its losses, the probe,
+indexing and evaluation see only this interface. A late-interaction model (several vectors per query)
+overrides :meth:`BiEncoder.embed_queries` and :meth:`BiEncoder.score`.
 
 - :class:`FirstP`: the first ``segment_length`` tokens only (the papers' "BERT-Passage", STAR, DPR).
 - :class:`MaxP`: up to ``max_segments`` independent segments, score = max over segments (Dai & Callan
@@ -22,12 +23,11 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
-from longdoc.progress import tqdm
-from longdoc.sharding import gather_in_order, my_share
 
 from longdoc.models.backbone import DEFAULT_BACKBONE, load_backbone
+from longdoc.progress import tqdm
+from longdoc.sharding import gather_in_order, my_share
 from longdoc.text.segments import SegmentedCorpus
-
 
 PRECISIONS = ("fp32", "bf16")
 
@@ -66,7 +66,7 @@ class DocBatch:
     num_docs: int
     max_segments: int
 
-    def to(self, device) -> "DocBatch":
+    def to(self, device) -> DocBatch:
         return DocBatch(self.input_ids.to(device), self.attention_mask.to(device), self.owner.to(device),
                         self.position.to(device), self.num_docs, self.max_segments)
 
@@ -117,6 +117,23 @@ class BiEncoder(nn.Module):
         hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         return self.pool(hidden, attention_mask)
 
+    def embed_queries(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Query vectors: ``[B, d]``, one per query (the default), or ``[B, T, d]`` for a model that
+        scores with several vectors per query (late interaction; rows of zeros for padding)."""
+        return self.embed(input_ids, attention_mask)
+
+    def score(self, queries: torch.Tensor, documents: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``[B, D]`` relevance of each query to each document of ``documents [D, S, d]`` (``mask [D, S]``:
+        real vectors): the dot product with each of a document's vectors, max over them (MaxP; the plain
+        dot product for one vector; Longtriever eq. 7, SeDR eq. 9). Every loss, the probe, the dense
+        retriever and its index score through this; a late-interaction model overrides it."""
+        return maxp_scores(queries, documents, mask)
+
+    @property
+    def max_vectors(self) -> int:
+        """The most vectors one document can have (a training step pads every document to it)."""
+        return self.config.max_segments
+
     def encode_segments(self, batch: DocBatch) -> torch.Tensor:
         """One vector per segment, ``[S, d]``. Segment-interaction models override this."""
         return self.embed(batch.input_ids, batch.attention_mask)
@@ -135,7 +152,7 @@ class BiEncoder(nn.Module):
     def forward(self, query_inputs: dict, doc_batch: DocBatch):
         """Training forward: ``(queries [B, d], documents [D, S, d], document mask [D, S])``, in fp32."""
         with self.autocast():
-            queries = self.embed(query_inputs["input_ids"], query_inputs["attention_mask"])
+            queries = self.embed_queries(query_inputs["input_ids"], query_inputs["attention_mask"])
             vectors, owner, slot = self.document_vectors(doc_batch)
         docs, mask = scatter_slots(vectors.float(), owner, slot, doc_batch.num_docs, self.slots_per_document(doc_batch))
         return queries.float(), docs, mask
@@ -151,7 +168,7 @@ class BiEncoder(nn.Module):
 
     @torch.no_grad()
     def encode_queries(self, texts: list[str], batch_size: int = 128, progress: bool = False) -> np.ndarray:
-        """Query vectors ``[Q, d]``; under several processes each encodes its share of the batches and
+        """Query vectors ``[Q, d]`` (``[Q, T, d]`` for late interaction); under several processes each encodes its share of the batches and
         all of them get every vector, in order (:func:`longdoc.train.distributed.gather_in_order`)."""
         self.eval()
         parts = []
@@ -159,7 +176,7 @@ class BiEncoder(nn.Module):
         for position, start in tqdm(starts, desc="encoding queries", disable=not progress):
             inputs = {k: v.to(self._device()) for k, v in self.query_inputs(texts[start : start + batch_size]).items()}
             with self.autocast():
-                vectors = self.embed(inputs["input_ids"], inputs["attention_mask"])
+                vectors = self.embed_queries(inputs["input_ids"], inputs["attention_mask"])
             parts.append((position, vectors.float().cpu().numpy()))
         out = gather_in_order(parts)
         return np.concatenate(out) if out else np.zeros((0, self.backbone.config.hidden_size), np.float32)
@@ -221,7 +238,7 @@ class BiEncoder(nn.Module):
         (directory / "encoder_config.json").write_text(json.dumps({"class": type(self).__name__, **asdict(self.config)}, indent=2))
 
     @classmethod
-    def load(cls, directory: str | Path) -> "BiEncoder":
+    def load(cls, directory: str | Path) -> BiEncoder:
         directory = Path(directory)
         saved = json.loads((directory / "encoder_config.json").read_text())
         saved_class = saved.pop("class", cls.__name__)

@@ -5,7 +5,7 @@ document and samples queries for it, behind one interface whatever the model is.
   nodes: ``castorini/doc2query-t5-base-msmarco``), loaded with ``AutoModelForSeq2SeqLM``.
 - Otherwise (``generator=""``) one built here: ``transformers``' ``EncoderDecoderModel`` with the
   backbone as encoder and as decoder (its cross-attention new), fine-tuned on the train split's
-  (relevant document, query) pairs by :func:`train_doc2query`, the dev pairs' loss choosing between
+  (relevant document, query) pairs by :func:`longdoc.train.doc2query.train_doc2query`, the dev pairs' loss choosing between
   its two evaluations; no test query is read, and no dev query is trained on.
 
 Generation follows the paper: the document's first ``input_length`` tokens (512; the released
@@ -19,7 +19,6 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -52,7 +51,7 @@ class Doc2Query:
         self.model, self.tokenizer, self.config = model, tokenizer, config
 
     @classmethod
-    def from_checkpoint(cls, path: str, config: QueryGenerationConfig) -> "Doc2Query":
+    def from_checkpoint(cls, path: str, config: QueryGenerationConfig) -> Doc2Query:
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, EncoderDecoderModel
 
         from longdoc.models.backbone import resolve_backbone
@@ -65,7 +64,7 @@ class Doc2Query:
         return cls(model, AutoTokenizer.from_pretrained(resolved), config)
 
     @classmethod
-    def from_backbone(cls, backbone: str, config: QueryGenerationConfig) -> "Doc2Query":
+    def from_backbone(cls, backbone: str, config: QueryGenerationConfig) -> Doc2Query:
         """An encoder-decoder whose two halves start from the backbone (cross-attention random)."""
         from transformers import EncoderDecoderModel
 
@@ -117,34 +116,3 @@ class Doc2Query:
                 samples = [q.strip() for q in decoded[row * n : (row + 1) * n]]
                 out.append(list(dict.fromkeys(q for q in samples if q)))
         return out
-
-
-def train_doc2query(generator: Doc2Query, pairs: list[tuple[str, str]], dev_pairs: list[tuple[str, str]],
-                    progress: bool = True, checkpoint=None):
-    """Fine-tune ``generator`` on ``(document text, query)`` pairs through the shared step loop; the
-    dev loss (mean over ``dev_pairs``) is recorded at two evaluations and the better weights kept."""
-    from accelerate.utils import set_seed
-
-    from longdoc.train.loop import TrainConfig
-    from longdoc.train.steps import run_steps
-
-    config = generator.config
-    set_seed(config.seed)  # dropout masks: the same run gives the same generator
-    train = TrainConfig(steps=config.train_steps, batch_size=config.batch_size, hard_negatives=0,
-                        learning_rate=config.learning_rate, eval_every=max(1, config.train_steps // 2), seed=config.seed)
-
-    def step_loss(wrapped, local: list[tuple[str, str]], device) -> tuple[torch.Tensor, float]:
-        loss = generator.loss([text for text, _ in local], [query for _, query in local], wrapped)
-        return loss, loss.item()
-
-    def dev_loss(model, step: int) -> float:
-        model.eval()
-        with torch.no_grad():
-            losses = [generator.loss([t for t, _ in dev_pairs[i : i + config.batch_size]],
-                                     [q for _, q in dev_pairs[i : i + config.batch_size]]).item()
-                      for i in range(0, len(dev_pairs), config.batch_size)]
-        return -sum(losses) / max(len(losses), 1)
-
-    evaluate: Callable | None = dev_loss if dev_pairs else None
-    return run_steps(generator.model, pairs, train, step_loss, description="training the query generator",
-                     dev_eval=evaluate, progress=progress, checkpoint=checkpoint)

@@ -166,7 +166,7 @@ class DecodingCache:
         first = next(iter(self.layers.values()), None)
         return 0 if first is None else first[0].shape[2]
 
-    def reorder(self, beam_idx: torch.Tensor) -> "DecodingCache":
+    def reorder(self, beam_idx: torch.Tensor) -> DecodingCache:
         self.layers = {name: (k.index_select(0, beam_idx), v.index_select(0, beam_idx)) for name, (k, v) in self.layers.items()}
         return self
 
@@ -213,7 +213,7 @@ class QueryStates(ModelOutput):
 class _GenerationEncoder:
     """``get_encoder()`` for ``generate``: the backbone, then the decoder's cross-attention projections."""
 
-    def __init__(self, model: "NciModel"):
+    def __init__(self, model: NciModel):
         self.model = model
 
     def forward(self, input_ids=None, attention_mask=None, **unused) -> QueryStates:
@@ -251,7 +251,7 @@ class NciModel(PreTrainedModel, GenerationMixin):
                         if self.nci.adaptor_layers else None)
 
     @classmethod
-    def build(cls, config: NciConfig, encoder: nn.Module | None = None, tokenizer=None) -> "NciModel":
+    def build(cls, config: NciConfig, encoder: nn.Module | None = None, tokenizer=None) -> NciModel:
         return cls(NciGenerationConfig(nci=asdict(config)), encoder, tokenizer)
 
     @property

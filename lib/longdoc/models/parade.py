@@ -15,8 +15,8 @@ import torch
 from torch import nn
 from transformers.models.bert.modeling_bert import BertLayer
 
-from longdoc.models.biencoder import DocBatch, EncoderConfig, SingleVectorEncoder, cls_embedding, scatter_slots
 from longdoc.models.attention import attention_bias
+from longdoc.models.biencoder import DocBatch, EncoderConfig, SingleVectorEncoder, cls_embedding, scatter_slots
 
 
 @dataclass

@@ -49,9 +49,8 @@ SeDR-Longformer (Table 2's fifth row) is not built: it needs a Longformer conver
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import copy
+from dataclasses import dataclass
 
 import torch
 from torch import nn

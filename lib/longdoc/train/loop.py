@@ -14,8 +14,8 @@ its whole state and a killed run resumes to the same final weights.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -26,8 +26,8 @@ from longdoc.losses.late_cache import LateCacheNegatives
 from longdoc.models.biencoder import BiEncoder
 from longdoc.text.segments import SegmentedCorpus
 from longdoc.train.checkpoint import Checkpointer
-from longdoc.train.steps import RandomState, TrainResult, run_steps
 from longdoc.train.distributed import gather_ids, gather_with_grad, world_size
+from longdoc.train.steps import RandomState, TrainResult, run_steps
 
 
 @dataclass
@@ -79,9 +79,9 @@ class _Sampler:
         return chosen
 
 
-def _pad_segments(docs: torch.Tensor, mask: torch.Tensor, max_segments: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pad the segment axis to a fixed size so every process gathers tensors of one shape."""
-    extra = max_segments - docs.shape[1]
+def _pad_segments(docs: torch.Tensor, mask: torch.Tensor, max_vectors: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad the vector axis to a fixed size so every process gathers tensors of one shape."""
+    extra = max_vectors - docs.shape[1]
     return F.pad(docs, (0, 0, 0, extra)), F.pad(mask, (0, extra), value=False)
 
 
@@ -114,7 +114,7 @@ def train_biencoder(
     relevant = {q: set(p) for q, p in sampler.positives.items()}
     # the step's loss: contrastive over in-batch + hard negatives, relevant documents masked, plus SeDR's
     # late-cache negatives when cache_size > 0 (cache_size = 0 is exactly the plain contrastive loss)
-    late = LateCacheNegatives(config.cache_size, lambda q: relevant.get(q, set()), config.temperature)
+    late = LateCacheNegatives(config.cache_size, lambda q: relevant.get(q, set()), model.score, config.temperature)
 
     def step_loss(wrapped, local: list[str], device) -> tuple[torch.Tensor, float]:
         positives = [sampler.positive(q) for q in local]
@@ -123,7 +123,7 @@ def train_biencoder(
         doc_batch = model.doc_inputs([corpus.segments[i] for i in numbers.tolist()]).to(device)
         query_inputs = {k: v.to(device) for k, v in model.query_inputs([queries[q] for q in local]).items()}
         q, docs, mask = wrapped(query_inputs, doc_batch)
-        docs, mask = _pad_segments(docs, mask, model.config.max_segments)
+        docs, mask = _pad_segments(docs, mask, model.max_vectors)
         all_queries, all_docs, all_mask = gather_with_grad(q), gather_with_grad(docs), gather_ids(mask)
         all_numbers = gather_ids(numbers.to(device)).cpu()
         all_qids = [qids[i] for i in gather_ids(torch.tensor([qid_index[q] for q in local], device=device)).tolist()]

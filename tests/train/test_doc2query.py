@@ -1,6 +1,7 @@
 import torch
 
-from longdoc.models.doc2query import Doc2Query, QueryGenerationConfig, train_doc2query
+from longdoc.models.doc2query import Doc2Query, QueryGenerationConfig
+from longdoc.train.doc2query import train_doc2query
 
 
 def test_generator_from_the_backbone_learns_its_pairs_and_samples_distinct_queries(tiny_backbone):
