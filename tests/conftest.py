@@ -80,10 +80,10 @@ def tiny_dataset(tmp_path) -> Path:
 def isolated_outputs(tmp_path, monkeypatch):
     """Cache, results and figures in a temporary directory (tests never write into the checkout)."""
     from longdoc import plots
-    from longdoc.experiments import cache, results, study
+    from longdoc.experiments import cache, records, study
 
     monkeypatch.setattr(cache, "CACHE_DIR", tmp_path / "cache")
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(records, "RESULTS_DIR", tmp_path / "results")
     monkeypatch.setattr(study, "RESULTS_DIR", tmp_path / "results")
     monkeypatch.setattr(study, "FIGURES_DIR", tmp_path / "figures")
     monkeypatch.setattr(plots, "FIGURES_DIR", tmp_path / "figures")
@@ -92,13 +92,14 @@ def isolated_outputs(tmp_path, monkeypatch):
 
 def build_tiny_study(dataset, backbone, **changes):
     """A study of the tiny dataset with the tiny backbone (seconds per fine-tuning run)."""
+    from longdoc.experiments.families.retrieval import RETRIEVAL
     from longdoc.experiments.study import Study
 
     params = dict(profile="test", dataset=str(dataset), max_docs=0, backbone=backbone, pooling="cls", precision="fp32",
                   block_size=16, max_blocks=2, query_length=8, train_steps=4, batch_size=4, dev_evals=2,
                   learning_rates=[1e-4, 3e-3], seeds=[0, 1], pretrain_corpus="", pretrain_steps=1, pretrain_batch_size=2,
                   pretrain_learning_rate=1e-3, head_warmup_steps=0, decoder_init="copy", mlm_ratio=0.3, lmae_ratio=0.5)
-    return Study("01_baselines", params | changes, progress=False)
+    return Study("01_baselines", params | changes, RETRIEVAL, progress=False)
 
 
 @pytest.fixture

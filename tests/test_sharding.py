@@ -17,8 +17,8 @@ WORDS = ["kernel", "socket", "thread", "signal", "memory", "file", "clock", "loc
 def encode_everything(out_file):
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from longdoc.experiments.retrieval import dense_run
-    from longdoc.models import MaxP, EncoderConfig, resolve_backbone
+    from longdoc.experiments.families.retrieval import dense_run
+    from longdoc.models import EncoderConfig, MaxP, resolve_backbone
     from longdoc.text import SegmentedCorpus
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_backbone("minilm"))

@@ -1,7 +1,13 @@
 import numpy as np
 import pytest
 
-from longdoc.analysis.semantic_ids import prefix, prefix_overlap, query_groups, relevant_prefix_agreement, retrieved_prefixes
+from longdoc.analysis.semantic_ids import (
+    prefix,
+    prefix_overlap,
+    query_groups,
+    relevant_prefix_agreement,
+    retrieved_prefixes,
+)
 
 
 def test_relevant_pairs_sharing_the_first_digit():

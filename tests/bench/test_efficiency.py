@@ -3,8 +3,17 @@ import math
 import pytest
 import torch
 
-from longdoc.bench.efficiency import (MODELS, Shape, against_reference, bigbird_attention, build, eager_fits, flops,
-                                      main, measure)
+from longdoc.bench.efficiency import (
+    MODELS,
+    Shape,
+    against_reference,
+    bigbird_attention,
+    build,
+    eager_fits,
+    flops,
+    main,
+    measure,
+)
 
 
 def test_shape_checks_its_fields():

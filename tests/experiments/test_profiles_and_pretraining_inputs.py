@@ -4,10 +4,8 @@ import pytest
 import torch
 
 from longdoc.data.errors import DataFormatError
-from longdoc.experiments.pretraining import pretraining_texts, unjudged_documents
+from longdoc.experiments.families.pretraining import pretraining_texts, unjudged_documents
 from longdoc.experiments.profiles import parameters_for
-from longdoc.models.longtriever import LongtrieverConfig
-from longdoc.train.pretrain import PretrainConfig
 
 
 def notebook(tmp_path, source):
@@ -38,17 +36,17 @@ def test_pretraining_texts_from_a_text_file(tmp_path):
 
 
 def test_ablation_rows_remove_one_component_after_another(tiny_dataset, tiny_backbone, tiny_study):
-    from longdoc.experiments.longtriever import ABLATIONS, ablation_systems
+    from longdoc.experiments.papers.longtriever import ABLATIONS, ablation_systems
 
     study = tiny_study(tiny_dataset, tiny_backbone)
     rows = ablation_systems(study)
     assert [r.name for r in rows] == list(ABLATIONS)
-    full, mlm, plain, no_doc, no_inter = rows
+    full, mlm, plain, no_doc, no_inter = (r.spec for r in rows)
     assert full.pretrain.lmae and not mlm.pretrain.lmae and mlm.pretrain.mlm_ratio == full.pretrain.mlm_ratio
     assert plain.pretrain is None and plain.encoder == full.encoder
     assert not no_doc.encoder.doc_token and no_doc.encoder.inter_block and no_doc.pretrain is None
     assert not no_inter.encoder.doc_token and not no_inter.encoder.inter_block
-    assert all(r.settings_from is full for r in rows[1:])  # one learning rate for the whole ablation
+    assert all(r.settings_from is rows[0] for r in rows[1:])  # one learning rate for the whole ablation
 
 
 def test_unjudged_documents_leave_out_every_dev_and_test_judgement(tiny_dataset):
@@ -65,11 +63,14 @@ def test_unjudged_documents_leave_out_every_dev_and_test_judgement(tiny_dataset)
 
 def test_the_starting_model_is_the_backbone_or_the_pretrained_checkpoint(tiny_dataset, tiny_backbone, isolated_outputs,
                                                                          tiny_study):
-    from longdoc.experiments.study import System
+    from longdoc.experiments.families.retrieval import Dense
+    from longdoc.experiments.papers.longtriever import pretrain_config
+    from longdoc.experiments.settings import EncoderSettings
 
     study = tiny_study(tiny_dataset, tiny_backbone)
-    plain = study.starting_model(System("III", "Longtriever", study.encoder("Longtriever")))
-    tuned = study.starting_model(System("I", "Longtriever", study.encoder("Longtriever"), pretrain=study.pretrain_config()))
+    encoder = study.settings(EncoderSettings).encoder("Longtriever")
+    plain = Dense("Longtriever", encoder).starting_model(study)
+    tuned = Dense("Longtriever", encoder, pretrain=pretrain_config(study)).starting_model(study)
     assert list((isolated_outputs / "cache").glob("pretrain/*/model/encoder_config.json"))
     changed = [k for k, v in plain.state_dict().items() if not torch.equal(v, tuned.state_dict()[k])]
     assert "doc_embedding" in changed and any(k.startswith("backbone.encoder.layer.") for k in changed)
@@ -77,7 +78,7 @@ def test_the_starting_model_is_the_backbone_or_the_pretrained_checkpoint(tiny_da
 
 def test_pretraining_variants_probe_each_start_beside_the_plain_one(tiny_dataset, tiny_backbone, isolated_outputs,
                                                                    tiny_study):
-    from longdoc.experiments.start_points import pretraining_variants
+    from longdoc.experiments.papers.start_points import pretraining_variants
 
     study = tiny_study(tiny_dataset, tiny_backbone, pretrain_steps=2)
     table = pretraining_variants(study, {"random decoder": {"decoder_init": "random"}, "copied decoder": {"decoder_init": "copy"}})

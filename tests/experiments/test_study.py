@@ -1,5 +1,6 @@
 """The study protocol: settings chosen on dev (never on test), seeded construction, configs by keyword."""
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -7,23 +8,28 @@ from pathlib import Path
 import pytest
 import torch
 
+from longdoc.experiments.families.retrieval import BM25, Dense
 from longdoc.experiments.parameters import check_parameters
 from longdoc.experiments.profiles import notebook_parameters, parameters_for
-from longdoc.experiments.study import Study, System
+from longdoc.experiments.settings import SETTINGS, BudgetSettings, EncoderSettings
+from longdoc.experiments.study import Study
+from longdoc.experiments.systems import System
 
 NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 PROFILES = Path(__file__).parents[2] / "notebooks" / "profiles"
 
 
 def test_the_learning_rate_is_chosen_on_dev_and_never_reads_test_judgements(tiny_dataset, tiny_backbone, isolated_outputs, tiny_study):
-    system = lambda study: System("FirstP", "FirstP", study.encoder("FirstP"))  # noqa: E731
+    def system(study):
+        return System("FirstP", Dense("FirstP", study.settings(EncoderSettings).encoder("FirstP")))
+
     study = tiny_study(tiny_dataset, tiny_backbone)
     chosen = study.selection(system(study))
     assert chosen["seed"] == 0 and set(chosen["dev"]) == {"0.0001", "0.003"}
     assert chosen["learning_rate"] == max(study.params["learning_rates"], key=lambda lr: chosen["dev"][str(lr)])
     scrambled = shutil.copytree(tiny_dataset, isolated_outputs / "scrambled")
     lines = (scrambled / "qrels" / "test.tsv").read_text().splitlines()
-    rotated = [f"{q}\t{other.split(chr(9))[1]}\t1" for q, other in zip((l.split("\t")[0] for l in lines[1:]), lines[2:] + lines[1:2])]
+    rotated = [f"{q}\t{other.split(chr(9))[1]}\t1" for q, other in zip((line.split("\t")[0] for line in lines[1:]), lines[2:] + lines[1:2])]
     (scrambled / "qrels" / "test.tsv").write_text("\n".join([lines[0], *rotated]) + "\n")
     again = tiny_study(scrambled, tiny_backbone)
     assert again.data.checksum != study.data.checksum  # really another dataset (and other cache entries)
@@ -32,11 +38,12 @@ def test_the_learning_rate_is_chosen_on_dev_and_never_reads_test_judgements(tiny
 
 def test_runs_keep_one_fine_tuning_per_seed_at_the_chosen_rate(tiny_dataset, tiny_backbone, isolated_outputs, tiny_study):
     study = tiny_study(tiny_dataset, tiny_backbone)
-    result = study.run(System("MaxP", "MaxP", study.encoder("MaxP")))
+    maxp = Dense("MaxP", study.settings(EncoderSettings).encoder("MaxP"))
+    result = study.run(System("MaxP", maxp))
     assert result.seeds == [0, 1] and len(result.test_runs) == 2 and result.test_runs[0] != result.test_runs[1]
     assert all(t["best_step"] in (2, 4) for t in result.training)
     assert {q for run in result.test_runs for q in run} == set(study.split("test")[0])
-    inherited = study.run(System("MaxP again", "MaxP", study.encoder("MaxP"), settings_from=result.system))
+    inherited = study.run(System("MaxP again", maxp, settings_from=result.system))
     assert inherited.selection["inherited_from"] == "MaxP" and inherited.test_runs == result.test_runs  # same cached runs
     table = study.table()
     assert list(table.index) == ["MaxP", "MaxP again"] and (table["seeds"] == 2).all()
@@ -48,7 +55,7 @@ def test_runs_keep_one_fine_tuning_per_seed_at_the_chosen_rate(tiny_dataset, tin
 
 def test_the_record_holds_the_parameters_the_study_was_built_from(tiny_dataset, tiny_backbone, isolated_outputs, tiny_study):
     study = tiny_study(tiny_dataset, tiny_backbone, seeds=[0])
-    study.run(System("BM25", "BM25"))
+    study.run(System("BM25", BM25()))
     directory = study.record()
     assert directory == isolated_outputs / "results" / "test" / "tiny" / "01_baselines"
     record = json.loads((directory / "metrics.json").read_text())
@@ -64,14 +71,19 @@ def test_a_config_built_from_a_profile_by_keyword_equals_the_one_recorded(profil
     study = Study(notebook.stem, values, progress=False)
     assert study.params == check_parameters(values)  # what record() writes as the config
     if "block_size" in values and "max_blocks" in values:
-        config = study.encoder("Longtriever")
+        config = study.settings(EncoderSettings).encoder("Longtriever")
         assert (config.segment_length, config.max_segments, config.pooling, config.precision) == (
             values["block_size"], values["max_blocks"], values["pooling"], values["precision"])
-        assert study.encoder("FirstP").max_segments == 1
+        assert study.settings(EncoderSettings).encoder("FirstP").max_segments == 1
     if "train_steps" in values:
-        train = study.train_config(learning_rate=values["learning_rates"][0], seed=values["seeds"][0])
+        train = study.settings(BudgetSettings).train_config(learning_rate=values["learning_rates"][0], seed=values["seeds"][0])
         assert (train.steps, train.batch_size, train.hard_negatives) == (values["train_steps"], values["batch_size"], 0)
         assert train.steps // train.eval_every >= values["dev_evals"]
+    for kind in SETTINGS:  # every typed view the notebook declares the parameters of is built from them by keyword
+        fields = {f.name for f in dataclasses.fields(kind)}
+        if fields <= set(values):
+            built = study.settings(kind)
+            assert {name: getattr(built, name) for name in fields} == {name: study.params[name] for name in fields}
 
 
 def test_open_takes_the_notebook_parameters_from_its_namespace():
@@ -94,7 +106,8 @@ def test_seeded_construction_gives_the_same_weights_whatever_ran_before(tiny_dat
     """Pre-train and fine-tune a tiny Longtriever and a tiny PARADE twice, after different amounts of
     unrelated random work and with an empty cache each time: the weights are equal."""
     from longdoc.experiments import cache
-    from longdoc.experiments.retrieval import build_model
+    from longdoc.experiments.papers.longtriever import pretrain_config
+    from longdoc.models.registry import build_encoder
 
     weights = []
     for attempt, noise in enumerate((0, 1000)):
@@ -102,10 +115,11 @@ def test_seeded_construction_gives_the_same_weights_whatever_ran_before(tiny_dat
         torch.rand(noise)  # unrelated random work before
         study = tiny_study(tiny_dataset, tiny_backbone, seeds=[3], learning_rates=[1e-3], pretrain_steps=2,
                            head_warmup_steps=1, decoder_init="random")
-        system = System("LT", "Longtriever", study.encoder("Longtriever"), pretrain=study.pretrain_config())
-        fit = study._finetune(system, 1e-3, 3)
-        parade = build_model("PARADE", study.encoder("PARADE"), seed=3)
-        weights.append((fit.model().state_dict(), parade.state_dict(), fit.runs))
+        encoding = study.settings(EncoderSettings)
+        spec = Dense("Longtriever", encoding.encoder("Longtriever"), pretrain=pretrain_config(study))
+        fit = spec.fit(study, 1e-3, 3)
+        parade = build_encoder("PARADE", encoding.encoder("PARADE"), seed=3)
+        weights.append((fit.model().state_dict(), parade.state_dict(), fit.outputs))
     (lt_a, parade_a, runs_a), (lt_b, parade_b, runs_b) = weights
     assert all(torch.equal(lt_a[k], lt_b[k]) for k in lt_a) and runs_a == runs_b
     assert all(torch.equal(parade_a[k], parade_b[k]) for k in parade_a)
@@ -116,19 +130,19 @@ def test_fine_tuning_runs_in_two_processes_launched_from_the_kernel(tiny_dataset
     """n_devices=2: torchrun starts two gloo processes (one per GPU on a GPU node), each takes half of
     the step's queries; the first writes model, history and the dev-best runs into the cache. A
     second process count is a different cache entry."""
-    from longdoc.experiments.study import table1_protocol
+    from longdoc.experiments.papers.longtriever import table1_protocol
 
     study = tiny_study(tiny_dataset, tiny_backbone, n_devices=2, seeds=[0], learning_rates=[1e-3], iterations=2)
-    assert study.train_config(1e-3, 0).batch_size == 2  # 4 queries per step in all
-    system = System("MaxP", "MaxP", study.encoder("MaxP"), protocol=table1_protocol(1, 2))
-    fit = study._finetune(system, 1e-3, 0)  # iteration 1 (BM25 negatives), then mined by the model
+    assert study.settings(BudgetSettings).train_config(1e-3, 0).batch_size == 2  # 4 queries per step in all
+    spec = Dense("MaxP", study.settings(EncoderSettings).encoder("MaxP"), protocol=table1_protocol(1, 2))
+    fit = spec.fit(study, 1e-3, 0)  # iteration 1 (BM25 negatives), then mined by the model
     assert [i["negatives"] for i in fit.history["iterations"]] == ["bm25", "model"]
-    assert set(fit.runs) == {"dev", "test"} and all(len(run) == 6 for run in fit.runs.values())
+    assert set(fit.outputs) == {"dev", "test"} and all(len(run) == 6 for run in fit.outputs.values())
     key = json.loads((fit.directory / "key.json").read_text())
     assert key["processes"] == 2 and key["train"]["batch_size"] == 2
     assert not list(fit.directory.parent.glob("*.resume"))  # training states are removed once it is done
     one = tiny_study(tiny_dataset, tiny_backbone, n_devices=1, seeds=[0], learning_rates=[1e-3], iterations=2)
-    single = one._finetune(System("MaxP", "MaxP", one.encoder("MaxP"), protocol=table1_protocol(1, 2)), 1e-3, 0)
+    single = Dense("MaxP", one.settings(EncoderSettings).encoder("MaxP"), protocol=table1_protocol(1, 2)).fit(one, 1e-3, 0)
 
     def schedule(fitted):
         return [(h["step"], h["learning_rate"]) for i in fitted.history["iterations"] for h in i["history"]]
@@ -145,9 +159,40 @@ def test_the_same_seed_on_the_same_machine_gives_the_same_record(tiny_dataset, t
     for attempt in range(2):
         monkeypatch.setattr(cache, "CACHE_DIR", isolated_outputs / f"cache{attempt}")
         study = tiny_study(tiny_dataset, tiny_backbone, seeds=[0, 1], learning_rates=[1e-3, 3e-3])
-        study.run_all([System("BM25", "BM25"), System("MaxP", "MaxP", study.encoder("MaxP"))])
+        study.run_all([System("BM25", BM25()), System("MaxP", Dense("MaxP", study.settings(EncoderSettings).encoder("MaxP")))])
         directory = study.record(overwrite=True)
         record = json.loads((directory / "metrics.json").read_text())
         records.append({k: record[k] for k in ("config", "seeds", "data_checksum", "metrics")})
         records[-1]["runs"] = sorted((p.name, p.read_bytes()) for p in (directory / "runs").iterdir())
     assert records[0] == records[1]
+
+
+def test_every_settings_class_reads_parameters_that_some_notebook_declares():
+    """Typed settings are views of the glossary: each names glossary parameters (checked when the class
+    is defined) and is fully declared by at least one notebook (no view nothing can build)."""
+    import importlib
+    import pkgutil
+
+    from longdoc.experiments import families, papers
+    from longdoc.experiments.settings import required_fields
+
+    for package in (families, papers):
+        for module in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package.__name__}.{module.name}")
+    declared = [set(notebook_parameters(notebook)) for notebook in NOTEBOOKS]
+    assert len(SETTINGS) >= 15
+    for kind in SETTINGS:
+        required = {f.name for f in required_fields(kind)}
+        assert any(required <= names for names in declared), f"{kind.__qualname__}: no notebook declares {sorted(required)}"
+
+
+def test_a_settings_class_refuses_a_name_outside_the_glossary():
+    from longdoc.experiments.settings import settings
+
+    with pytest.raises(TypeError, match="block_length"):
+        @settings
+        class Misspelt:
+            block_length: int
+    study_params = dict(profile="smoke", block_size=8)
+    with pytest.raises(ValueError, match=r"EncoderSettings needs parameter\(s\) \['backbone'"):
+        Study("scratch", study_params).settings(EncoderSettings)

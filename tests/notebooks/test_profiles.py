@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from longdoc.experiments.profiles import notebook_parameters as parameters, parameters_for
+from longdoc.experiments.profiles import notebook_parameters as parameters
+from longdoc.experiments.profiles import parameters_for
 
 NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 PROFILES = Path(__file__).parents[2] / "notebooks" / "profiles"

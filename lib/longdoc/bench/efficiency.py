@@ -35,8 +35,12 @@ import statistics
 import time
 import traceback
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FULL_LENGTH = ("BERT-Document", "Longformer", "BigBird")
 HIERARCHICAL = ("PARADE", "Hi-Transformer", "Longtriever", "SMITH")
@@ -127,12 +131,12 @@ def _build(shape: Shape):
 
         return model, recurrent
     from longdoc.models import EncoderConfig
+    from longdoc.models.backbone import load_tokenizer
     from longdoc.models.biencoder import DocBatch
     from longdoc.models.hi_transformer import HiTransformer
     from longdoc.models.longtriever import Longtriever, LongtrieverConfig
     from longdoc.models.parade import Parade, ParadeConfig
     from longdoc.models.smith import Smith, SmithConfig
-    from longdoc.models.backbone import load_tokenizer
 
     tokenizer = load_tokenizer()  # the bert-base-uncased vocabulary (its special token ids)
     blocks = shape.length // shape.block_size
@@ -298,11 +302,12 @@ def measure(shape: Shape, isolate: bool = True, timeout: int = 1800) -> dict:
     return value
 
 
-def measure_all(models, isolate: bool = True, progress: bool = True, **shape) -> "pd.DataFrame":
+def measure_all(models, isolate: bool = True, progress: bool = True, **shape) -> pd.DataFrame:
     """One row per model (and per value of any list-valued ``shape`` field, e.g. ``length=[...]``)."""
     import itertools
 
     import pandas as pd
+
     from longdoc.progress import tqdm
 
     grid = {k: v if isinstance(v, (list, tuple)) else [v] for k, v in shape.items()}
@@ -321,7 +326,7 @@ def eager_fits(batch: int, length: int, heads: int, limit_gib: float = EAGER_LIM
     return batch * heads * length * length * 4 / 2**30 <= limit_gib
 
 
-def against_reference(measured: "pd.DataFrame", reference: str = "BERT-Document") -> "pd.DataFrame":
+def against_reference(measured: pd.DataFrame, reference: str = "BERT-Document") -> pd.DataFrame:
     """Each row's time, memory and FLOPs divided by the reference model's at the same length, batch
     and attention kernel; ``× floor`` = time ratio / FLOP ratio (1.0: as fast as its FLOPs allow,
     relative to the reference)."""
@@ -336,8 +341,8 @@ def against_reference(measured: "pd.DataFrame", reference: str = "BERT-Document"
     return out
 
 
-def efficiency_claims(table3: "pd.DataFrame", curve: "pd.DataFrame", paper: "pd.DataFrame",
-                      floor_from: int = 1024, tolerance: float = 0.10) -> "pd.DataFrame":
+def efficiency_claims(table3: pd.DataFrame, curve: pd.DataFrame, paper: pd.DataFrame,
+                      floor_from: int = 1024, tolerance: float = 0.10) -> pd.DataFrame:
     """Table 3's claims, and the compute-floor target, judged from the measured ratios (fused
     attention rows; single measurements, the median of ``repeats`` runs each)."""
     import pandas as pd
@@ -371,7 +376,7 @@ def efficiency_claims(table3: "pd.DataFrame", curve: "pd.DataFrame", paper: "pd.
                          for c, p, o, ok in rows])
 
 
-def main(argv: list[str] | None = None) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+def main(argv: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``python -m longdoc.bench.efficiency --profile paper``: notebook 14's measurements (Table 3 at one
     shape, eager beside fused attention, and the growth curve) at a profile's ``bench_*`` parameters,
     printed and written as CSV; for GPU nodes without Jupyter."""

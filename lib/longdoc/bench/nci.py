@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None):
                 retriever = NciRetriever(model, doc_ids, identifiers, tokenizer,
                                          DecodingConfig(beam_size=beam, constrained=constrained, batch_size=batch))
                 chunk = {f"q{i}": q for i, q in enumerate(queries[:batch])}
-                seconds[constrained, batch] = _median_seconds(lambda: retriever.search(chunk, beam), args.repeats) / batch
+                seconds[constrained, batch] = _median_seconds(lambda r=retriever, c=chunk, b=beam: r.search(c, b), args.repeats) / batch
         rows.append({"beam": beam, "latency ms (1 query)": 1000 * seconds[True, 1],
                      f"throughput q/s (batch {args.batch})": 1 / seconds[True, args.batch],
                      "constrained ÷ unconstrained (1 query)": seconds[True, 1] / seconds[False, 1],

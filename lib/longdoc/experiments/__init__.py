@@ -1,1 +1,3 @@
-"""What the notebooks call: building runs for each system, result records, the artefact cache."""
+"""What the notebooks call: the study protocol (the kernel: study, systems, settings, fitting, cache,
+records, verdicts, report, paper numbers), the families of systems (``families/``: retrieval,
+matching, generative, and the pre-training they share) and the papers' rows and claims (``papers/``)."""

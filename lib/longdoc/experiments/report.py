@@ -20,8 +20,8 @@ import re
 from pathlib import Path
 
 from longdoc.data.registry import REPO_ROOT
-from longdoc.experiments.findings import Findings
-from longdoc.experiments.results import RESULTS_DIR
+from longdoc.experiments.records import RESULTS_DIR
+from longdoc.experiments.verdicts import Findings
 
 COMMITTED_PROFILE = "cpu"  # its report is RESULTS.md at the top of the repository
 

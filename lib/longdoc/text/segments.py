@@ -32,7 +32,7 @@ class SegmentedCorpus:
     @classmethod
     def build(cls, tokenizer: PreTrainedTokenizerBase, doc_ids: list[str], texts: list[str],
               segment_length: int = 512, max_segments: int = 1, document_tokens: int = 0,
-              batch_size: int = 256, sentence_filling: bool = False) -> "SegmentedCorpus":
+              batch_size: int = 256, sentence_filling: bool = False) -> SegmentedCorpus:
         """``document_tokens`` > 0 reads at most that many content tokens per document (the last
         block is then shorter); 0 reads all that ``max_segments`` blocks hold. ``sentence_filling``:
         blocks of whole sentences (SMITH, :func:`longdoc.text.sentences.sentence_blocks`) instead of

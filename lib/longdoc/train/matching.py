@@ -12,7 +12,7 @@ saves the whole state, and a killed run resumes to the same final weights.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from accelerate.utils import set_seed

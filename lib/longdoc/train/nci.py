@@ -10,8 +10,8 @@ and adaptor 1e-4), linear warm-up and decay.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from accelerate.utils import set_seed

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Iterator
 
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
-from longdoc.progress import tqdm
 
 from longdoc.models.lmae import DECODER_INITS, LongtrieverPretraining
+from longdoc.progress import tqdm
 from longdoc.text.segments import SegmentedCorpus
 from longdoc.train.checkpoint import Checkpointer
 from longdoc.train.optim import adamw_with_warmup

@@ -1,5 +1,5 @@
-"""One process of a multi-process fine-tuning (``torchrun ... -m longdoc.train.worker JOB.json``),
-launched by :func:`longdoc.experiments.retrieval.launch_finetune_job`. Accelerate reads the process
+"""One process of a multi-process fine-tuning (``torchrun ... -m longdoc.experiments.families.worker JOB.json``),
+launched by :func:`longdoc.experiments.families.retrieval.launch_finetune_job`. Accelerate reads the process
 group from torchrun's environment (NCCL on GPUs, gloo on CPUs); every process encodes its share of
 the corpus for dev evaluation (:mod:`longdoc.sharding`) and the first one writes the results."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 def main(job_file: str) -> None:
     from longdoc.data.registry import load_dataset
-    from longdoc.experiments.retrieval import FinetuneJob, run_finetune_job
+    from longdoc.experiments.families.retrieval import FinetuneJob, run_finetune_job
 
     spec = json.loads(Path(job_file).read_text())
     reference = spec["dataset"]

@@ -24,24 +24,62 @@ import time
 import numpy as np
 import pandas as pd
 
-from longdoc.experiments.findings import Claim
-from longdoc.experiments.paper import paper_results
-from longdoc.experiments.retrieval import RUN_DEPTH, segment_corpus
-from longdoc.experiments.study import Study, System, sedr_protocol
+from longdoc.experiments.families.retrieval import (
+    BM25,
+    RUN_DEPTH,
+    Dense,
+    Protocol,
+    index_info,
+    segment_corpus,
+    stored_index,
+)
+from longdoc.experiments.paper import paper_value as reported
+from longdoc.experiments.settings import EncoderSettings, settings
+from longdoc.experiments.study import Study
+from longdoc.experiments.systems import System
+from longdoc.experiments.verdicts import Claim
 from longdoc.index.dense import DenseIndex
 
 PAPER = "sedr"
 INTERACTIONS = {"none": "SeDR-MaxP", "head": "SeDR-Transformer-Head", "global": "SeDR-Global-Attention", "sit": "SeDR"}
 
 
+@settings
+class SedrSettings:
+    """SeDR's negatives (Implementation Details): static hard negatives from the warm start's top K,
+    and the late cache of C instances."""
+
+    hard_negatives: int
+    cache_size: int  # C
+    negative_depth: int  # K with the late cache
+    negative_depth_without_cache: int  # K without it
+
+
+@settings
+class NegativeSweeps:
+    """Figure 6's cache sizes C and hardness K."""
+
+    sweep_cache_sizes: list
+    sweep_negative_depths: list
+
+
+def sedr_protocol(depth: int, cache_size: int, hard_negatives: int = 1) -> Protocol:
+    """SeDR's Implementation Details: start from STAR (our stand-in: the warm-start system), one static
+    hard negative per query sampled from its top K (200 without the cache, 100 with it), and the
+    late-cache queue of C instances."""
+    cache = f", late cache C = {cache_size}" if cache_size else ", no late cache"
+    return Protocol(f"warm start, {hard_negatives} static hard negative(s) from its top {depth}{cache} (SeDR)",
+                    "warm start", hard_negatives, 1, depth, cache_size)
+
+
 def paper_value(system: str, measure: str = "MRR@100") -> float:
     """A value of the paper's Table 1 or 2 by the row's name there (``system`` column)."""
-    table = paper_results(PAPER).set_index("system")
-    return float(table.loc[system, measure])
+    return reported(PAPER, measure, system=system)
 
 
 def names(study: Study) -> dict[str, str]:
-    n, m = study.params["max_blocks"], study.params["block_size"]
+    encoding = study.settings(EncoderSettings)
+    n, m = encoding.max_blocks, encoding.block_size
     return {"bm25": "BM25", "star": f"FirstP 1×{m}", "maxp": f"MaxP {n}×{m} from FirstP", "sedr": f"SeDR {n}×{m}",
             "no_sit": "SeDR w/o segment interaction", "no_cache": "SeDR w/o late cache",
             "head": "SeDR-Transformer-Head", "global": "SeDR-Global-Attention"}
@@ -51,29 +89,31 @@ def star(study: Study) -> System:
     """The STAR stand-in: FirstP over the first block reading [CLS], in-batch negatives, one iteration
     (the paper's In-Batch Neg recipe; with ``pooling: cls`` the same run as notebooks 01 and 10's
     FirstP row)."""
-    return System(names(study)["star"], "FirstP", study.encoder("FirstP", pooling="cls"), paper_name="In-Batch Neg")
+    encoder = study.settings(EncoderSettings).encoder("FirstP", pooling="cls")
+    return System(names(study)["star"], Dense("FirstP", encoder), paper_name="In-Batch Neg")
 
 
 def sedr(study: Study, name: str, interaction: str = "sit", cache_size: int | None = None, depth: int | None = None,
          settings_from: System | None = None, paper_name: str = "") -> System:
     """A SeDR row warm-started from the STAR stand-in; C and K default to the study's (K without the
     cache: ``negative_depth_without_cache``, as the paper samples from the top 200 then)."""
-    p = study.params
-    cache = p["cache_size"] if cache_size is None else cache_size
-    depth = depth or (p["negative_depth"] if cache else p["negative_depth_without_cache"])
-    return System(name, "SeDR", study.encoder("SeDR", interaction=interaction, pooling="cls"),
-                  protocol=sedr_protocol(depth, cache, p["hard_negatives"]), warm_start=star(study),
+    p = study.settings(SedrSettings)
+    cache = p.cache_size if cache_size is None else cache_size
+    depth = depth or (p.negative_depth if cache else p.negative_depth_without_cache)
+    encoder = study.settings(EncoderSettings).encoder("SeDR", interaction=interaction, pooling="cls")
+    return System(name, Dense("SeDR", encoder, protocol=sedr_protocol(depth, cache, p.hard_negatives), warm_start=star(study)),
                   settings_from=settings_from, paper_name=paper_name)
 
 
 def main_systems(study: Study) -> list[System]:
     """Table 1's reproduced rows: BM25, STAR (stand-in), STAR(MaxP), SeDR and its two ablations."""
     n = names(study)
-    p = study.params
+    p = study.settings(SedrSettings)
     full = sedr(study, n["sedr"], paper_name="SeDR")
-    maxp = System(n["maxp"], "MaxP", study.encoder("MaxP", pooling="cls"), protocol=sedr_protocol(p["negative_depth_without_cache"], 0,
-                  p["hard_negatives"]), warm_start=star(study), paper_name="STAR(MaxP)")
-    return [System(n["bm25"], "BM25", paper_name="BM25"), star(study), maxp, full,
+    maxp = System(n["maxp"], Dense("MaxP", study.settings(EncoderSettings).encoder("MaxP", pooling="cls"),
+                                   protocol=sedr_protocol(p.negative_depth_without_cache, 0, p.hard_negatives),
+                                   warm_start=star(study)), paper_name="STAR(MaxP)")
+    return [System(n["bm25"], BM25(), paper_name="BM25"), star(study), maxp, full,
             sedr(study, n["no_sit"], interaction="none", settings_from=full, paper_name="SeDR w/o SIT"),
             sedr(study, n["no_cache"], cache_size=0, settings_from=full, paper_name="SeDR w/o cache")]
 
@@ -134,11 +174,11 @@ def sweep_systems(study: Study) -> tuple[list[System], list[System]]:
     """Figure 6: SeDR at each cache size C (K fixed at ``negative_depth``) and at each hardness K (C
     fixed at ``cache_size``), at SeDR's dev-chosen learning rate. The point at the study's C and K is
     the main table's SeDR run."""
-    p = study.params
+    p, sweeps = study.settings(SedrSettings), study.settings(NegativeSweeps)
     full = sedr(study, names(study)["sedr"])
-    caches = [sedr(study, cache_name(c), cache_size=c, depth=p["negative_depth"], settings_from=full)
-              for c in p["sweep_cache_sizes"]]
-    depths = [sedr(study, depth_name(k), depth=k, settings_from=full) for k in p["sweep_negative_depths"]]
+    caches = [sedr(study, cache_name(c), cache_size=c, depth=p.negative_depth, settings_from=full)
+              for c in sweeps.sweep_cache_sizes]
+    depths = [sedr(study, depth_name(k), depth=k, settings_from=full) for k in sweeps.sweep_negative_depths]
     return caches, depths
 
 
@@ -148,8 +188,9 @@ EQUIVALENCE_MARGIN = 0.01  # MRR@100: our threshold for the paper's "near perfor
 def sweep_claims(study: Study) -> list[Claim]:
     """Figure 6's statements as comparisons of neighbouring points, around the study's C (the paper's
     default, 50) and between neighbouring K (one seed: intervals over queries)."""
-    p = study.params
-    caches, depths, default = sorted(p["sweep_cache_sizes"]), sorted(p["sweep_negative_depths"]), p["cache_size"]
+    sweeps = study.settings(NegativeSweeps)
+    caches, depths = sorted(sweeps.sweep_cache_sizes), sorted(sweeps.sweep_negative_depths)
+    default = study.settings(SedrSettings).cache_size
     claims = []
     if default not in caches:
         return claims
@@ -172,19 +213,12 @@ def sweep_claims(study: Study) -> list[Claim]:
 
 
 # -- Table 1's and Table 2's cost columns --------------------------------------------------------
-def first_seed_run(study: Study, system: System):
-    """The system's fine-tuning run with the first seed at its chosen learning rate (cached)."""
-    if system.model == "BM25" or system.protocol is None:
-        raise ValueError(f"{system.name}: not a fine-tuned dense system")
-    return study._finetune(system, study.selection(system)["learning_rate"], study.seeds[0])
-
-
 def costs(study: Study, system: System, repeats: int = 3) -> dict:
     """Parameters, training time per epoch (the optimizer steps of the first seed's run, scaled to one
     pass over the training queries), index size (vectors, bytes of float32), indexing time (encoding
     the corpus, timed at the dev-best evaluation) and per-query search latency (test queries in one
     batch, top 100 documents, median of ``repeats``) of a fine-tuned system's first-seed run."""
-    fit = first_seed_run(study, system)
+    fit = study.fit(system)
     model = fit.model()
     vectors, owners, indexing = fit_index(study, fit, model)
     queries = model.encode_queries(list(study.split("test")[0].values()))
@@ -195,7 +229,7 @@ def costs(study: Study, system: System, repeats: int = 3) -> dict:
         started = time.perf_counter()
         index.search(queries, RUN_DEPTH)
         latencies.append((time.perf_counter() - started) / len(queries))
-    last = fit.history["iterations"][-1]
+    last = fit.last
     return {"parameters (M)": sum(p.numel() for p in model.parameters()) / 1e6,
             "training s / epoch": last["train_seconds"] / max(1, last["history"][-1]["step"]) * last["steps_per_epoch"],
             "vectors": int(len(vectors)), "index MB": vectors.nbytes / 2**20,
@@ -205,22 +239,22 @@ def costs(study: Study, system: System, repeats: int = 3) -> dict:
 def fit_index(study: Study, fit, model) -> tuple:
     """A run's corpus vectors, owners and encoding seconds: those kept at its dev-best evaluation, or
     encoded again (and timed) where they were not kept."""
-    kept = fit.index()
+    kept = stored_index(fit)
     if kept is not None:
-        return *kept, fit.index_info["encode_seconds"]
+        return *kept, index_info(fit)["encode_seconds"]
     started = time.perf_counter()
     vectors, owners = model.encode_corpus(segment_corpus(model, study.data), progress=False)
     return vectors, owners, time.perf_counter() - started
 
 
 def cost_table(study: Study, systems: list[System]) -> pd.DataFrame:
-    return pd.DataFrame({s.name: costs(study, s) for s in systems if s.model != "BM25"}).T
+    return pd.DataFrame({s.name: costs(study, s) for s in systems if s.spec.trained}).T
 
 
 # -- Figure 5: segment vectors ---------------------------------------------------------------------
 def segment_vectors(study: Study, system: System) -> tuple:
     """The first-seed model of a system with its corpus segment vectors and their documents."""
-    fit = first_seed_run(study, system)
+    fit = study.fit(system)
     model = fit.model()
     vectors, owners, _ = fit_index(study, fit, model)
     return model, vectors, owners
@@ -230,7 +264,8 @@ def tsne_query(study: Study, split: str = "test") -> str:
     """The query of Figure 5: the one whose relevant document has the most segments (ties: the smallest
     query id), so that there is a spread to see."""
     queries, qrels = study.split(split)
-    n, m = study.params["max_blocks"], study.params["block_size"]
+    encoding = study.settings(EncoderSettings)
+    n, m = encoding.max_blocks, encoding.block_size
     lengths = document_token_counts(study)
     def segments(qid: str) -> int:
         return max(min(n, -(-lengths.get(d, 0) // (m - 2))) for d, grade in qrels[qid].items() if grade > 0)
@@ -242,7 +277,7 @@ def document_token_counts(study: Study) -> pd.Series:
     from longdoc.data.stats import document_lengths
     from longdoc.models.backbone import load_tokenizer
 
-    return document_lengths(study.data, load_tokenizer(study.params["backbone"]))["tokens"]
+    return document_lengths(study.data, load_tokenizer(study.settings(EncoderSettings).backbone))["tokens"]
 
 
 # -- Figure 4: quality by document length ---------------------------------------------------------
@@ -251,10 +286,9 @@ def length_claims(study: Study, buckets: pd.Series, sedr_name: str, maxp_name: s
     seeds): SeDR above MaxP and above the first block on the longest bucket, its gain over them larger
     there than on the shortest, and SeDR below them on the shortest bucket."""
     from longdoc.analysis.length import bucket_gains, gain_growth
-    from longdoc.experiments.findings import verdict
+    from longdoc.experiments.verdicts import verdict
 
-    qrels = study.split("test")[1]
-    scores = {name: study.results[name].per_query(qrels, "MRR@100") for name in (sedr_name, maxp_name, first_name)}
+    scores = {name: study.results[name].per_item(study.data, "MRR@100") for name in (sedr_name, maxp_name, first_name)}
     rows = []
 
     def row(claim: str, paper: str, stats: tuple[float, float, float]) -> dict:
@@ -286,7 +320,7 @@ def spread_claims(per_document: dict[str, dict[int, float]], study: Study) -> pd
     segments more than SeDR does, and SeDR-MaxP's segments are spread more than SeDR's.
     ``per_document``: model → {document: gap}."""
     from longdoc.eval.significance import paired_bootstrap
-    from longdoc.experiments.findings import verdict
+    from longdoc.experiments.verdicts import verdict
 
     n = names(study)
     pairs = [("global attention collapses a document's segments more than SeDR", n["global"], n["sedr"],

@@ -2,9 +2,18 @@ import numpy as np
 import pytest
 
 from longdoc.data.beir import load_beir
-from longdoc.experiments.nci import (IdentifierSpec, NciSpec, QuerySpec, decode_nci, expanded_corpus, finetune_nci,
-                                     training_examples)
-from longdoc.experiments.nci_study import brute_force_run, ensemble_run
+from longdoc.experiments.families.generative import (
+    IdentifierSpec,
+    NciSpec,
+    QuerySpec,
+    decode_nci,
+    ensemble_run,
+    expanded_corpus,
+    finetune_nci,
+    nci_identifiers,
+    training_examples,
+)
+from longdoc.experiments.families.retrieval import exact_cosine_run
 from longdoc.index.nci_retriever import DecodingConfig
 from longdoc.models.doc2query import QueryGenerationConfig
 from longdoc.train.nci import NciTrainConfig
@@ -44,7 +53,7 @@ def test_ensemble_vote_follows_the_released_weights():
 def test_brute_force_is_exact_cosine():
     rng = np.random.default_rng(0)
     queries, docs = rng.normal(size=(3, 5)), rng.normal(size=(7, 5))
-    run = brute_force_run(queries, docs, [f"d{i}" for i in range(7)], ["a", "b", "c"], k=4)
+    run = exact_cosine_run(queries, docs, [f"d{i}" for i in range(7)], ["a", "b", "c"], k=4)
     unit = docs / np.linalg.norm(docs, axis=1, keepdims=True)
     for row, qid in enumerate("abc"):
         cosine = unit @ (queries[row] / np.linalg.norm(queries[row]))
@@ -62,7 +71,8 @@ def test_an_nci_run_trains_decodes_and_caches(tiny_dataset, tiny_backbone, isola
     train = NciTrainConfig(steps=6, batch_size=4, eval_every=3)
     fit = finetune_nci(data, spec, train, DecodingConfig(beam_size=3), tiny_backbone, "cls", progress=False)
     assert sorted(int(s) for s in fit.history["curve"]) == [3, 6] and fit.history["examples"] > 24 * 2
-    assert len(fit.identifiers) == len(data.doc_ids) and len(set(fit.identifiers)) == len(data.doc_ids)
+    identifiers = nci_identifiers(fit)
+    assert len(identifiers) == len(data.doc_ids) and len(set(identifiers)) == len(data.doc_ids)
     runs, timing = decode_nci(fit, data, DecodingConfig(beam_size=4))
     assert set(runs) == {"dev", "test"} and all(1 <= len(hits) <= 4 and set(hits) <= set(data.doc_ids)
                                                 for hits in runs["test"].values())

@@ -7,7 +7,7 @@ Rows of the main table (notebook 40), each on the same data and splits:
 - ``FirstP (FAISS)`` and ``FirstP brute force``: the retrieval study's fine-tuned FirstP (one block of
   ``block_size`` tokens, the study's budget and start rule), searched with a FAISS flat index and by
   exact cosine (the paper's "BERT + ANN (Faiss)" and "BERT + BruteForce", there coCondenser).
-- ``DSI``: :meth:`NciStudy.dsi_spec`.
+- ``DSI``: :func:`dsi`.
 - ``NCI``: the full system; ``NCI ensemble``: NCI plus ``nci_ensemble - 1`` models on identifiers
   from other k-means seeds (first seed each), voting.
 
@@ -20,11 +20,22 @@ from dataclasses import replace
 
 import pandas as pd
 
-from longdoc.experiments.findings import Claim
-from longdoc.experiments.nci import NCI_MEASURES, generated_queries, training_examples
-from longdoc.experiments.nci_study import NciStudy
-from longdoc.experiments.paper import paper_results
-from longdoc.experiments.study import System
+from longdoc.experiments.families.generative import (
+    Ensemble,
+    ExpandedBM25,
+    Generative,
+    NciSettings,
+    NciSpec,
+    generated_queries,
+    training_examples,
+)
+from longdoc.experiments.families.retrieval import BM25, Dense, ExactSearch
+from longdoc.experiments.paper import paper_beside_by_collection, paper_results
+from longdoc.experiments.paper import paper_value as reported
+from longdoc.experiments.settings import EncoderSettings, settings
+from longdoc.experiments.study import Study
+from longdoc.experiments.systems import System
+from longdoc.experiments.verdicts import Claim
 
 PAPER = "nci"
 PAPER_MEASURES = {"NQ320k": ["Success@1", "Success@10", "Success@100", "MRR@100"],
@@ -32,27 +43,71 @@ PAPER_MEASURES = {"NQ320k": ["Success@1", "Success@10", "Success@100", "MRR@100"
 CLAIM_MEASURE = "MRR@100"
 
 
-def nci(study: NciStudy) -> System:
-    return System("NCI", "NCI", nci=study.spec(), paper_name="NCI")
+@settings
+class EnsembleSettings:
+    nci_ensemble: int  # models in the ensemble row
 
 
-def main_systems(study: NciStudy) -> list[System]:
+@settings
+class AdaptorSweep:
+    sweep_adaptor_layers: list  # Table 4's M3
+
+
+@settings
+class AlphaSweep:
+    sweep_alphas: list  # Table 6's α
+
+
+@settings
+class EfficiencySettings:
+    sweep_encoder_layers: list  # Figure 3's model capacities
+    sweep_beams: list  # Table 5's beam sizes
+    bench_repeats: int
+
+
+@settings
+class AnalysisSettings:
+    prefix_digits: int  # Figure 4's identifier digits per retrieved document
+
+
+def nci_spec(study: Study, **changes) -> NciSpec:
+    """The full NCI system under the study's parameters; ``changes`` override fields (ablations)."""
+    return study.settings(NciSettings).spec(study.seeds[0], **changes)
+
+
+def nci(study: Study) -> System:
+    return System("NCI", Generative(nci_spec(study)), paper_name="NCI")
+
+
+def dsi(study: Study) -> NciSpec:
+    """DSI (Tay et al.) as NCI's paper compares it: the same encoder and decoder depth, one digit vocabulary
+    for every depth (with a learned step embedding), no PAWA, no consistency loss, trained on the labelled
+    queries and each document's first terms (DSI's indexing), semantic identifiers."""
+    base = nci_spec(study)
+    return replace(base, adaptor_layers=0, alpha=0.0, identifiers=replace(base.identifiers, positional=False),
+                   queries=replace(base.queries, windows=0, generated=False))
+
+
+def main_systems(study: Study) -> list[System]:
     full = nci(study)
-    rows = [System("BM25", "BM25", paper_name="BM25"),
-            System("BM25+DocT5Query", "BM25+DocT5Query", paper_name="BM25+DocT5Query"),
-            System("FirstP (FAISS)", "FirstP", study.encoder("FirstP"), paper_name="FirstP (FAISS)"),
-            System("FirstP brute force", "FirstP brute force", study.encoder("FirstP"), paper_name="FirstP brute force"),
-            System("DSI", "NCI", nci=study.dsi_spec(), paper_name="DSI"),
+    firstp = Dense("FirstP", study.settings(EncoderSettings).encoder("FirstP"))
+    rows = [System("BM25", BM25(), paper_name="BM25"),
+            System("BM25+DocT5Query", ExpandedBM25(), paper_name="BM25+DocT5Query"),
+            System("FirstP (FAISS)", firstp, paper_name="FirstP (FAISS)"),
+            System("FirstP brute force", ExactSearch(firstp), paper_name="FirstP brute force"),
+            System("DSI", Generative(dsi(study)), paper_name="DSI"),
             full]
-    if study.params["nci_ensemble"] > 1:
+    ensemble = study.settings(EnsembleSettings).nci_ensemble
+    if ensemble > 1:
+        spec = full.spec.nci
         members = [full] + [replace(full, name=f"NCI (k-means seed {seed})", settings_from=full, paper_name="",
-                                    nci=replace(full.nci, identifiers=replace(full.nci.identifiers, seed=seed)))
-                            for seed in range(1, study.params["nci_ensemble"])]
-        rows.append(System("NCI ensemble", "NCI ensemble", members=tuple(members), paper_name="NCI ensemble"))
+                                    spec=Generative(replace(spec, identifiers=replace(spec.identifiers, seed=seed))))
+                            for seed in range(1, ensemble)]
+        rows.append(System("NCI ensemble", Ensemble(tuple(members)), paper_name="NCI ensemble"))
     return rows
 
 
-def main_claims(study: NciStudy, systems: list[System]) -> list[Claim]:
+def main_claims(study: Study, systems: list[System]) -> list[Claim]:
     names = {s.name for s in systems}
 
     def quoted(a: str, b: str) -> str:
@@ -75,10 +130,10 @@ ABLATIONS = ("w/o query generation", "w/o DocT5Query", "w/o document as query", 
              "w/o regularization", "w/o constrained beam search")
 
 
-def ablation_systems(study: NciStudy) -> list[System]:
+def ablation_systems(study: Study) -> list[System]:
     """Table 3: the full NCI and one row per removed component (each keeps NCI's learning rate)."""
     full = nci(study)
-    spec = full.nci
+    spec = full.spec.nci
     changes = {
         "w/o query generation": replace(spec, queries=replace(spec.queries, document_as_query=False, generated=False)),
         "w/o DocT5Query": replace(spec, queries=replace(spec.queries, generated=False)),
@@ -87,8 +142,10 @@ def ablation_systems(study: NciStudy) -> list[System]:
         "w/o semantic id": replace(spec, identifiers=replace(spec.identifiers, kind="random")),
         "w/o regularization": replace(spec, alpha=0.0),
     }
-    rows = [full] + [replace(full, name=name, nci=changed, settings_from=full, paper_name=name) for name, changed in changes.items()]
-    rows.append(replace(full, name="w/o constrained beam search", decoding=replace(study.decoding(), constrained=False),
+    rows = [full] + [replace(full, name=name, spec=Generative(changed), settings_from=full, paper_name=name)
+                     for name, changed in changes.items()]
+    unconstrained = replace(study.settings(NciSettings).decoding(), constrained=False)
+    rows.append(replace(full, name="w/o constrained beam search", spec=Generative(spec, unconstrained),
                         settings_from=full, paper_name="w/o constrained beam search"))
     return rows
 
@@ -99,11 +156,11 @@ def ablation_claims() -> list[Claim]:
                   CLAIM_MEASURE) for name in ABLATIONS]
 
 
-def sweep_systems(study: NciStudy, field: str, values: list, name, main) -> list[System]:
+def sweep_systems(study: Study, field: str, values: list, name, main) -> list[System]:
     """NCI with one ``NciSpec`` field swept: the study's value is NCI itself (its learning rate chosen on
     dev), every other value keeps NCI's learning rate."""
     full = nci(study)
-    return [replace(full, name=name(v), nci=replace(full.nci, **{field: v}), paper_name=name(v),
+    return [replace(full, name=name(v), spec=Generative(replace(full.spec.nci, **{field: v})), paper_name=name(v),
                     settings_from=None if v == main else full) for v in values]
 
 
@@ -111,18 +168,18 @@ def adaptor_name(layers: int) -> str:
     return f"M3 = {layers}"
 
 
-def adaptor_systems(study: NciStudy) -> list[System]:
+def adaptor_systems(study: Study) -> list[System]:
     """Table 4: NCI with M3 adaptor layers (each keeps NCI's learning rate)."""
-    return sweep_systems(study, "adaptor_layers", study.params["sweep_adaptor_layers"], adaptor_name,
-                         study.params["nci_adaptor_layers"])
+    return sweep_systems(study, "adaptor_layers", study.settings(AdaptorSweep).sweep_adaptor_layers, adaptor_name,
+                         study.settings(NciSettings).nci_adaptor_layers)
 
 
-def adaptor_claims(study: NciStudy) -> list[Claim]:
+def adaptor_claims(study: Study) -> list[Claim]:
     """Table 4 against the study's M3: for each other swept M3, the one the paper found better (NQ320k
     MRR@100) should beat the other (the paper: more layers help up to 4, 6 and 8 overfit)."""
-    main = study.params["nci_adaptor_layers"]
+    main = study.settings(NciSettings).nci_adaptor_layers
     claims = []
-    for m in study.params["sweep_adaptor_layers"]:
+    for m in study.settings(AdaptorSweep).sweep_adaptor_layers:
         if m == main:
             continue
         ours, other = paper_value(adaptor_name(main), table="Table 4"), paper_value(adaptor_name(m), table="Table 4")
@@ -140,60 +197,53 @@ def alpha_name(alpha: float) -> str:
     return f"alpha = {alpha:g}"
 
 
-def alpha_systems(study: NciStudy) -> list[System]:
+def alpha_systems(study: Study) -> list[System]:
     """Table 6: NCI with consistency weight α (each keeps NCI's learning rate)."""
-    return sweep_systems(study, "alpha", study.params["sweep_alphas"], alpha_name, study.params["nci_alpha"])
+    return sweep_systems(study, "alpha", study.settings(AlphaSweep).sweep_alphas, alpha_name,
+                         study.settings(NciSettings).nci_alpha)
 
 
-def alpha_claims(study: NciStudy) -> list[Claim]:
-    main = study.params["nci_alpha"]
+def alpha_claims(study: Study) -> list[Claim]:
+    main = study.settings(NciSettings).nci_alpha
     return [Claim(f"α = {main:g} beats α = {a:g}" + (" (regularisation helps)" if a == 0 else ""), alpha_name(main),
                   alpha_name(a), f"NQ320k: {paper_value(alpha_name(0.15), table='Table 6'):.2f} vs " + (
                       f"{paper_value(alpha_name(a), table='Table 6'):.2f}" if has_paper_row(alpha_name(a), "Table 6") else "—")
-                  + " MRR@100", CLAIM_MEASURE) for a in study.params["sweep_alphas"] if a != main]
+                  + " MRR@100", CLAIM_MEASURE) for a in study.settings(AlphaSweep).sweep_alphas if a != main]
 
 
 def capacity_name(layers: int) -> str:
     return f"{layers}-layer encoder"
 
 
-def capacity_systems(study: NciStudy) -> list[System]:
+def capacity_systems(study: Study) -> list[System]:
     """Figure 3: NCI with the backbone's first L encoder layers (the paper: T5 small, base, large)."""
     full = nci(study)
-    return [replace(full, name=capacity_name(n), nci=replace(full.nci, encoder_layers=n), paper_name="", settings_from=full)
-            for n in study.params["sweep_encoder_layers"]]
+    return [replace(full, name=capacity_name(n), spec=Generative(replace(full.spec.nci, encoder_layers=n)), paper_name="",
+                    settings_from=full)
+            for n in study.settings(EfficiencySettings).sweep_encoder_layers]
 
 
 # -- the paper's numbers -------------------------------------------------------------------------
 def paper_value(name: str, measure: str = "MRR@100", table: str = "Table 1", dataset: str = "NQ320k") -> float:
-    rows = paper_results(PAPER)
-    row = rows[(rows["our_name"] == name) & (rows["table"] == table) & (rows["dataset"] == dataset)]
-    return float(row.iloc[0][measure]) if len(row) else float("nan")
+    return reported(PAPER, measure, our_name=name, table=table, dataset=dataset)
 
 
 def has_paper_row(name: str, table: str) -> bool:
-    rows = paper_results(PAPER)
-    return bool(((rows["our_name"] == name) & (rows["table"] == table)).any())
+    return len(paper_results(PAPER, our_name=name, table=table)) > 0
 
 
 def paper_beside(table: pd.DataFrame, systems: list[System], paper_table: str) -> pd.DataFrame:
     """The paper's values beside our rows, its percentages as fractions: NQ320k's four measures and
     TriviaQA's Recall@5 and @20 (its Recall@100 and R-Precision are in ``data/paper_results/nci.csv``;
     two columns keep the table readable)."""
-    out = table.copy()
-    rows = paper_results(PAPER)
-    paper_name = {s.name: s.paper_name for s in systems} | {m.name: m.paper_name for s in systems for m in s.members}
-    for dataset, measures in PAPER_MEASURES.items():
-        reported = rows[(rows["table"] == paper_table) & (rows["dataset"] == dataset)].dropna(subset=["our_name"])
-        reported = reported.drop_duplicates("our_name").set_index("our_name")
-        for measure in measures[:2] if dataset == "TriviaQA" else measures:
-            out[f"paper {measure} ({dataset})"] = [
-                float(reported.loc[paper_name.get(name, ""), measure]) / 100 if paper_name.get(name) in reported.index
-                else float("nan") for name in out.index]
-    return out
+    members = [m for s in systems if isinstance(s.spec, Ensemble) for m in s.spec.members]
+    paper_name = {s.name: s.paper_name for s in systems} | {m.name: m.paper_name for m in members}
+    measures = {dataset: wanted[:2] if dataset == "TriviaQA" else wanted for dataset, wanted in PAPER_MEASURES.items()}
+    return paper_beside_by_collection(table, {name: paper_name.get(name, "") for name in table.index}, PAPER,
+                                      paper_table, measures, scale=1 / 100)
 
 
-def split_counts(study: NciStudy) -> pd.DataFrame:
+def split_counts(study: Study) -> pd.DataFrame:
     rows = {}
     for split in ("train", "dev", "test"):
         queries, qrels = study.split(split)
@@ -205,10 +255,11 @@ def split_counts(study: NciStudy) -> pd.DataFrame:
     return frame
 
 
-def generation_summary(study: NciStudy) -> pd.DataFrame:
+def generation_summary(study: Study) -> pd.DataFrame:
     """What the query generator cost and made, and NCI's training examples by kind."""
-    spec = study.spec()
-    generated, record = generated_queries(study.data, spec.queries.generation, study.params["backbone"], study.progress)
+    spec = nci_spec(study)
+    backbone = study.settings(NciSettings).backbone
+    generated, record = generated_queries(study.data, spec.queries.generation, backbone, study.progress)
     kinds = {"labelled train queries": replace(spec.queries, document_as_query=False, generated=False),
              "document as query": replace(spec.queries, train_queries=False, generated=False),
              "generated queries": replace(spec.queries, train_queries=False, document_as_query=False)}
@@ -224,21 +275,21 @@ def generation_summary(study: NciStudy) -> pd.DataFrame:
     return pd.DataFrame({"value": {k: str(v) for k, v in rows.items()}})
 
 
-def parameter_counts(study: NciStudy, systems: list[System]) -> pd.DataFrame:
+def parameter_counts(study: Study, systems: list[System]) -> pd.DataFrame:
     rows = {}
     for system in systems:
-        fit = study.fits(system, study.seeds[:1])[0]
+        fit = study.fit(system)
         rows[system.name] = {"parameters (M)": fit.history["parameters"] / 1e6,
                              "adaptor parameters (M)": fit.history["adaptor_parameters"] / 1e6}
     return pd.DataFrame(rows).T
 
 
-def learning_curve_frames(study: NciStudy, systems: list[System]) -> dict[str, pd.DataFrame]:
+def learning_curve_frames(study: Study, systems: list[System]) -> dict[str, pd.DataFrame]:
     """Each system's dev evaluations (first seed) against epochs over its training examples."""
     curves = {}
     for system in systems:
-        fit = study.fits(system, study.seeds[:1])[0]
-        batch, examples = fit.history["config"]["batch_size"], fit.history["examples"]
+        fit = study.fit(system)
+        batch, examples = fit.last["config"]["batch_size"], fit.history["examples"]
         rows = [{"step": int(step), "epoch": int(step) * batch / examples, **values}
                 for step, values in fit.history["curve"].items()]
         curves[system.name] = pd.DataFrame(rows).sort_values("step")
@@ -250,15 +301,15 @@ def curve_table(curves: dict[str, pd.DataFrame], measures: tuple = ("Success@1",
     return pd.concat(frames)
 
 
-def capacity_claims(study: NciStudy, systems: list[System]) -> list[Claim]:
+def capacity_claims(study: Study, systems: list[System]) -> list[Claim]:
     """Figure 3: the smallest capacity ends lower than the largest."""
-    by_size = sorted(systems, key=lambda s: s.nci.encoder_layers)
+    by_size = sorted(systems, key=lambda s: s.spec.nci.encoder_layers)
     small, large = by_size[0].name, by_size[-1].name
     return [Claim(f"a larger model retrieves better at the same budget ({large} > {small})", large, small,
                   "Figure 3: small ends lower than base and large (curves only)", CLAIM_MEASURE)]
 
 
-def decoding_costs(study: NciStudy, system: System, queries: int = 64, batch: int = 16) -> pd.DataFrame:
+def decoding_costs(study: Study, system: System, queries: int = 64, batch: int = 16) -> pd.DataFrame:
     """Table 5 on this machine: per beam size, NCI's latency (one query at a time), throughput (``batch``
     queries per call), constrained ÷ unconstrained, batched ÷ one at a time, and NCI ÷ FirstP + FAISS
     (the backbone as FirstP encoder over the corpus, one query at a time), over the first ``queries``
@@ -266,13 +317,16 @@ def decoding_costs(study: NciStudy, system: System, queries: int = 64, batch: in
     import statistics
     import time
 
-    from longdoc.experiments.retrieval import build_model, segment_corpus
+    from longdoc.experiments.families.generative import nci_retriever
+    from longdoc.experiments.families.retrieval import segment_corpus
     from longdoc.index.dense_retriever import DenseRetriever
+    from longdoc.models.registry import build_encoder
 
-    fit = study.fits(system, study.seeds[:1])[0]
+    fit = study.fit(system)
     model = fit.model()
     test = dict(list(study.split("test")[0].items())[:queries])
-    repeats = study.params["bench_repeats"]
+    repeats = study.settings(EfficiencySettings).bench_repeats
+    options = study.settings(NciSettings)
 
     def per_query(search, chunk: int) -> float:
         items = list(test.items())
@@ -286,17 +340,17 @@ def decoding_costs(study: NciStudy, system: System, queries: int = 64, batch: in
             times.append(time.perf_counter() - started)
         return statistics.median(times) / len(items)
 
-    firstp = build_model("FirstP", study.encoder("FirstP"), study.seeds[0])
+    firstp = build_encoder("FirstP", study.settings(EncoderSettings).encoder("FirstP"), study.seeds[0])
     dense = DenseRetriever(firstp, segment_corpus(firstp, study.data), progress=False).build()
     dense_seconds = per_query(lambda part: dense.search(part, 100), 1)
     rows = []
-    for beam in study.params["sweep_beams"]:
+    for beam in study.settings(EfficiencySettings).sweep_beams:
         seconds = {}
         for constrained in (True, False):
             for size in (1, batch):
-                config = replace(study.decoding(), beam_size=beam, constrained=constrained, batch_size=size)
-                retriever = fit.retriever(study.data, config, model)
-                seconds[constrained, size] = per_query(lambda part: retriever.search(part, beam), size)
+                config = replace(options.decoding(), beam_size=beam, constrained=constrained, batch_size=size)
+                retriever = nci_retriever(fit, study.data, config, model)
+                seconds[constrained, size] = per_query(lambda part, r=retriever, b=beam: r.search(part, b), size)
         rows.append({"beam": beam, "latency ms (1 query)": 1000 * seconds[True, 1],
                      f"throughput queries/s (batches of {batch})": 1 / seconds[True, batch],
                      "constrained ÷ unconstrained (1 query)": seconds[True, 1] / seconds[False, 1],
@@ -307,44 +361,51 @@ def decoding_costs(study: NciStudy, system: System, queries: int = 64, batch: in
     return pd.DataFrame(rows).set_index("beam")
 
 
-def semantic_id_analysis(study: NciStudy, system: System, top: int = 10) -> dict:
+def semantic_id_analysis(study: Study, system: System, top: int = 10) -> dict:
     """Everything notebook 45 shows (see :mod:`longdoc.analysis.semantic_ids`)."""
     import numpy as np
 
-    from longdoc.analysis.semantic_ids import (prefix_overlap, query_groups, relevant_prefix_agreement,
-                                               retrieved_prefixes, tsne_points)
+    from longdoc.analysis.semantic_ids import (
+        prefix_overlap,
+        query_groups,
+        relevant_prefix_agreement,
+        retrieved_prefixes,
+        tsne_points,
+    )
     from longdoc.eval.metrics import ranking
-    from longdoc.experiments.nci import decode_nci, document_embeddings
-    from longdoc.experiments.retrieval import build_model
-    from longdoc.experiments.findings import HOLDS, NOT_SHOWN, REVERSED
+    from longdoc.experiments.families.generative import decode_nci, document_embeddings, nci_identifiers
+    from longdoc.experiments.verdicts import HOLDS, NOT_SHOWN, REVERSED
+    from longdoc.models.registry import build_encoder
 
-    fit = study.fits(system, study.seeds[:1])[0]
-    identifiers = dict(zip(study.data.doc_ids, fit.identifiers))
+    options = study.settings(NciSettings)
+    spec = system.spec.nci
+    fit = study.fit(system)
+    identifiers = dict(zip(study.data.doc_ids, nci_identifiers(fit)))
     depths = pd.Series([len(i) for i in identifiers.values()])
     leaves = pd.Series([i[:-1] for i in identifiers.values()]).value_counts()
     tree = pd.DataFrame({"value": {"documents": len(identifiers), "top-level clusters": len({i[0] for i in identifiers.values()}),
                                    "identifier digits (min / mean / max)": f"{depths.min()} / {depths.mean():.2f} / {depths.max()}",
-                                   "largest leaf": int(leaves.max()), "k, c": f"{system.nci.identifiers.k}, {system.nci.identifiers.c}"}})
+                                   "largest leaf": int(leaves.max()), "k, c": f"{spec.identifiers.k}, {spec.identifiers.c}"}})
     qrels = {q: judged for split in ("train", "dev", "test") for q, judged in study.split(split)[1].items()}
     agreement = relevant_prefix_agreement(qrels, identifiers, seed=study.seeds[0])
-    runs, _ = decode_nci(fit, study.data, study.decoding())
+    runs, _ = decode_nci(fit, study.data, options.decoding())
     test_queries = study.split("test")[0]
     qids = [q for q in test_queries if runs["test"].get(q)]
     from longdoc.models.biencoder import EncoderConfig
 
-    query_encoder = EncoderConfig(backbone=study.params["backbone"], max_segments=1, pooling=study.params["pooling"],
-                                  max_query_length=study.params["nci_query_length"])
-    vectors = build_model("FirstP", query_encoder, study.seeds[0]).encode_queries([test_queries[q] for q in qids])
+    query_encoder = EncoderConfig(backbone=options.backbone, max_segments=1, pooling=options.pooling,
+                                  max_query_length=options.nci_query_length)
+    vectors = build_encoder("FirstP", query_encoder, study.seeds[0]).encode_queries([test_queries[q] for q in qids])
     top_docs = {q: ranking(runs["test"][q])[:top] for q in qids}
     overlap = prefix_overlap(top_docs, identifiers, vectors, qids, seed=study.seeds[0])
     groups = query_groups(vectors, qids)
-    digits, penalty = study.params["prefix_digits"], study.params["nci_length_penalty"]
+    digits, penalty = study.settings(AnalysisSettings).prefix_digits, options.nci_length_penalty
     frames = {g: {test_queries[q]: retrieved_prefixes(sorted(runs["test"][q].items(), key=lambda x: -x[1])[:top], identifiers,
                                                       digits, penalty) for q in members} for g, members in groups.items()}
     groups_table = pd.DataFrame([{"group": g, "query": query, "top prefixes": ", ".join(frame["prefix"].head(5))}
                                  for g, queries in frames.items() for query, frame in queries.items()])
-    embeddings = document_embeddings(study.data, study.params["backbone"], study.params["pooling"],
-                                     system.nci.identifiers.embedding_length, study.progress)
+    embeddings = document_embeddings(study.data, options.backbone, options.pooling, spec.identifiers.embedding_length,
+                                     study.progress)
     position = {d: i for i, d in enumerate(study.data.doc_ids)}
     marked = {g: [position[d] for q in members for d in top_docs[q][:3]] for g, members in groups.items()}
     pairs = agreement["relevant pairs"]

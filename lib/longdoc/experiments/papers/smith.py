@@ -27,9 +27,14 @@ from dataclasses import replace
 
 import pandas as pd
 
-from longdoc.experiments.findings import Claim
-from longdoc.experiments.paper import paper_results
-from longdoc.experiments.study import Study, System
+from longdoc.experiments.families.matching import Matcher
+from longdoc.experiments.families.pretraining import PretrainingSettings
+from longdoc.experiments.paper import paper_beside_by_collection
+from longdoc.experiments.paper import paper_value as reported
+from longdoc.experiments.settings import EncoderSettings, settings
+from longdoc.experiments.study import Study
+from longdoc.experiments.systems import System
+from longdoc.experiments.verdicts import Claim
 from longdoc.models.han import HanConfig
 from longdoc.models.smith import COMBINE_MODES, SmithConfig
 from longdoc.train.pretrain import PretrainConfig
@@ -38,19 +43,55 @@ PAPER = "smith"
 SMITH_MLM_RATIO = 0.15
 
 
+@settings
+class SmithSettings:
+    """SMITH's two-level encoder, its pre-training task and the Table 5 baselines' lengths."""
+
+    backbone: str
+    precision: str
+    sentence_block_length: int  # L_s
+    max_sentence_blocks: int
+    sentence_layers: int  # L1
+    document_layers: int  # L2
+    masked_blocks: int
+    matchbert_lengths: list
+    short_block_length: int
+    short_max_blocks: int
+
+
+@settings
+class ScratchSettings:
+    """The dev grid of the rows whose weights start random (HAN, SMITH-NP)."""
+
+    scratch_learning_rates: list
+
+
+@settings
+class LengthSweep:
+    """Figure 4's maximum document lengths (sentence blocks)."""
+
+    sweep_max_sentence_blocks: list
+
+
+@settings
+class LayerSweep:
+    """Table 6's sentence-level layers L1."""
+
+    sweep_sentence_layers: list
+
+
 def smith_encoder(study: Study, **changes) -> SmithConfig:
-    p = study.params
-    fields = dict(backbone=p["backbone"], segment_length=p["sentence_block_length"], max_segments=p["max_sentence_blocks"],
-                  sentence_layers=p["sentence_layers"], document_layers=p["document_layers"], precision=p["precision"])
+    p = study.settings(SmithSettings)
+    fields = dict(backbone=p.backbone, segment_length=p.sentence_block_length, max_segments=p.max_sentence_blocks,
+                  sentence_layers=p.sentence_layers, document_layers=p.document_layers, precision=p.precision)
     return SmithConfig(**(fields | changes))
 
 
 def smith_pretraining(study: Study, block_prediction: bool) -> PretrainConfig:
     """SMITH-WP (``block_prediction=False``) or SMITH-WP+SP pre-training under the study's budget."""
-    p = study.params
-    return PretrainConfig(steps=p["pretrain_steps"], batch_size=p["pretrain_batch_size"], learning_rate=p["pretrain_learning_rate"],
-                          head_warmup_steps=p["head_warmup_steps"], mlm_ratio=SMITH_MLM_RATIO, masked_blocks=p["masked_blocks"],
-                          block_prediction=block_prediction, seed=study.seeds[0])
+    return study.settings(PretrainingSettings).config(study.seeds[0], mlm_ratio=SMITH_MLM_RATIO,
+                                                      masked_blocks=study.settings(SmithSettings).masked_blocks,
+                                                      block_prediction=block_prediction)
 
 
 def tokens(encoder) -> int:
@@ -58,42 +99,39 @@ def tokens(encoder) -> int:
 
 
 def smith_wp_sp(study: Study, name: str = "SMITH-WP+SP", settings_from: System | None = None, **changes) -> System:
-    encoder = smith_encoder(study, **changes)
-    return System(name, "SMITH", encoder, pretrain=smith_pretraining(study, True), settings_from=settings_from,
-                  paper_name="SMITH-WP+SP")
+    spec = Matcher("SMITH", smith_encoder(study, **changes), pretrain=smith_pretraining(study, True))
+    return System(name, spec, settings_from=settings_from, paper_name="SMITH-WP+SP")
 
 
 def main_systems(study: Study) -> list[System]:
-    p = study.params
-    rows = [System(f"MatchBERT-{n}", "MatchBERT", study.encoder("FirstP", segment_length=n, pooling="cls"), paper_name="MatchBERT")
-            for n in p["matchbert_lengths"]]
+    p, encoding = study.settings(SmithSettings), study.settings(EncoderSettings)
+    rows = [System(f"MatchBERT-{n}", Matcher("MatchBERT", encoding.encoder("FirstP", segment_length=n, pooling="cls")),
+                   paper_name="MatchBERT")
+            for n in p.matchbert_lengths]
     smith = smith_encoder(study)
-    scratch = tuple(p["scratch_learning_rates"])
-    rows.append(System("HAN", "HAN", HanConfig(backbone=p["backbone"], segment_length=p["sentence_block_length"],
-                                               max_segments=p["max_sentence_blocks"]), paper_name="HAN",
+    scratch = tuple(study.settings(ScratchSettings).scratch_learning_rates)
+    han = HanConfig(backbone=p.backbone, segment_length=p.sentence_block_length, max_segments=p.max_sentence_blocks)
+    rows.append(System("HAN", Matcher("HAN", han), paper_name="HAN", learning_rates=scratch))
+    short = smith_encoder(study, segment_length=p.short_block_length, max_segments=p.short_max_blocks, sentence_layers=0)
+    rows.append(System("SMITH-Short", Matcher("SMITH", short), paper_name="SMITH-Short"))
+    rows.append(System("SMITH-NP", Matcher("SMITH", replace(smith, random_init=True)), paper_name="SMITH-NP",
                        learning_rates=scratch))
-    rows.append(System("SMITH-Short", "SMITH", smith_encoder(study, segment_length=p["short_block_length"],
-                                                             max_segments=p["short_max_blocks"], sentence_layers=0),
-                       paper_name="SMITH-Short"))
-    rows.append(System("SMITH-NP", "SMITH", replace(smith, random_init=True), paper_name="SMITH-NP", learning_rates=scratch))
-    rows.append(System("SMITH-WP", "SMITH", smith, pretrain=smith_pretraining(study, False), paper_name="SMITH-WP"))
+    rows.append(System("SMITH-WP", Matcher("SMITH", smith, pretrain=smith_pretraining(study, False)), paper_name="SMITH-WP"))
     rows.append(smith_wp_sp(study))
-    rows.append(System("Longtriever", "Longtriever", study.encoder("Longtriever")))
-    rows.append(System("SeDR", "SeDR", study.encoder("SeDR")))
+    rows.append(System("Longtriever", Matcher("Longtriever", encoding.encoder("Longtriever"))))
+    rows.append(System("SeDR", Matcher("SeDR", encoding.encoder("SeDR"))))
     return rows
 
 
 def single_seed(systems: list[System]) -> list[System]:
     """Rows that no Table 5 claim compares (the shorter MatchBERT rows, Longtriever, SeDR): under the
     ``cpu`` budget they run the first seed only, the claims' rows every seed."""
-    matchbert = [s for s in systems if s.model == "MatchBERT"]
-    return [s for s in systems if s.model in ("Longtriever", "SeDR") or (s in matchbert and s is not matchbert[-1])]
+    matchbert = [s for s in systems if s.spec.model == "MatchBERT"]
+    return [s for s in systems if s.spec.model in ("Longtriever", "SeDR") or (s in matchbert and s is not matchbert[-1])]
 
 
 def paper_value(system: str, measure: str = "Accuracy", dataset: str = "Wiki65K", table: str = "Table 5") -> float:
-    rows = paper_results(PAPER)
-    row = rows[(rows["system"] == system) & (rows["dataset"] == dataset) & (rows["table"] == table)]
-    return float(row.iloc[0][measure])
+    return reported(PAPER, measure, system=system, dataset=dataset, table=table)
 
 
 def main_claims(study: Study, systems: list[System]) -> list[Claim]:
@@ -101,7 +139,8 @@ def main_claims(study: Study, systems: list[System]) -> list[Claim]:
     names = [s.name for s in systems]
     longest_matchbert = [n for n in names if n.startswith("MatchBERT")][-1]
     short = next(s for s in systems if s.name == "SMITH-Short")
-    same_length = [s.name for s in systems if s.model == "MatchBERT" and s.encoder.segment_length >= tokens(short.encoder)]
+    same_length = [s.name for s in systems
+                   if s.spec.model == "MatchBERT" and s.spec.encoder.segment_length >= tokens(short.spec.encoder)]
     flat = same_length[0] if same_length else longest_matchbert
 
     def quoted(a: str, b: str) -> str:
@@ -124,15 +163,17 @@ def main_claims(study: Study, systems: list[System]) -> list[Claim]:
 
 
 def length_name(blocks: int, study: Study) -> str:
-    return f"{blocks} × {study.params['sentence_block_length']} tokens"
+    return f"{blocks} × {study.settings(SmithSettings).sentence_block_length} tokens"
 
 
 def length_systems(study: Study, main: System) -> list[System]:
     """Figure 4: SMITH-WP+SP reading at most 2 .. N sentence blocks (fine-tuning and evaluation; the
     pre-trained model is the main row's, as the paper varies the looped blocks of one model)."""
-    return [replace(main, name=length_name(n, study), settings_from=main, encoder=replace(main.encoder, max_segments=n),
-                    pretrain_encoder=main.encoder) if n != main.encoder.max_segments
-            else replace(main, name=length_name(n, study)) for n in study.params["sweep_max_sentence_blocks"]]
+    encoder = main.spec.encoder
+    return [replace(main, name=length_name(n, study), settings_from=main,
+                    spec=replace(main.spec, encoder=replace(encoder, max_segments=n), pretrain_encoder=encoder))
+            if n != encoder.max_segments else replace(main, name=length_name(n, study))
+            for n in study.settings(LengthSweep).sweep_max_sentence_blocks]
 
 
 def layer_name(layers: int) -> str:
@@ -141,35 +182,38 @@ def layer_name(layers: int) -> str:
 
 def layer_systems(study: Study, main: System) -> list[System]:
     """Table 6: SMITH-WP+SP with L1 sentence-level layers, each pre-trained with its own L1."""
-    return [smith_wp_sp(study, layer_name(n), settings_from=main if n != main.encoder.sentence_layers else None,
-                        sentence_layers=n) for n in study.params["sweep_sentence_layers"]]
+    return [smith_wp_sp(study, layer_name(n), settings_from=main if n != main.spec.encoder.sentence_layers else None,
+                        sentence_layers=n) for n in study.settings(LayerSweep).sweep_sentence_layers]
 
 
 def combine_systems(study: Study, main: System) -> list[System]:
     """Table 7: SMITH-WP+SP fine-tuned with each combine mode (one pre-trained model: the combine
     layers are fine-tuning parameters)."""
-    return [replace(main, name=mode, settings_from=main, encoder=replace(main.encoder, combine=mode),
-                    pretrain_encoder=main.encoder) if mode != main.encoder.combine else replace(main, name=mode)
+    encoder = main.spec.encoder
+    return [replace(main, name=mode, settings_from=main,
+                    spec=replace(main.spec, encoder=replace(encoder, combine=mode), pretrain_encoder=encoder))
+            if mode != encoder.combine else replace(main, name=mode)
             for mode in COMBINE_MODES]
-
-
-def paper_rows(table: str, dataset: str) -> pd.DataFrame:
-    rows = paper_results(PAPER)
-    return rows[(rows["table"] == table) & (rows["dataset"] == dataset)].set_index("our_name")
 
 
 def paper_beside(table: pd.DataFrame, systems: list[System], paper_table: str, measures: list[str],
                  by: str = "paper_name") -> pd.DataFrame:
-    """The paper's values (both collections) beside ``table``'s rows: by each system's ``paper_name``
-    (Table 5) or by our row name (``by="name"``: Tables 6 and 7)."""
-    out = table.copy()
-    for dataset in ("Wiki65K", "AAN104K"):
-        reported = paper_rows(paper_table, dataset)
-        for measure in measures:
-            out[f"paper {measure} ({dataset})"] = [
-                float(reported.loc[key, measure]) if key in reported.index else float("nan")
-                for key in (getattr(s, by) for s in systems)]
-    return out
+    """The paper's values (both collections) beside ``table``'s rows (one per system, in order): by each
+    system's ``paper_name`` (Table 5) or by our row name (``by="name"``: Tables 6 and 7)."""
+    return paper_beside_by_collection(table, {s.name: getattr(s, by) for s in systems}, PAPER, paper_table,
+                                      {dataset: measures for dataset in ("Wiki65K", "AAN104K")})
+
+
+def costs(study: Study) -> pd.DataFrame:
+    """Parameters, training seconds per step and corpus encoding seconds of each system's first run."""
+    rows = {}
+    for name, result in study.results.items():
+        fit = result.fits[0]
+        steps = max(1, fit.last["config"]["steps"])
+        rows[name] = {"parameters (M)": sum(p.numel() for p in fit.model().parameters()) / 1e6,
+                      "training s/step": fit.last["train_seconds"] / steps,
+                      "corpus encoding s": fit.history.get("encode_seconds")}
+    return pd.DataFrame(rows).T
 
 
 def pair_counts(study) -> pd.DataFrame:
@@ -191,7 +235,7 @@ def dev_and_test(study, names: list[str], measures: list[str] = ("Accuracy", "F1
     dev, test = study.table(names, split="dev"), study.table(names, split="test")
     frame = pd.concat([dev[list(measures)].add_prefix("dev "), test[[*measures, "MRR@100", "R@10"]].add_prefix("test ")], axis=1)
     frame.insert(len(measures), "dev Accuracy at σ = 0.5", [  # the paper's fixed threshold, cos = 0: not tuned on dev
-        pd.Series([study.seed_metrics(f, "dev", threshold=0.0)["Accuracy"] for f in study.results[n].fits]).mean()
+        pd.Series([o.metrics(study.data, "dev", threshold=0.0)["Accuracy"] for o in study.results[n].outcomes]).mean()
         for n in names])
     frame["seeds"] = test["seeds"]
     return frame

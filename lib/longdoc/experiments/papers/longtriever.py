@@ -2,8 +2,8 @@
 (Table 4) and the hyperparameter sweeps (Figure 3), for notebooks 10–13.
 
 Protocols as the paper states them: Tables 2 and 4 fine-tune every model for one iteration with
-in-batch negatives only; Table 1 fine-tunes Longtriever with BM25 negatives, then with its own
-(:func:`longdoc.experiments.study.table1_protocol`). Ablation rows and sweep points keep row I's
+in-batch negatives only (:data:`~longdoc.experiments.families.retrieval.IN_BATCH`); Table 1 fine-tunes
+Longtriever with BM25 negatives, then with its own (:func:`table1_protocol`). Ablation rows and sweep points keep row I's
 dev-chosen learning rate (an ablation changes one component and keeps the rest), and the record
 says so.
 """
@@ -15,11 +15,14 @@ from dataclasses import replace
 
 import pandas as pd
 
-from longdoc.experiments.baselines import passage_baselines
-from longdoc.experiments.findings import Claim, Precondition
-from longdoc.experiments.paper import paper_results
-from longdoc.experiments.pretraining import pretraining_history
-from longdoc.experiments.study import Study, System, table1_protocol
+from longdoc.experiments.families.pretraining import PretrainingSettings, pretraining_history
+from longdoc.experiments.families.retrieval import Dense, Protocol
+from longdoc.experiments.paper import paper_value
+from longdoc.experiments.papers.baselines import passage_baselines
+from longdoc.experiments.settings import EncoderSettings, settings
+from longdoc.experiments.study import Study
+from longdoc.experiments.systems import System
+from longdoc.experiments.verdicts import Claim, Precondition
 from longdoc.train.pretrain import PretrainConfig
 
 # Table 4's rows: (pre-training objective or None, encoder switches)
@@ -32,38 +35,74 @@ ABLATIONS = {
 }
 
 
+@settings
+class LongtrieverSettings:
+    """Longtriever's pre-training objective (section 3.2) and corpus."""
+
+    pretrain_corpus: str
+    decoder_init: str
+    mlm_ratio: float
+    lmae_ratio: float
+
+
+@settings
+class IterativeSettings:
+    """Table 1's fine-tuning schedule."""
+
+    hard_negatives: int
+    iterations: int
+
+
+def table1_protocol(hard_negatives: int, iterations: int) -> Protocol:
+    """Section 4.2 / Table 1: one iteration with BM25 negatives, then iterations with the model's own
+    negatives (the paper: three in all, after MS MARCO passage fine-tuning, which we skip)."""
+    return Protocol(f"{hard_negatives} BM25 negative(s) per query, then {iterations - 1} iteration(s) with the model's "
+                    "own negatives (Longtriever Table 1)", "bm25", hard_negatives, iterations)
+
+
 def paper_mrr(name: str) -> float:
-    table = paper_results("longtriever").set_index("our_name")
-    return float(table.loc[name, "MRR@100"])
+    return paper_value("longtriever", our_name=name)
+
+
+def pretrain_config(study: Study, **changes) -> PretrainConfig:
+    """LMAE + MLM pre-training under the study's budget (seeded with the first seed: pre-trained once,
+    fine-tuned once per seed, as the paper pre-trains once and fine-tunes five times)."""
+    objective = study.settings(LongtrieverSettings)
+    fields = dict(mlm_ratio=objective.mlm_ratio, lmae_ratio=objective.lmae_ratio, decoder_init=objective.decoder_init)
+    return study.settings(PretrainingSettings).config(study.seeds[0], **(fields | changes))
 
 
 def longtriever(study: Study, name: str | None = None, pretrain: PretrainConfig | None = None, **encoder_changes) -> System:
     """Longtriever pre-trained with the study's budget (LMAE + MLM), then fine-tuned (Table 2's protocol)."""
-    n, m = study.params["max_blocks"], study.params["block_size"]
-    return System(name or f"Longtriever {n}×{m}", "Longtriever", study.encoder("Longtriever", **encoder_changes),
-                  pretrain=pretrain or study.pretrain_config(), pretrain_corpus=study.params["pretrain_corpus"],
-                  paper_name="Longtriever")
+    encoding = study.settings(EncoderSettings)
+    spec = Dense("Longtriever", encoding.encoder("Longtriever", **encoder_changes), pretrain=pretrain or pretrain_config(study),
+                 pretrain_corpus=study.settings(LongtrieverSettings).pretrain_corpus)
+    return System(name or f"Longtriever {encoding.max_blocks}×{encoding.block_size}", spec, paper_name="Longtriever")
 
 
 def main_systems(study: Study) -> list[System]:
     """Tables 1–2: the passage baselines, PARADE, Hi-Transformer, Longtriever (in-batch, one
     iteration), and Longtriever under Table 1's iterative protocol."""
-    n, m = study.params["max_blocks"], study.params["block_size"]
+    encoding = study.settings(EncoderSettings)
+    n, m = encoding.max_blocks, encoding.block_size
+    schedule = study.settings(IterativeSettings)
     row = longtriever(study)
     iterative = replace(row, name=f"{row.name}, Table 1 protocol", paper_name="Longtriever (iterative)", settings_from=row,
-                        protocol=table1_protocol(study.params["hard_negatives"], study.params["iterations"]))
+                        spec=replace(row.spec, protocol=table1_protocol(schedule.hard_negatives, schedule.iterations)))
     return passage_baselines(study) + [
-        System(f"PARADE {n}×{m}", "PARADE", study.encoder("PARADE"), paper_name="PARADE"),
-        System(f"Hi-Transformer {n}×{m}", "Hi-Transformer", study.encoder("Hi-Transformer"), paper_name="Hi-Transformer"),
+        System(f"PARADE {n}×{m}", Dense("PARADE", encoding.encoder("PARADE")), paper_name="PARADE"),
+        System(f"Hi-Transformer {n}×{m}", Dense("Hi-Transformer", encoding.encoder("Hi-Transformer")),
+               paper_name="Hi-Transformer"),
         row, iterative,
     ]
 
 
 def main_claims(study: Study) -> list[Claim]:
-    n, m = study.params["max_blocks"], study.params["block_size"]
+    encoding = study.settings(EncoderSettings)
+    n, m = encoding.max_blocks, encoding.block_size
     lt, first, parade, hit = f"Longtriever {n}×{m}", f"FirstP 1×{m}", f"PARADE {n}×{m}", f"Hi-Transformer {n}×{m}"
     iterative = f"{lt}, Table 1 protocol"
-    iterations = study.params["iterations"]
+    iterations = study.settings(IterativeSettings).iterations
     v = paper_mrr
     return [
         Claim("Longtriever beats BERT-Passage (the first block only)", lt, first,
@@ -83,11 +122,12 @@ def main_claims(study: Study) -> list[Claim]:
 def ablation_systems(study: Study) -> list[System]:
     """Table 4's rows I–V; rows II–V take row I's dev-chosen learning rate."""
     first = longtriever(study, "I. Longtriever")
+    encoding = study.settings(EncoderSettings)
     rows = [first]
     for name, (objective, switches) in list(ABLATIONS.items())[1:]:
-        pretrain = None if objective is None else replace(first.pretrain, lmae=objective == "lmae+mlm")
-        rows.append(System(name, "Longtriever", study.encoder("Longtriever", **switches), pretrain=pretrain,
-                           pretrain_corpus=study.params["pretrain_corpus"], settings_from=first, paper_name=name))
+        pretrain = None if objective is None else replace(first.spec.pretrain, lmae=objective == "lmae+mlm")
+        spec = replace(first.spec, encoder=encoding.encoder("Longtriever", **switches), pretrain=pretrain)
+        rows.append(System(name, spec, settings_from=first, paper_name=name))
     return rows
 
 
@@ -96,7 +136,7 @@ LOSS_FALL = 0.10  # pre-training "clearly" lowers a loss: its last tenth of step
 
 def losses_fell(study: Study, system: System) -> tuple[bool, str]:
     """Whether every loss of the system's pre-training (full phase) fell by ``LOSS_FALL``."""
-    history = [r for r in pretraining_history(study.starting_checkpoint(system))["history"] if r["phase"] == "full"]
+    history = [r for r in pretraining_history(system.spec.start(study))["history"] if r["phase"] == "full"]
     window = max(1, len(history) // 10)
     falls = {}
     for loss in ("mlm", "lmae"):
@@ -144,23 +184,41 @@ def ablation_claims(study: Study, systems: list[System], probes: pd.DataFrame) -
     ]
 
 
+@settings
+class BlockSizeSweep:
+    """Figure 3a's block sizes at a fixed number of content tokens."""
+
+    sweep_block_sizes: list
+    document_tokens: int
+
+
+@settings
+class LmaeRatioSweep:
+    """Figure 3b's LMAE masking ratios."""
+
+    sweep_lmae_ratios: list
+
+
 def block_size_systems(study: Study) -> list[System]:
     """Figure 3a: the full Longtriever at each block size M, the content read per document fixed at
     ``document_tokens`` (N = ceil(document_tokens / (M − 2)) blocks, the last one shorter)."""
-    tokens, base = study.params["document_tokens"], longtriever(study)
+    sweep, base = study.settings(BlockSizeSweep), longtriever(study)
+    tokens, encoding = sweep.document_tokens, study.settings(EncoderSettings)
     rows = []
-    for size in study.params["sweep_block_sizes"]:
+    for size in sweep.sweep_block_sizes:
         blocks = math.ceil(tokens / (size - 2))
-        encoder = study.encoder("Longtriever", segment_length=size, max_segments=blocks, document_tokens=tokens)
-        rows.append(replace(base, name=f"M = {size} (N = {blocks})", encoder=encoder, settings_from=base))
+        encoder = encoding.encoder("Longtriever", segment_length=size, max_segments=blocks, document_tokens=tokens)
+        rows.append(replace(base, name=f"M = {size} (N = {blocks})", spec=replace(base.spec, encoder=encoder),
+                            settings_from=base))
     return rows
 
 
 def lmae_ratio_systems(study: Study) -> list[System]:
     """Figure 3b: the full Longtriever pre-trained at each LMAE masking ratio (MLM ratio fixed)."""
     base = longtriever(study)
-    return [replace(base, name=f"LMAE ratio {ratio}", pretrain=replace(base.pretrain, lmae_ratio=ratio), settings_from=base)
-            for ratio in study.params["sweep_lmae_ratios"]]
+    return [replace(base, name=f"LMAE ratio {ratio}", settings_from=base,
+                    spec=replace(base.spec, pretrain=replace(base.spec.pretrain, lmae_ratio=ratio)))
+            for ratio in study.settings(LmaeRatioSweep).sweep_lmae_ratios]
 
 
 def rising_claims(names: list[str], statement: str, paper: str, precondition: Precondition | None = None) -> list[Claim]:
@@ -172,7 +230,7 @@ def rising_claims(names: list[str], statement: str, paper: str, precondition: Pr
 def ratio_claims(study: Study, systems: list[System], probes: pd.DataFrame, plain: str = "without pre-training") -> list[Claim]:
     """Figure 3b's claim, a peak at 0.5: the 0.5 point beats every other point; testable only if
     pre-training works at every ratio compared."""
-    by_ratio = {system.pretrain.lmae_ratio: system for system in systems}
+    by_ratio = {system.spec.pretrain.lmae_ratio: system for system in systems}
     if 0.5 not in by_ratio:
         return []
     peak = by_ratio[0.5]

@@ -9,15 +9,16 @@ paper did where it differs from ours.
 from __future__ import annotations
 
 import copy
-from typing import Callable
+from collections.abc import Callable
 
 import pandas as pd
 import torch
 from torch import nn
 
 from longdoc.eval.probes import in_batch_probe
-from longdoc.experiments.retrieval import segment_corpus
-from longdoc.experiments.study import Study, System
+from longdoc.experiments.families.retrieval import Dense, segment_corpus
+from longdoc.experiments.study import Study
+from longdoc.experiments.systems import System
 from longdoc.models.biencoder import BiEncoder
 from longdoc.seeding import seeded
 
@@ -59,20 +60,21 @@ def start_probes(study: Study, systems: list[System], size: int = 128, alternati
     dev_queries, dev_qrels = study.split("dev")
     rows, probed = {}, {}
     for system in systems:
-        if system.model == "BM25":
+        spec = system.spec
+        if not isinstance(spec, Dense):
             continue
-        start = (system.model, repr(system.encoder), repr(system.pretrain), system.pretrain_corpus)
+        start = (spec.model, repr(spec.encoder), repr(spec.pretrain), spec.pretrain_corpus)
         if start in probed:  # the same start point (e.g. one model under two fine-tuning protocols)
             rows[system.name] = {**rows[probed[start]], "start": f"as {probed[start]}"}
             continue
         probed[start] = system.name
-        model = study.starting_model(system)
+        model = spec.starting_model(study)
         corpus = segment_corpus(model, study.data)
         rows[system.name] = {"start": "ours", **in_batch_probe(model, corpus, dev_queries, dev_qrels, size=size)}
-        if system.pretrain is not None or not alternatives:
+        if spec.pretrain is not None or not alternatives:
             continue  # alternatives concern the untrained new parameters
-        for label, change in ALTERNATIVES.get(system.model, {}).items():
-            variant = study.starting_model(system)
+        for label, change in ALTERNATIVES.get(spec.model, {}).items():
+            variant = spec.starting_model(study)
             with seeded(study.seeds[0]), torch.no_grad():
                 change(variant)
             rows[f"{system.name}: {label}"] = {"start": label, **in_batch_probe(variant, corpus, dev_queries, dev_qrels, size=size)}
@@ -87,22 +89,25 @@ def pretraining_variants(study: Study, variants: dict[str, dict], size: int = 12
     without pre-training; each pre-training is cached like the notebooks' own."""
     from dataclasses import replace
 
-    from longdoc.experiments.longtriever import longtriever, losses_fell
+    from longdoc.experiments.papers.longtriever import longtriever, losses_fell
 
     base = longtriever(study)
-    systems = {"without pre-training": replace(base, name="without pre-training", pretrain=None)}
-    systems |= {label: replace(base, name=label, pretrain=replace(base.pretrain, **changes)) for label, changes in variants.items()}
+    systems = {"without pre-training": replace(base, name="without pre-training", spec=replace(base.spec, pretrain=None))}
+    systems |= {label: replace(base, name=label, spec=replace(base.spec, pretrain=replace(base.spec.pretrain, **changes)))
+                for label, changes in variants.items()}
     table = start_probes(study, list(systems.values()), size=size, alternatives=False)
-    table["losses"] = [losses_fell(study, system)[1] if system.pretrain else "" for system in systems.values()]
+    table["losses"] = [losses_fell(study, system)[1] if system.spec.pretrain else "" for system in systems.values()]
     return table
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
-    """``python -m longdoc.experiments.start_points --profile cpu --decoder-init copy random``: how the
+    """``python -m longdoc.experiments.papers.start_points --profile cpu --decoder-init copy random``: how the
     LMAE decoder's start (and the pre-training learning rate) change the pre-trained start point."""
     import argparse
 
     from longdoc.data.registry import REPO_ROOT
+    from longdoc.experiments.families.pretraining import PretrainingSettings
+    from longdoc.experiments.families.retrieval import RETRIEVAL
     from longdoc.experiments.profiles import parameters_for
 
     parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
@@ -111,8 +116,9 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--learning-rates", nargs="+", type=float, default=None)
     args = parser.parse_args(argv)
     notebook = REPO_ROOT / "notebooks" / "11_longtriever_ablation.ipynb"
-    study = Study(notebook.stem, parameters_for(REPO_ROOT / "notebooks" / "profiles" / f"{args.profile}.yaml", notebook))
-    rates = args.learning_rates or [study.params["pretrain_learning_rate"]]
+    study = Study(notebook.stem, parameters_for(REPO_ROOT / "notebooks" / "profiles" / f"{args.profile}.yaml", notebook),
+                  RETRIEVAL)
+    rates = args.learning_rates or [study.settings(PretrainingSettings).pretrain_learning_rate]
     variants = {f"decoder {init}, lr {rate:g}": {"decoder_init": init, "learning_rate": rate}
                 for init in args.decoder_init for rate in rates}
     table = pretraining_variants(study, variants)

@@ -1,4 +1,5 @@
-"""Continued pre-training of Longtriever (MLM + LMAE) and SMITH (masked words + sentence blocks), cached.
+"""Continued pre-training of Longtriever (MLM + LMAE) and SMITH (masked words + sentence blocks), cached:
+the stage before fitting that the retrieval and matching families share.
 
 ``pretrained`` returns the directory of a Longtriever checkpoint pre-trained with MLM (+ LMAE) on a
 document collection; notebooks 10–13 share it through the cache, so the full model is pre-trained
@@ -20,6 +21,7 @@ from longdoc.data.beir import RetrievalDataset
 from longdoc.data.errors import DataFormatError
 from longdoc.data.registry import load_dataset
 from longdoc.experiments.cache import cache_key, cached_directory
+from longdoc.experiments.settings import settings
 from longdoc.models.lmae import LongtrieverPretraining
 from longdoc.models.longtriever import Longtriever, LongtrieverConfig
 from longdoc.models.smith import Smith, SmithConfig, SmithPretraining
@@ -29,6 +31,23 @@ from longdoc.train.checkpoint import SAVE_MINUTES, Checkpointer
 from longdoc.train.pretrain import PretrainConfig, pretrain_encoder
 
 UNJUDGED = "unjudged"
+
+
+@settings
+class PretrainingSettings:
+    """The pre-training budget of a study (Longtriever's and SMITH's pre-trained rows)."""
+
+    pretrain_steps: int
+    pretrain_batch_size: int
+    pretrain_learning_rate: float
+    head_warmup_steps: int
+
+    def config(self, seed: int, **objective) -> PretrainConfig:
+        """A pre-training under this budget, seeded with ``seed`` (the study's first: pre-trained once,
+        fitted once per seed), with the objective's fields (masking ratios, masked blocks, ...)."""
+        return PretrainConfig(steps=self.pretrain_steps, batch_size=self.pretrain_batch_size,
+                              learning_rate=self.pretrain_learning_rate, head_warmup_steps=self.head_warmup_steps,
+                              seed=seed, **objective)
 
 
 def unjudged_documents(dataset: RetrievalDataset) -> tuple[list[str], list[str]]:
@@ -50,7 +69,7 @@ class Documents:
     texts: list
 
 
-def pretraining_texts(source: "str | Path | RetrievalDataset | Documents", dataset: RetrievalDataset | None = None) -> tuple[list[str], list[str]]:
+def pretraining_texts(source: str | Path | RetrievalDataset | Documents, dataset: RetrievalDataset | None = None) -> tuple[list[str], list[str]]:
     """Documents to pre-train on: a dataset (loaded, ``manpages`` or a BEIR directory; its corpus only,
     never its queries), ``"unjudged"`` (``dataset``'s documents that no dev/test query judges) or a
     ``.txt`` file whose documents are separated by blank lines."""
@@ -75,7 +94,7 @@ def pretraining_texts(source: "str | Path | RetrievalDataset | Documents", datas
     return pretraining_texts(load_dataset(str(source)))
 
 
-def pretraining_task(encoder: "LongtrieverConfig | SmithConfig", pretrain: PretrainConfig):
+def pretraining_task(encoder: LongtrieverConfig | SmithConfig, pretrain: PretrainConfig):
     """The model and its pre-training task: SMITH's (masked words, plus masked sentence blocks unless
     ``pretrain.block_prediction`` is off) for a SMITH config, else Longtriever's (MLM + LMAE)."""
     if isinstance(encoder, SmithConfig):
@@ -85,7 +104,7 @@ def pretraining_task(encoder: "LongtrieverConfig | SmithConfig", pretrain: Pretr
     return model, LongtrieverPretraining(model, pretrain.mlm_ratio, pretrain.lmae_ratio, pretrain.lmae, pretrain.decoder_init)
 
 
-def pretrained(source: "str | Path | RetrievalDataset | Documents", encoder: "LongtrieverConfig | SmithConfig",
+def pretrained(source: str | Path | RetrievalDataset | Documents, encoder: LongtrieverConfig | SmithConfig,
                pretrain: PretrainConfig, dataset: RetrievalDataset | None = None, progress: bool = True) -> Path:
     """The directory of a Longtriever or SMITH pre-trained on ``source``'s documents (built once, cached).
     New parameters are drawn under ``pretrain.seed``: the same seed gives the same weights whatever

@@ -7,8 +7,18 @@ import pandas as pd
 import pytest
 
 from longdoc.experiments import report
-from longdoc.experiments.findings import (HOLDS, NOT_SHOWN, NOT_TESTABLE, REVERSED, Claim, Findings, Precondition,
-                                          assess, markdown_table, verdict)
+from longdoc.experiments.tables import markdown_table
+from longdoc.experiments.verdicts import (
+    HOLDS,
+    NOT_SHOWN,
+    NOT_TESTABLE,
+    REVERSED,
+    Claim,
+    Findings,
+    Precondition,
+    assess,
+    verdict,
+)
 
 
 def test_verdicts_follow_the_interval_and_the_precondition():

@@ -1,7 +1,7 @@
 """Findings computed from the numbers: each paper claim gets a verdict from our interval.
 
 A :class:`Claim` says "``system`` beats ``against``" (on a measure), as the paper reports. Its verdict
-comes from the 95% interval of our difference over queries and seeds (:meth:`Study.compare`):
+comes from the 95% interval of our difference over items (queries or pairs) and seeds (:meth:`Study.compare`):
 
 - **holds**: the interval lies above zero;
 - **reversed**: the interval lies below zero;
@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pandas as pd
+
+from longdoc.experiments.tables import markdown_table
 
 HOLDS, REVERSED, NOT_SHOWN, NOT_TESTABLE = "holds", "reversed", "not shown at this scale", "not testable at this scale"
 
@@ -100,19 +102,3 @@ class Findings:
 
     def as_record(self) -> dict:
         return {"context": self.context, "claims": self.table.to_dict(orient="records")}
-
-
-def markdown_table(frame: pd.DataFrame, index: bool = False) -> str:
-    """A pipe table (no extra dependency); ``index`` adds the frame's index as the first column."""
-    frame = frame.reset_index() if index else frame
-    header = "| " + " | ".join(map(str, frame.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([header, rule, *body])
-
-
-def _cell(value) -> str:
-    if isinstance(value, float) and value == value:
-        return f"{value:.3f}" if abs(value) >= 1e-3 or value == 0 else f"{value:.1e}"
-    text = str(value).replace("|", "\\|").replace("\n", " ")
-    return "—" if text == "nan" else text  # NaN: nothing reported

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import torch
 
-from longdoc.experiments import sedr as sedr_study
-from longdoc.experiments.retrieval import segment_corpus
+from longdoc.experiments.families.retrieval import index_info, segment_corpus, stored_index
+from longdoc.experiments.papers import sedr as sedr_study
 
 
 def sedr_params(**changes):
@@ -21,20 +21,21 @@ def test_a_warm_started_row_reads_the_warm_start_backbone_and_mines_with_it(tiny
     systems = {s.name: s for s in sedr_study.main_systems(study)}
     names = sedr_study.names(study)
     full = systems[names["sedr"]]
-    star = study.warm_start_run(full)
-    assert star.model_name == "FirstP" and study.warm_start_run(systems[names["maxp"]]).directory == star.directory
-    encoder = study.starting_encoder(full)
+    star = full.spec.warm_start_fit(study)
+    assert full.spec.warm_start.spec.model == "FirstP"
+    assert systems[names["maxp"]].spec.warm_start_fit(study).directory == star.directory
+    encoder = full.spec.starting_encoder(study)
     assert encoder.backbone == str(star.directory / "model" / "backbone") and encoder.interaction == "sit"
-    start = study.starting_model(full)  # before fine-tuning: the warm start's weights, segment by segment
+    start = full.spec.starting_model(study)  # before fine-tuning: the warm start's weights, segment by segment
     warm = star.model()
     for name, value in warm.backbone.state_dict().items():
         assert torch.equal(start.backbone.state_dict()[name], value), name
-    fit = study._finetune(full, 1e-3, 0)
+    fit = full.spec.fit(study, 1e-3, 0)
     key = json.loads((fit.directory / "key.json").read_text())
     assert key["negatives"] == "miner" and key["negative_depth"] == 4 and key["miner"].startswith("cache:finetune/")
     assert key["train"]["cache_size"] == 3 and key["train"]["hard_negatives"] == 1
     assert key["encoder"]["backbone"].startswith("cache:finetune/")  # the checkout's place is not in the key
-    no_cache = json.loads((study._finetune(systems[names["no_cache"]], 1e-3, 0).directory / "key.json").read_text())
+    no_cache = json.loads((systems[names["no_cache"]].spec.fit(study, 1e-3, 0).directory / "key.json").read_text())
     assert no_cache["train"]["cache_size"] == 0 and no_cache["negative_depth"] == 6  # the paper: top 200 without it
     assert study.selection(systems[names["no_cache"]])["inherited_from"] == names["sedr"]
 
@@ -42,17 +43,17 @@ def test_a_warm_started_row_reads_the_warm_start_backbone_and_mines_with_it(tiny
 def test_table2_rows_train_their_own_architectures(tiny_dataset, tiny_backbone, isolated_outputs, tiny_study):
     study = tiny_study(tiny_dataset, tiny_backbone, **sedr_params())
     rows = sedr_study.interaction_systems(study)
-    assert [r.encoder.interaction for r in rows] == ["none", "head", "global", "sit"]
-    models = {r.encoder.interaction: sedr_study.first_seed_run(study, r).model() for r in rows}
+    assert [r.spec.encoder.interaction for r in rows] == ["none", "head", "global", "sit"]
+    models = {r.spec.encoder.interaction: study.fit(r).model() for r in rows}
     assert hasattr(models["head"], "segment_layer") and hasattr(models["global"], "global_projections")
     assert not any(hasattr(models[k], "segment_layer") or hasattr(models[k], "global_projections") for k in ("none", "sit"))
     sizes = {k: sum(p.numel() for p in m.parameters()) for k, m in models.items()}
     assert sizes["none"] == sizes["sit"] < min(sizes["head"], sizes["global"])
-    fit = sedr_study.first_seed_run(study, rows[-1])  # its dev-best index was kept: the best model's own vectors
-    vectors, owners = fit.index()
+    fit = study.fit(rows[-1])  # its dev-best index was kept: the best model's own vectors
+    vectors, owners = stored_index(fit)
     fresh, fresh_owners = fit.model().encode_corpus(segment_corpus(fit.model(), study.data), progress=False)
     assert np.allclose(vectors, fresh, atol=1e-5) and (owners == fresh_owners).all()
-    assert fit.index_info["vectors"] == len(vectors) and fit.index_info["encode_seconds"] > 0
+    assert index_info(fit)["vectors"] == len(vectors) and index_info(fit)["encode_seconds"] > 0
     costs = sedr_study.costs(study, rows[-1])
     assert costs["vectors"] > len(study.data.corpus) and costs["latency ms / query"] > 0 and costs["training s / epoch"] > 0
 
@@ -60,8 +61,8 @@ def test_table2_rows_train_their_own_architectures(tiny_dataset, tiny_backbone, 
 def test_sweep_rows_and_claims_follow_the_parameters(tiny_dataset, tiny_backbone, isolated_outputs, tiny_study):
     study = tiny_study(tiny_dataset, tiny_backbone, **sedr_params())
     caches, depths = sedr_study.sweep_systems(study)
-    assert [s.protocol.cache_size for s in caches] == [0, 3, 6] and {s.protocol.negative_depth for s in caches} == {4}
-    assert [s.protocol.negative_depth for s in depths] == [2, 4] and {s.protocol.cache_size for s in depths} == {3}
+    assert [s.spec.protocol.cache_size for s in caches] == [0, 3, 6] and {s.spec.protocol.negative_depth for s in caches} == {4}
+    assert [s.spec.protocol.negative_depth for s in depths] == [2, 4] and {s.spec.protocol.cache_size for s in depths} == {3}
     claims = sedr_study.sweep_claims(study)
     assert [c.margin for c in claims][:2] == [None, sedr_study.EQUIVALENCE_MARGIN]  # C=3 vs 0; C=6 near C=3
     assert [(c.system, c.against, c.measure) for c in claims[2:]] == [("K = 2", "K = 4", "MRR@100"), ("K = 4", "K = 2", "R@100")]

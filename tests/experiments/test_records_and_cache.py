@@ -3,7 +3,7 @@ import json
 import pytest
 
 from longdoc.experiments import cache
-from longdoc.experiments.results import ConfigMismatchError, write_metrics
+from longdoc.experiments.records import ConfigMismatchError, write_metrics
 
 
 def test_metrics_record_carries_provenance_and_refuses_other_config(tmp_path):
@@ -32,7 +32,7 @@ def test_a_study_refuses_another_configurations_folder_before_any_work(tiny_data
     study = tiny_study(tiny_dataset, tiny_backbone, profile="cpu")
     write_metrics(study.directory, "01_baselines", "cpu", dict(study.params, seeds=[7]), {}, study.data.checksum, [7])
     with pytest.raises(ConfigMismatchError, match=r"differs in \['seeds'\]"):
-        tiny_study(tiny_dataset, tiny_backbone, profile="cpu").data
+        tiny_study(tiny_dataset, tiny_backbone, profile="cpu").data  # noqa: B018 (loading the data checks the slot)
 
 
 def test_cache_builds_once_per_key_and_never_keeps_a_failed_build(tmp_path, monkeypatch):
@@ -78,7 +78,7 @@ def test_cache_keys_hold_a_fingerprint_of_the_code(tmp_path, monkeypatch):
 def test_versions_say_whether_the_tree_differed_from_its_commit(tmp_path, monkeypatch):
     import subprocess
 
-    from longdoc.experiments import results
+    from longdoc.experiments import records as results
 
     monkeypatch.setattr(results, "REPO_ROOT", tmp_path)
     assert results.versions()["git_commit"] == "unknown"  # not a repository

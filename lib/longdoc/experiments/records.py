@@ -8,9 +8,9 @@ import json
 import math
 import platform
 import subprocess
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import Callable
 
 from longdoc.data.registry import REPO_ROOT
 from longdoc.io import atomic_directory, sweep_stale

@@ -6,7 +6,7 @@ from longdoc.data.beir import Document
 from longdoc.data.matching import MatchingDataset
 from longdoc.data.pairs import DocumentPair
 from longdoc.eval.classification import accuracy_threshold, classification_metrics, pair_outcomes
-from longdoc.experiments.matching import build_matcher, document_ranking, load_into
+from longdoc.experiments.families.matching import build_matcher, document_ranking, load_into
 from longdoc.models.smith import Smith, SmithConfig
 from longdoc.text.segments import SegmentedCorpus
 from longdoc.train.loop import TrainConfig
@@ -84,7 +84,8 @@ def test_matcher_training_lowers_the_pair_loss(tiny_backbone):
 
 
 def test_the_matching_study_refuses_several_processes_before_any_work():
-    from longdoc.experiments.matching_study import MatchingStudy
+    from longdoc.experiments.families.matching import MATCHING
+    from longdoc.experiments.study import Study
 
     with pytest.raises(ValueError, match="n_devices=2"):
-        MatchingStudy("scratch", {"profile": "smoke", "n_devices": 2}, progress=False)
+        Study("scratch", {"profile": "smoke", "n_devices": 2}, MATCHING, progress=False)

@@ -1,0 +1,501 @@
+"""The retrieval family: queries to long documents, judged by qrels (Longtriever, SeDR, the baselines).
+
+- **Data**: a :class:`~longdoc.data.beir.RetrievalDataset` (``manpages`` or a BEIR directory) with
+  train, dev and test queries; dev chooses, test reports.
+- **Rows** (:class:`~longdoc.experiments.systems.Spec` kinds): :class:`BM25`; :class:`Dense`, any encoder
+  of the registry (:mod:`longdoc.models.registry`) fine-tuned under a :class:`Protocol` (or used as it
+  is: ``protocol=None``), optionally pre-trained first and warm-started from another row;
+  :class:`ExactSearch`, a dense row's fits searched by exact cosine.
+- **Fitting**: :func:`finetune` trains with in-batch (and hard) negatives through the shared step loop,
+  evaluates on dev ``dev_evals`` times (:class:`RetrievalEvaluation`: one corpus encoding per evaluation
+  gives the dev and the test runs) and keeps the dev-best checkpoint; cached with the runs of that
+  checkpoint (:func:`longdoc.experiments.fitting.fine_tune`), so notebooks that share a fit share its
+  runs and a table never re-encodes the corpus. ``n_devices`` > 1 trains under torchrun
+  (:mod:`longdoc.experiments.families.worker`).
+- **Outcome**: :class:`RunOutcome`, a dev and a test run; per item = per query; selection: dev MRR@100.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from longdoc.data.beir import RetrievalDataset
+from longdoc.data.registry import load_dataset
+from longdoc.eval.metrics import Run, evaluate, per_query
+from longdoc.eval.run_files import write_run
+from longdoc.experiments.cache import cached_directory, portable
+from longdoc.experiments.families.pretraining import pretrained, pretraining_summary
+from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune, save_fit
+from longdoc.experiments.settings import BudgetSettings
+from longdoc.experiments.systems import Family, Spec, System
+from longdoc.index.bm25 import BM25Retriever
+from longdoc.index.dense_retriever import DenseRetriever
+from longdoc.models.biencoder import BiEncoder, EncoderConfig
+from longdoc.models.registry import build_encoder, encoder_class, load_encoder
+from longdoc.sharding import from_first, rank, world_size
+from longdoc.text.segments import SegmentedCorpus
+from longdoc.train.checkpoint import SAVE_MINUTES, Checkpointer
+from longdoc.train.loop import TrainConfig, train_biencoder
+from longdoc.train.negatives import negatives_from_run
+from longdoc.train.pretrain import PretrainConfig
+
+MEASURES = ["MRR@100", "R@10", "R@100", "NDCG@10"]
+RUN_DEPTH = 100  # documents per query in every run (MRR@100, R@100)
+EVALUATION_SPLITS = ("dev", "test")
+NEGATIVES = ("none", "bm25", "miner")  # "miner": static hard negatives from another fine-tuned model (SeDR's STAR)
+
+
+class RetrievalFamily(Family):
+    name = "retrieval"
+    selection_measure = "MRR@100"
+    measures = tuple(MEASURES)
+
+    def load(self, study) -> RetrievalDataset:
+        options = study.options
+        data = load_dataset(options.dataset, max_docs=options.max_docs, seed=study.seeds[0])
+        for split in ("train", "dev", "test"):  # every table needs all three: fail before any training
+            data.split(split)
+        return data
+
+    def learning_rates(self, study) -> list[float]:
+        return study.settings(BudgetSettings).learning_rates
+
+
+RETRIEVAL = RetrievalFamily()
+
+
+@dataclass
+class RunOutcome:
+    """A system's dev and test runs (one seed)."""
+
+    runs: dict[str, Run]
+
+    def metrics(self, data: RetrievalDataset, split: str, measures: list[str]) -> dict[str, float]:
+        return evaluate(self.runs[split], data.split(split)[1], measures)
+
+    def per_item(self, data: RetrievalDataset, split: str, measure: str) -> dict[str, float]:
+        return per_query(self.runs[split], data.split(split)[1], [measure])[measure]
+
+    def write(self, folder: Path, data: RetrievalDataset, tag: str, seed: int | None) -> None:
+        write_run(self.runs["test"], folder / "runs" / f"{tag}{'' if seed is None else f'.seed{seed}'}.trec", tag=tag)
+
+
+# -- runs ------------------------------------------------------------------------------------------
+def bm25_run(dataset: RetrievalDataset, queries: dict[str, str], k: int = RUN_DEPTH, **params) -> Run:
+    retriever = BM25Retriever(**params).index(dataset.doc_ids, dataset.texts)
+    return retriever.search(queries, k)
+
+
+def evaluation_queries(dataset: RetrievalDataset) -> dict[str, dict[str, str]]:
+    """The queries of the dev and test splits (dev is required: it selects models)."""
+    if "dev" not in dataset.qrels:
+        raise ValueError(f"{dataset.name} has no dev split (qrels/dev.tsv): model selection needs one")
+    return {split: dataset.split(split)[0] for split in EVALUATION_SPLITS if split in dataset.qrels}
+
+
+_SEGMENTED: dict[tuple, SegmentedCorpus] = {}  # in-process: a study segments its corpus once per block shape
+
+
+def segment_corpus(model: BiEncoder, dataset: RetrievalDataset) -> SegmentedCorpus:
+    """The dataset's documents cut into the model's blocks (tokenized once per process and shape)."""
+    config = model.config
+    key = (dataset.name, dataset.checksum, repr(dataset.manifest.get("subsample")), len(dataset.corpus),
+           model.tokenizer.name_or_path, len(model.tokenizer), config.segment_length, config.max_segments,
+           config.document_tokens, getattr(config, "sentence_filling", False))
+    if key not in _SEGMENTED:
+        _SEGMENTED[key] = SegmentedCorpus.build(model.tokenizer, dataset.doc_ids, dataset.texts, config.segment_length,
+                                                config.max_segments, config.document_tokens,
+                                                sentence_filling=getattr(config, "sentence_filling", False))
+    return _SEGMENTED[key]
+
+
+def dense_run(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str, str], k: int = RUN_DEPTH,
+              index_factory: str = "Flat", progress: bool = True, keep: dict | None = None) -> Run:
+    """Encode the corpus, search (:class:`~longdoc.index.dense_retriever.DenseRetriever`, the model's
+    score). Under several processes they share the encoding and the first one searches: it returns the
+    run, the others an empty one. ``keep``, a dict, receives the corpus ``vectors``, their ``owners`` and
+    the ``encode_seconds``."""
+    retriever = DenseRetriever(model, corpus, index_factory, progress).build()
+    if keep is not None:
+        keep.update(vectors=retriever.vectors, owners=retriever.owners, encode_seconds=retriever.encode_seconds)
+    return retriever.search(queries, k)
+
+
+def model_negatives(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str, str], qrels: dict,
+                    depth: int = 100) -> dict[str, list[str]]:
+    """Hard negatives mined by the model itself (ANCE/STAR; Longtriever's second and third iterations)."""
+    return negatives_from_run(dense_run(model, corpus, queries, depth, progress=False), qrels, depth)
+
+
+MINING_DEPTH = 200  # a miner's run on the train queries is kept this deep, so every K up to it shares one run
+
+
+def miner_run(miner: FineTuned, dataset: RetrievalDataset, depth: int = MINING_DEPTH) -> Run:
+    """A fine-tuned model's run on the train queries (cached: the static negatives of every row that
+    samples from its top K <= ``depth`` come from this one run)."""
+
+    def build(directory: Path) -> None:
+        model = miner.model()
+        run = dense_run(model, segment_corpus(model, dataset), dataset.split("train")[0], depth, progress=False)
+        (directory / "run.json").write_text(json.dumps(run))
+
+    directory = cached_directory("mining", build, miner=portable(miner.directory), dataset=dataset.name,
+                                 data_checksum=dataset.checksum, subsample=dataset.manifest.get("subsample"), depth=depth)
+    return json.loads((directory / "run.json").read_text())
+
+
+def zero_shot(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig, seed: int = 0,
+              progress: bool = True) -> dict[str, Run]:
+    """Runs of a model that is not fine-tuned (the backbone as it is), on the dev and test queries."""
+
+    def build(directory: Path) -> None:
+        model = build_encoder(model_name, encoder, seed)
+        merged = {q: t for queries in evaluation_queries(dataset).values() for q, t in queries.items()}
+        run = dense_run(model, segment_corpus(model, dataset), merged, RUN_DEPTH, progress=progress)
+        runs = {split: {q: run[q] for q in queries} for split, queries in evaluation_queries(dataset).items()}
+        (directory / "runs.json").write_text(json.dumps(runs))
+
+    directory = cached_directory("zero_shot", build, model=model_name, dataset=dataset.name,
+                                 data_checksum=dataset.checksum, subsample=dataset.manifest.get("subsample"),
+                                 encoder=encoder_key(encoder), seed=seed)
+    return json.loads((directory / "runs.json").read_text())
+
+
+# -- fitting ---------------------------------------------------------------------------------------
+class RetrievalEvaluation(DevEvaluation):
+    """Each evaluation encodes the corpus once, searches the dev and test queries and scores dev only
+    (MRR@100); it keeps the runs of every evaluated step (the dev-best checkpoint's test run needs no
+    second encoding) and the corpus vectors of the best evaluation so far (its index, kept with the
+    checkpoint). Test judgements are never read."""
+
+    def __init__(self, dataset: RetrievalDataset, corpus: SegmentedCorpus):
+        super().__init__()
+        self.queries = evaluation_queries(dataset)
+        self.dev_qrels = dataset.split("dev")[1]
+        self.corpus = corpus
+        self.best: dict = {}  # step, score, vectors, owners, encode_seconds of the best evaluation in this process
+
+    def evaluate(self, model: BiEncoder, step: int) -> tuple[float, dict | None]:
+        """The dev score (the same on every process: the first one searches and scores)."""
+        merged = {q: text for queries in self.queries.values() for q, text in queries.items()}
+        kept: dict = {}
+        run = dense_run(model, self.corpus, merged, RUN_DEPTH, progress=False, keep=kept)
+        if rank() != 0:
+            return from_first(None), None
+        runs = {split: {q: run.get(q, {}) for q in queries} for split, queries in self.queries.items()}
+        measure = RETRIEVAL.selection_measure
+        score = evaluate(runs["dev"], self.dev_qrels, [measure])[measure]
+        if not self.best or score > self.best["score"]:  # the first of equal scores, as the training loop keeps
+            self.best = {"step": step, "score": score, **kept}
+        return from_first(score), runs
+
+
+def encoder_key(encoder: EncoderConfig) -> dict:
+    """An encoder config as a cache determinant (a backbone inside the cache by its portable path)."""
+    fields = asdict(encoder)
+    if Path(fields["backbone"]).is_dir():
+        fields["backbone"] = portable(fields["backbone"])
+    return {"class": type(encoder).__name__, **fields}
+
+
+def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig, train: TrainConfig,
+             negatives: str = "none", negative_depth: int = 100, iterations: int = 1,
+             init: str | Path | None = None, progress: bool = True, n_devices: int = 1,
+             miner: FineTuned | None = None) -> FineTuned:
+    """Fine-tune a model on the train split with dev selection; cached under a key of everything that
+    determines it (dataset checksum, configs, negatives, iterations, starting checkpoint, processes,
+    code). Its outputs are the dev-best checkpoint's ``{"dev": run, "test": run}``.
+
+    Iteration 1 uses in-batch negatives plus ``negatives`` ("none"; "bm25": ``train.hard_negatives``
+    per query sampled from BM25's top ``negative_depth``; "miner": from the top ``negative_depth`` of
+    ``miner``, another fine-tuned model, mined once: SeDR's static negatives from STAR); every
+    further iteration continues from the previous one's dev-best checkpoint with hard negatives mined
+    by that model (ANCE/STAR; Longtriever section 4.2: one BM25 iteration, then two with the model's
+    own negatives). ``init`` is a saved model directory to start from (a pre-trained Longtriever),
+    else the backbone. ``n_devices`` > 1 trains in that many processes (``torchrun``, one per GPU;
+    ``train.batch_size`` queries each, gathered as in-batch negatives) launched from here, so a
+    notebook kernel never holds a process group.
+    """
+    if iterations < 1:
+        raise ValueError(f"iterations must be >= 1, got {iterations}")
+    if negatives not in NEGATIVES:
+        raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
+    if negatives == "none" and iterations == 1 and train.hard_negatives:
+        raise ValueError("negatives='none' (in-batch only) needs train.hard_negatives=0")
+    if (negatives == "miner") != (miner is not None):
+        raise ValueError("negatives='miner' and a miner (a fine-tuned model) go together")
+    if n_devices < 1:
+        raise ValueError(f"n_devices must be >= 1, got {n_devices}")
+    evaluation_queries(dataset)  # fail early without a dev split
+    train_queries, train_qrels = dataset.split("train")
+    common = dict(model_name=model_name, dataset=dataset, encoder=encoder, train=train, negatives=negatives,
+                  negative_depth=negative_depth, init=init, progress=progress, n_devices=n_devices, miner=miner)
+
+    def run(directory: Path, resume: Path) -> None:
+        if iterations == 1:
+            start, history = init, []
+            if negatives == "bm25":
+                mined = negatives_from_run(bm25_run(dataset, train_queries, negative_depth), train_qrels, negative_depth)
+            elif negatives == "miner":
+                mined = negatives_from_run(miner_run(miner, dataset, max(negative_depth, MINING_DEPTH)), train_qrels,
+                                           negative_depth)
+            else:
+                mined = {}
+        else:
+            previous = finetune(**common, iterations=iterations - 1)
+            start, history = previous.directory / "model", previous.history["iterations"]
+            model = previous.model()
+            mined = model_negatives(model, segment_corpus(model, dataset), train_queries, train_qrels, negative_depth)
+        job = FinetuneJob(model_name, asdict(encoder), asdict(train), str(start) if start else None, mined, history,
+                          negatives if iterations == 1 else "model", progress)
+        if n_devices == 1:
+            run_finetune_job(job, dataset, directory, resume)
+        else:
+            launch_finetune_job(job, dataset, directory, resume, n_devices)
+
+    return fine_tune(
+        "finetune", run, lambda path: load_encoder(model_name, path), model=model_name, dataset=dataset.name,
+        data_checksum=dataset.checksum, subsample=dataset.manifest.get("subsample"), encoder=encoder_key(encoder),
+        train=asdict(train), negatives=negatives, negative_depth=negative_depth, iterations=iterations,
+        init=portable(init) if init else None, processes=n_devices,
+        **({"miner": portable(miner.directory)} if miner is not None else {}),
+    )
+
+
+@dataclass
+class FinetuneJob:
+    """One fine-tuning iteration, everything decided: what every training process needs (JSON-able)."""
+
+    model_name: str
+    encoder: dict
+    train: dict
+    start: str | None  # a saved model to start from, or None for the backbone (new parameters under train.seed)
+    mined: dict[str, list[str]]  # hard negatives per training query
+    history: list[dict]  # the earlier iterations' records
+    negatives: str  # how ``mined`` was made ("none", "bm25", "model"), for the record
+    progress: bool = True
+
+
+def run_finetune_job(job: FinetuneJob, dataset: RetrievalDataset, directory: Path, resume: Path) -> None:
+    """Train, keep the dev-best checkpoint, and (the first process) write model, history and runs."""
+    train = TrainConfig(**job.train)
+    model = build_encoder(job.model_name, encoder_class(job.model_name).config_class(**job.encoder), train.seed, job.start)
+    corpus = segment_corpus(model, dataset)
+    evaluation = RetrievalEvaluation(dataset, corpus)
+    result = train_biencoder(model, dataset.queries, dataset.split("train")[1], corpus, job.mined, train,
+                             dev_eval=evaluation, progress=job.progress,
+                             checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES))
+    if rank() == 0:
+        model.save(directory / "model")
+        history = {"iterations": job.history + [asdict(result) | {"negatives": job.negatives}]}
+        save_fit(directory, history, evaluation.kept[result.best_step])
+        best = evaluation.best if evaluation.best.get("step") == result.best_step else {}
+        save_index(model, corpus, best, directory)
+
+
+INDEX_LIMIT_BYTES = 256 * 2**20  # larger corpus indexes are not kept with a checkpoint (encode again to measure)
+
+
+def save_index(model: BiEncoder, corpus: SegmentedCorpus, best: dict, directory: Path) -> None:
+    """The dev-best checkpoint's corpus vectors (``index.npz``) and the time their encoding took
+    (``index.json``), when they fit in ``INDEX_LIMIT_BYTES``; a resumed run whose best evaluation
+    came before the restart encodes them again."""
+    if not best and world_size() > 1:
+        return  # only this process is here: encoding needs all of them (costs are then measured by encoding again)
+    if not best:
+        started = time.perf_counter()
+        vectors, owners = model.encode_corpus(corpus, progress=False)
+        best = {"vectors": vectors, "owners": owners, "encode_seconds": time.perf_counter() - started}
+    info = {"vectors": int(len(best["vectors"])), "dim": int(best["vectors"].shape[1]), "bytes": int(best["vectors"].nbytes),
+            "encode_seconds": best["encode_seconds"], "kept": best["vectors"].nbytes <= INDEX_LIMIT_BYTES}
+    if info["kept"]:
+        np.savez(directory / "index.npz", vectors=best["vectors"], owners=best["owners"])
+    (directory / "index.json").write_text(json.dumps(info))
+
+
+def stored_index(fit: FineTuned) -> tuple | None:
+    """A fit's dev-best corpus ``(vectors, owners)`` as encoded at its evaluation, or None where they were
+    too large to keep."""
+    path = fit.directory / "index.npz"
+    if not path.exists():
+        return None
+    with np.load(path) as stored:
+        return stored["vectors"], stored["owners"]
+
+
+def index_info(fit: FineTuned) -> dict:
+    """Vectors, dimension, bytes and encoding seconds of a fit's dev-best corpus index (empty where a
+    multi-process run did not record them)."""
+    path = fit.directory / "index.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def launch_finetune_job(job: FinetuneJob, dataset: RetrievalDataset, directory: Path, resume: Path, n_devices: int) -> None:
+    """``torchrun --standalone --nproc_per_node n_devices -m longdoc.experiments.families.worker`` on
+    ``job``; each process loads the dataset again (checked against this one's checksum)."""
+    import subprocess
+    import sys
+
+    from longdoc.io import atomic_write
+
+    spec = {"job": asdict(job), "dataset": dataset_reference(dataset), "directory": str(directory), "resume": str(resume)}
+    job_file = resume / "job.json"
+    with atomic_write(job_file) as handle:
+        json.dump(spec, handle)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_devices}",
+               "-m", "longdoc.experiments.families.worker", str(job_file)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as workers:
+        for line in workers.stdout:  # into the notebook, not the kernel's terminal
+            print(line, end="", flush=True)
+    if workers.returncode != 0:
+        raise RuntimeError(f"fine-tuning in {n_devices} processes failed (exit {workers.returncode}): {' '.join(command)}")
+
+
+def dataset_reference(dataset: RetrievalDataset) -> dict:
+    """How another process loads the same dataset (:func:`longdoc.data.registry.load_dataset`)."""
+    subsample = dataset.manifest.get("subsample") or {}
+    if "dataset_parameter" not in dataset.manifest:
+        raise ValueError(f"{dataset.name}: not loaded by load_dataset, so other processes cannot load it")
+    return {"name": dataset.manifest["dataset_parameter"], "max_docs": subsample.get("max_docs", 0),
+            "seed": subsample.get("seed", 0), "checksum": dataset.checksum, "documents": len(dataset.corpus)}
+
+
+# -- rows ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Protocol:
+    """How a dense system is fine-tuned; each of the papers' tables states one (``papers/``)."""
+
+    name: str
+    negatives: str = "none"  # "none": in-batch only; "bm25": plus BM25 hard negatives in iteration 1;
+    # "warm start": plus static hard negatives from the warm-start system's run (SeDR: STAR's top K)
+    hard_negatives: int = 0
+    iterations: int = 1  # > 1: later iterations mine hard negatives with the model itself
+    negative_depth: int = 100  # K: hard negatives are sampled from the top K of the mining run
+    cache_size: int = 0  # C: SeDR's late-cache negatives (0: none)
+
+
+IN_BATCH = Protocol("in-batch negatives, one iteration (Longtriever Tables 2 and 4)")
+
+
+@dataclass(frozen=True)
+class BM25(Spec):
+    """BM25 over the documents (:class:`~longdoc.index.bm25.BM25Retriever`)."""
+
+    family = RETRIEVAL
+    trained = False
+
+    def evaluate(self, study, seeds: list[int]) -> tuple[list, list[RunOutcome]]:
+        runs = {split: bm25_run(study.data, study.split(split)[0]) for split in EVALUATION_SPLITS}
+        return [None], [RunOutcome(runs)]
+
+
+@dataclass(frozen=True)
+class Dense(Spec):
+    """A dense encoder of the registry: fine-tuned under ``protocol`` (``None``: the backbone as it is),
+    from ``pretrain`` (continued pre-training on ``pretrain_corpus``, Longtriever) and/or from the
+    fine-tuned ``warm_start`` row (its first-seed fit at its chosen learning rate; SeDR starts from
+    STAR), which also mines "warm start" negatives."""
+
+    model: str  # a name of :data:`longdoc.models.registry.ENCODERS`
+    encoder: EncoderConfig
+    protocol: Protocol | None = IN_BATCH
+    pretrain: PretrainConfig | None = None
+    pretrain_corpus: str = ""  # "": the dataset's own documents; see :mod:`~longdoc.experiments.families.pretraining`
+    warm_start: System | None = None
+
+    family = RETRIEVAL
+
+    @property
+    def trained(self) -> bool:
+        return self.protocol is not None
+
+    def evaluate(self, study, seeds: list[int]) -> tuple[list, list[RunOutcome]]:
+        return [None], [RunOutcome(zero_shot(self.model, study.data, self.encoder, study.seeds[0], progress=study.progress))]
+
+    def start(self, study) -> Path | None:
+        if self.pretrain is None:
+            return None
+        return pretrained(self.pretrain_corpus or study.data, self.encoder, self.pretrain, dataset=study.data,
+                          progress=study.progress)
+
+    def pretraining(self, study) -> dict | None:
+        init = self.start(study)
+        return pretraining_summary(init) if init else None
+
+    def warm_start_fit(self, study) -> FineTuned | None:
+        """The fit this row starts from (its ``warm_start``'s first seed at that row's chosen rate), or None."""
+        if self.warm_start is None:
+            return None
+        if not (isinstance(self.warm_start.spec, Dense) and self.warm_start.spec.trained):
+            raise ValueError(f"the warm start {self.warm_start.name!r} is not a fine-tuned dense system")
+        return study.fit(self.warm_start)
+
+    def starting_encoder(self, study) -> EncoderConfig:
+        """The row's encoder, reading the warm start's backbone where it has one."""
+        start = self.warm_start_fit(study)
+        return self.encoder if start is None else replace(self.encoder, backbone=str(start.directory / "model" / "backbone"))
+
+    def starting_model(self, study, seed: int | None = None) -> BiEncoder:
+        """The model before fine-tuning (for the in-batch probe)."""
+        return build_encoder(self.model, self.starting_encoder(study), study.seeds[0] if seed is None else seed,
+                             self.start(study))
+
+    def fit(self, study, learning_rate: float, seed: int) -> FineTuned:
+        protocol = self.protocol
+        budget = study.settings(BudgetSettings)
+        train = budget.train_config(learning_rate, seed, protocol.hard_negatives, protocol.cache_size)
+        miner = self.warm_start_fit(study) if protocol.negatives == "warm start" else None
+        if protocol.negatives == "warm start" and miner is None:
+            raise ValueError(f"{self.model}: 'warm start' negatives need a warm_start system")
+        return finetune(self.model, study.data, self.starting_encoder(study), train,
+                        negatives="miner" if miner is not None else protocol.negatives,
+                        negative_depth=protocol.negative_depth, iterations=protocol.iterations,
+                        init=self.start(study), progress=study.progress, n_devices=budget.n_devices, miner=miner)
+
+    def outcome(self, study, fit: FineTuned) -> RunOutcome:
+        return RunOutcome(fit.outputs)
+
+
+@dataclass(frozen=True)
+class ExactSearch(Spec):
+    """A dense row's fits, searched by exact cosine between every query and every document over the
+    vectors kept at the dev-best evaluation (NCI Table 1's "BERT + BruteForce"; one vector per document)."""
+
+    dense: Dense
+
+    family = RETRIEVAL
+
+    def fit(self, study, learning_rate: float, seed: int) -> FineTuned:
+        return self.dense.fit(study, learning_rate, seed)
+
+    def summary(self, fit: FineTuned, seed: int) -> None:
+        return None  # its training is the dense row's
+
+    def outcome(self, study, fit: FineTuned) -> RunOutcome:
+        stored = stored_index(fit)
+        if stored is None:
+            raise RuntimeError(f"{self.dense.model}: the fit kept no corpus vectors to search by brute force")
+        vectors, owners = stored
+        documents = np.empty_like(vectors)
+        documents[owners] = vectors  # one vector per document
+        model = fit.model()
+        return RunOutcome({split: exact_cosine_run(model.encode_queries(list(queries.values())), documents,
+                                                   study.data.doc_ids, list(queries))
+                           for split, queries in evaluation_queries(study.data).items()})
+
+
+def exact_cosine_run(query_vectors: np.ndarray, doc_vectors: np.ndarray, doc_ids: list[str], qids: list[str],
+                     k: int = RUN_DEPTH) -> Run:
+    """Exact cosine similarity between every query and every document (one vector each)."""
+    import torch
+
+    queries = torch.nn.functional.normalize(torch.from_numpy(np.asarray(query_vectors, dtype=np.float32)), dim=1)
+    docs = torch.nn.functional.normalize(torch.from_numpy(np.asarray(doc_vectors, dtype=np.float32)), dim=1)
+    scores, best = (queries @ docs.T).topk(min(k, len(doc_ids)), dim=1)
+    return {qid: {doc_ids[d]: float(s) for s, d in zip(scores[row].tolist(), best[row].tolist())}
+            for row, qid in enumerate(qids)}

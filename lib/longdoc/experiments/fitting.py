@@ -1,0 +1,104 @@
+"""Fitting, written once for every family: the dev evaluation inside training, the cached fitted
+artefact, and the one entry point that builds it.
+
+- :class:`DevEvaluation`: called by the step loop (:func:`longdoc.train.steps.run_steps`) at every dev
+  evaluation; a family's subclass only scores the model (its selection measure on dev) and says what
+  to keep of that evaluation (runs, pair scores, a learning-curve point), so that the dev-best
+  checkpoint's test outputs need no second pass. Kept outputs are saved with a training state, so a
+  resumed run keeps them. Test judgements are never read.
+- :class:`FineTuned`: a cached fitting: its directory (``model/`` inside), training history (one record
+  per fitting iteration, and what the family adds) and the dev-best checkpoint's outputs.
+- :func:`fine_tune`: the entry point: cached under a key of everything that determines the fit
+  (:mod:`longdoc.experiments.cache`), built by the family's ``train(directory, resume)``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from longdoc.experiments.cache import cached_directory
+
+
+class DevEvaluation:
+    """The dev evaluation of one fitting (a family subclasses :meth:`evaluate`)."""
+
+    def __init__(self) -> None:
+        self.kept: dict[int, Any] = {}  # what each evaluated step left (its runs, scores, curve point)
+
+    def evaluate(self, model, step: int) -> tuple[float, Any]:
+        """``(dev score, what to keep of this evaluation)``; higher scores are better."""
+        raise NotImplementedError
+
+    def __call__(self, model, step: int) -> float:
+        score, kept = self.evaluate(model, step)
+        self.kept[step] = kept
+        return score
+
+    def state_dict(self) -> dict:
+        return {"kept": self.kept}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.kept = {int(step): value for step, value in state["kept"].items()}
+
+
+@dataclass
+class FineTuned:
+    """A cached fitting: directory, history and the outputs of its dev-best checkpoint."""
+
+    directory: Path
+    history: dict  # {"iterations": [one training record per iteration], **what the family adds}
+    outputs: dict  # the dev-best checkpoint's outputs (retrieval: runs; matching: pair scores; NCI: none)
+    loader: Callable[[Path], Any]  # the family's way to load ``directory / "model"``
+
+    def model(self):
+        return self.loader(self.directory / "model")
+
+    @property
+    def last(self) -> dict:
+        """The training record of the last (or only) iteration."""
+        return self.history["iterations"][-1]
+
+    @property
+    def best_dev(self) -> float:
+        return self.last["best_dev"]
+
+    def summary(self, seed: int, extra: tuple[str, ...] = ()) -> dict:
+        """The training summary of the record (the same keys for every family, no timing: the same seed
+        gives the same record), with ``extra`` history fields."""
+        last = self.last
+        return {"seed": seed, "best_step": last["best_step"], "best_dev": last["best_dev"],
+                "dev_curve": [[h["step"], round(h["dev"], 4)] for h in last["history"] if "dev" in h],
+                "iterations": len(self.history["iterations"]), **{name: self.history[name] for name in extra}}
+
+
+HISTORY, OUTPUTS = "history.json", "outputs.json"
+
+
+def save_fit(directory: Path, history: dict, outputs: dict) -> None:
+    """Write a fitting's history and outputs (the model is already in ``directory / "model"``)."""
+    (Path(directory) / HISTORY).write_text(json.dumps(history, indent=2))
+    (Path(directory) / OUTPUTS).write_text(json.dumps(outputs))
+
+
+def load_fit(directory: Path, loader: Callable[[Path], Any]) -> FineTuned:
+    return FineTuned(directory, json.loads((directory / HISTORY).read_text()),
+                     json.loads((directory / OUTPUTS).read_text()), loader)
+
+
+def fine_tune(kind: str, train: Callable[[Path, Path], tuple[dict, dict] | None], loader: Callable[[Path], Any], /,
+              **determinants) -> FineTuned:
+    """The cached fitting ``kind``/<key of ``determinants``>: ``train(directory, resume)`` saves the model
+    into ``directory / "model"`` and returns ``(history, outputs)`` (or writes them itself with
+    :func:`save_fit`, as the first of several training processes does); ``resume`` keeps training
+    states across a killed build."""
+
+    def build(directory: Path, resume: Path) -> None:
+        written = train(directory, resume)
+        if written is not None:
+            save_fit(directory, *written)
+
+    return load_fit(cached_directory(kind, build, **determinants), loader)

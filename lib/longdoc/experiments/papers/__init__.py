@@ -1,0 +1,1 @@
+"""One module per paper: its rows, claims, protocols and settings (and the baselines they share)."""

@@ -1,0 +1,166 @@
+"""What a table's row is, and what a family of rows gives the study.
+
+- :class:`System`: one row. Its name, its :class:`Spec` (what the system is), where its settings come
+  from (its own dev grid, the family's, or another system's choice: ``settings_from``), and its row
+  name in the paper's numbers (``paper_name``).
+- :class:`Spec`: a frozen dataclass per kind of row, written by its family (``families/``) or by a
+  paper (``papers/``): how the row's model is fitted for one learning rate and seed (``fit``, a cached
+  :class:`~longdoc.experiments.fitting.FineTuned`), how a fit is evaluated (``outcome``), or, for a row
+  that is not trained (BM25, a zero-shot encoder, an ensemble), its outcome directly (``evaluate``).
+  The study dispatches on these methods, never on a model name.
+- :class:`Family`: what the rows of one family share: their data, the dev measure that chooses
+  settings and checkpoints, the measures of tables and records, and the learning-rate grid.
+- :class:`Outcome`: one run of a system evaluated: its measures per split and its values per item
+  (a query, or a pair), the unit of every interval; it writes its run files beside the record.
+- :class:`Result`: the outcomes of one system, one per seed, with the choices and training behind them.
+
+Every ``study`` argument is the :class:`~longdoc.experiments.study.Study` that runs the row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from longdoc.experiments.fitting import FineTuned
+
+
+class Outcome(Protocol):
+    """One run of a system (one seed), evaluated on the study's data."""
+
+    def metrics(self, data, split: str, measures: list[str]) -> dict[str, float]: ...
+
+    def per_item(self, data, split: str, measure: str) -> dict[str, float]: ...
+
+    def write(self, folder: Path, data, tag: str, seed: int | None) -> None: ...
+
+
+class Family:
+    """What the systems of one family share (subclassed once per family, in ``families/``)."""
+
+    name: str = ""
+    selection_measure: str = ""  # the dev measure that chooses learning rates and checkpoints
+    measures: tuple[str, ...] = ()  # the test measures of tables and records
+    dev_measures: tuple[str, ...] = ()  # the dev measures of tables and records (default: ``measures``)
+
+    def load(self, study) -> Any:
+        """The study's data, every split it needs present (an error before any training)."""
+        raise NotImplementedError
+
+    def learning_rates(self, study) -> list[float]:
+        """The dev grid of the family's trained systems under the study's parameters."""
+        raise NotImplementedError
+
+    def check(self, study) -> None:
+        """Refuse, before any work, parameters the family cannot run (e.g. a process count)."""
+
+    def measures_on(self, split: str) -> list[str]:
+        return list(self.dev_measures or self.measures) if split == "dev" else list(self.measures)
+
+    def __repr__(self) -> str:
+        return f"<{self.name} family>"
+
+
+class Spec:
+    """What a system is, apart from its name and its settings (frozen dataclasses subclass this)."""
+
+    family: ClassVar[Family]
+
+    @property
+    def trained(self) -> bool:
+        """Whether the system is fitted per learning rate and seed (its rate then chosen on dev)."""
+        return True
+
+    def fit(self, study, learning_rate: float, seed: int) -> FineTuned:
+        """The system fitted with ``learning_rate`` and ``seed`` (cached)."""
+        raise NotImplementedError(f"{type(self).__name__} is not trained")
+
+    def outcome(self, study, fit: FineTuned) -> Outcome:
+        """A fit evaluated on the dev and test splits."""
+        raise NotImplementedError(f"{type(self).__name__} is not trained")
+
+    def evaluate(self, study, seeds: list[int]) -> tuple[list, list[Outcome]]:
+        """An untrained system's ``(seeds, outcomes)``: ``[None]`` and one outcome for a deterministic one."""
+        raise NotImplementedError(f"{type(self).__name__} is trained: the study fits it")
+
+    def summary(self, fit: FineTuned, seed: int) -> dict:
+        """The training summary of one fit for the record (:meth:`FineTuned.summary`)."""
+        return fit.summary(seed)
+
+    def start(self, study) -> Path | None:
+        """The pre-trained checkpoint that fitting starts from (None: the backbone itself)."""
+        return None
+
+    def pretraining(self, study) -> dict | None:
+        """A summary of the pre-training behind the start, for the record (None: none)."""
+        return None
+
+    def describe(self) -> dict:
+        """Every field, for the record; systems by their names, configs as dicts."""
+        return {"kind": type(self).__name__, **{f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}}
+
+
+def _plain(value):
+    if isinstance(value, System):
+        return value.name
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return value
+
+
+@dataclass(frozen=True)
+class System:
+    """One row of a table."""
+
+    name: str
+    spec: Spec
+    settings_from: System | None = None  # take this system's dev-chosen learning rate (ablation rows, sweep points)
+    learning_rates: tuple = ()  # its own dev grid instead of its family's (rows whose weights start random)
+    paper_name: str = ""  # its row in ``data/paper_results`` (the paper's value beside ours)
+
+    @property
+    def family(self) -> Family:
+        return self.spec.family
+
+    def describe(self) -> dict:
+        return {**self.spec.describe(), "family": self.family.name,
+                "settings_from": self.settings_from.name if self.settings_from else None,
+                **({"learning_rates": list(self.learning_rates)} if self.learning_rates else {})}
+
+
+@dataclass
+class Result:
+    """The runs of one system: one outcome per seed (one in all for a deterministic system)."""
+
+    system: System
+    seeds: list  # the fitting seeds; [None] for a system without training
+    outcomes: list
+    selection: dict | None = None
+    training: list[dict] = field(default_factory=list)
+    pretraining: dict | None = None
+    fits: list = field(default_factory=list)  # the cached fits behind the outcomes (trained systems)
+
+    @property
+    def name(self) -> str:
+        return self.system.name
+
+    @property
+    def test_runs(self) -> list:
+        """The test runs of a system whose outcomes are runs (retrieval and generative families)."""
+        return [o.runs["test"] for o in self.outcomes]
+
+    @property
+    def dev_runs(self) -> list:
+        return [o.runs["dev"] for o in self.outcomes]
+
+    def metrics(self, data, split: str, measures: list[str]) -> list[dict[str, float]]:
+        """One dict of measures per seed."""
+        return [o.metrics(data, split, measures) for o in self.outcomes]
+
+    def per_item(self, data, measure: str, split: str = "test") -> list[dict[str, float]]:
+        """Per-item values (query or pair) per seed, for intervals over items and seeds."""
+        return [o.per_item(data, split, measure) for o in self.outcomes]
