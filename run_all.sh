@@ -90,10 +90,11 @@ setup() {
 
 run_tests() {
   setup
-  log "pytest (unit tests) and nbval (notebooks under the smoke profile)"
+  log "ruff (lint and format, rules in pyproject.toml), pytest (unit tests) and nbval (notebooks under the smoke profile)"
   # nbval re-executes every notebook (smoke defaults, fp32) and compares the cells tagged
   # nbval-check-output with the outputs stored in them, through notebooks/nbval-sanitize.cfg
-  "$PY" -m pytest tests -p no:cacheprovider && LONGDOC_PROGRESS=off "$PY" -m pytest -p no:cacheprovider --nbval-lax \
+  "$PY" -m ruff check . && "$PY" -m ruff format --check . && "$PY" -m pytest tests -p no:cacheprovider \
+    && LONGDOC_PROGRESS=off "$PY" -m pytest -p no:cacheprovider --nbval-lax \
     --nbval-sanitize-with notebooks/nbval-sanitize.cfg notebooks
 }
 
