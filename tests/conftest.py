@@ -27,8 +27,15 @@ def tokenizer():
 def tiny_bert():
     """A tiny random BERT: unit tests never need trained weights."""
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128, attn_implementation="sdpa")
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        attn_implementation="sdpa",
+    )
     return BertModel(config, add_pooling_layer=False).eval()
 
 
@@ -48,22 +55,55 @@ def tiny_backbone(tmp_path_factory, tokenizer):
     """A tiny random BERT saved as a backbone directory (``backbone=<path>``), with the real vocabulary."""
     directory = tmp_path_factory.mktemp("tiny_backbone")
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
     BertModel(config, add_pooling_layer=False).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return str(directory)
 
 
-TOPICS = ["kernel", "socket", "thread", "signal", "memory", "file", "clock", "locale", "pipe", "mutex", "timer", "device",
-          "network", "printer", "terminal", "process", "string", "number", "random", "matrix", "vector", "buffer", "cache", "queue"]
+TOPICS = [
+    "kernel",
+    "socket",
+    "thread",
+    "signal",
+    "memory",
+    "file",
+    "clock",
+    "locale",
+    "pipe",
+    "mutex",
+    "timer",
+    "device",
+    "network",
+    "printer",
+    "terminal",
+    "process",
+    "string",
+    "number",
+    "random",
+    "matrix",
+    "vector",
+    "buffer",
+    "cache",
+    "queue",
+]
 
 
 def write_tiny_dataset(directory: Path) -> Path:
     """24 documents, one query each: 12 train, 6 dev, 6 test (BEIR layout)."""
     from longdoc.data.beir import Document, RetrievalDataset, save_beir
 
-    corpus = {f"d{i}": Document(f"d{i}", t, f"{t} " * 20 + "about the " + t + " and other things " * 6) for i, t in enumerate(TOPICS)}
+    corpus = {
+        f"d{i}": Document(f"d{i}", t, f"{t} " * 20 + "about the " + t + " and other things " * 6)
+        for i, t in enumerate(TOPICS)
+    }
     queries = {f"q{i}": f"what is a {t}" for i, t in enumerate(TOPICS)}
     splits = {"train": range(0, 12), "dev": range(12, 18), "test": range(18, 24)}
     qrels = {split: {f"q{i}": {f"d{i}": 1} for i in ids} for split, ids in splits.items()}
@@ -95,10 +135,30 @@ def build_tiny_study(dataset, backbone, **changes):
     from longdoc.experiments.families.retrieval import RETRIEVAL
     from longdoc.experiments.study import Study
 
-    params = dict(profile="test", dataset=str(dataset), max_docs=0, backbone=backbone, pooling="cls", precision="fp32",
-                  block_size=16, max_blocks=2, query_length=8, train_steps=4, batch_size=4, dev_evals=2,
-                  learning_rates=[1e-4, 3e-3], seeds=[0, 1], pretrain_corpus="", pretrain_steps=1, pretrain_batch_size=2,
-                  pretrain_learning_rate=1e-3, head_warmup_steps=0, decoder_init="copy", mlm_ratio=0.3, lmae_ratio=0.5)
+    params = dict(
+        profile="test",
+        dataset=str(dataset),
+        max_docs=0,
+        backbone=backbone,
+        pooling="cls",
+        precision="fp32",
+        block_size=16,
+        max_blocks=2,
+        query_length=8,
+        train_steps=4,
+        batch_size=4,
+        dev_evals=2,
+        learning_rates=[1e-4, 3e-3],
+        seeds=[0, 1],
+        pretrain_corpus="",
+        pretrain_steps=1,
+        pretrain_batch_size=2,
+        pretrain_learning_rate=1e-3,
+        head_warmup_steps=0,
+        decoder_init="copy",
+        mlm_ratio=0.3,
+        lmae_ratio=0.5,
+    )
     return Study("01_baselines", params | changes, RETRIEVAL, progress=False)
 
 

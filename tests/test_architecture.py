@@ -63,8 +63,11 @@ def imports() -> list[tuple[str, str, str]]:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("longdoc"):
                 targets = [node.module]
-                targets += [f"{node.module}.{a.name}" for a in node.names
-                            if (PACKAGE / Path(*node.module.split(".")[1:], a.name)).with_suffix(".py").exists()]
+                targets += [
+                    f"{node.module}.{a.name}"
+                    for a in node.names
+                    if (PACKAGE / Path(*node.module.split(".")[1:], a.name)).with_suffix(".py").exists()
+                ]
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names if a.name.startswith("longdoc")]
             else:
@@ -81,9 +84,11 @@ def test_every_package_has_a_layer():
 
 
 def test_no_import_runs_upward():
-    upward = [f"{where}: {importer} imports {target} ({unit(importer)} is below {unit(target)})"
-              for importer, target, where in imports()
-              if unit(importer) and unit(target) and layer(unit(target)) < layer(unit(importer))]
+    upward = [
+        f"{where}: {importer} imports {target} ({unit(importer)} is below {unit(target)})"
+        for importer, target, where in imports()
+        if unit(importer) and unit(target) and layer(unit(target)) < layer(unit(importer))
+    ]
     assert not upward, "imports that run upward:\n" + "\n".join(upward)
 
 
@@ -106,13 +111,19 @@ def test_the_package_graph_has_no_cycle():
 
 def test_the_kernel_knows_no_family_and_no_paper():
     """The study kernel dispatches on what a row's spec does; it never names a family or a paper."""
-    leaks = [f"{where}: {importer} imports {target}" for importer, target, where in imports()
-             if unit(importer) == "experiments" and unit(target) in ("experiments.families", "experiments.papers")]
+    leaks = [
+        f"{where}: {importer} imports {target}"
+        for importer, target, where in imports()
+        if unit(importer) == "experiments" and unit(target) in ("experiments.families", "experiments.papers")
+    ]
     assert not leaks, "\n".join(leaks)
 
 
 @pytest.mark.parametrize("pure", ["losses"])
 def test_losses_are_pure_tensor_functions(pure):
-    leaks = [f"{where}: {importer} imports {target}" for importer, target, where in imports()
-             if unit(importer) == pure and unit(target) != pure]
+    leaks = [
+        f"{where}: {importer} imports {target}"
+        for importer, target, where in imports()
+        if unit(importer) == pure and unit(target) != pure
+    ]
     assert not leaks, "\n".join(leaks)

@@ -68,6 +68,7 @@ def with_beir(change):
         dataset = load_beir(directory)
         for split in ("train", "dev", "test"):
             dataset.split(split)
+
     return case
 
 
@@ -76,6 +77,7 @@ def run_all(*args: str):
         done = subprocess.run(["bash", str(ROOT / "run_all.sh"), *args], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2, done
         raise ValueError(done.stderr)
+
     return case
 
 
@@ -83,88 +85,239 @@ QRELS_HEADER = "query-id\tcorpus-id\tscore\n"
 
 CASES = [
     # corpus.jsonl
-    ("corpus _id null", lambda t: read_corpus(corpus_with(t, '{"_id": null, "text": "y"}')),
-     r"corpus.jsonl, line 2: document id must be a string, got null"),
-    ("corpus _id empty", lambda t: read_corpus(corpus_with(t, '{"_id": "", "text": "y"}')),
-     r"corpus.jsonl, line 2: document id is empty"),
-    ("corpus _id with a space", lambda t: read_corpus(corpus_with(t, '{"_id": "a b", "text": "y"}')),
-     r"line 2: document id 'a b' contains whitespace"),
-    ("corpus text is a list", lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "text": ["a", "b"]}')),
-     r"line 2: field 'text' must be a string, got array"),
-    ("corpus title is an object", lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "title": {"a": 1}, "text": "y"}')),
-     r"line 2: field 'title' must be a string, got object"),
-    ("corpus Latin-1 byte", lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "text": "caf\xe9"}'.encode("latin-1"))),
-     r"corpus.jsonl, line 2: byte 0xe9 at column 27 is not UTF-8"),
-    ("corpus line not JSON", lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "text": }')),
-     r"line 2: not valid JSON"),
-    ("corpus duplicate id", lambda t: read_corpus(corpus_with(t, '{"_id": "d1", "text": "y"}')),
-     r"line 2: duplicate document id 'd1'"),
-    ("corpus empty document", lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "title": "", "text": " "}')),
-     r"line 2: document 'd2' is empty"),
-    ("corpus without documents", lambda t: read_corpus(write(t, "corpus.jsonl", "\n")), r"the corpus holds no documents"),
+    (
+        "corpus _id null",
+        lambda t: read_corpus(corpus_with(t, '{"_id": null, "text": "y"}')),
+        r"corpus.jsonl, line 2: document id must be a string, got null",
+    ),
+    (
+        "corpus _id empty",
+        lambda t: read_corpus(corpus_with(t, '{"_id": "", "text": "y"}')),
+        r"corpus.jsonl, line 2: document id is empty",
+    ),
+    (
+        "corpus _id with a space",
+        lambda t: read_corpus(corpus_with(t, '{"_id": "a b", "text": "y"}')),
+        r"line 2: document id 'a b' contains whitespace",
+    ),
+    (
+        "corpus text is a list",
+        lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "text": ["a", "b"]}')),
+        r"line 2: field 'text' must be a string, got array",
+    ),
+    (
+        "corpus title is an object",
+        lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "title": {"a": 1}, "text": "y"}')),
+        r"line 2: field 'title' must be a string, got object",
+    ),
+    (
+        "corpus Latin-1 byte",
+        lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "text": "caf\xe9"}'.encode("latin-1"))),
+        r"corpus.jsonl, line 2: byte 0xe9 at column 27 is not UTF-8",
+    ),
+    (
+        "corpus line not JSON",
+        lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "text": }')),
+        r"line 2: not valid JSON",
+    ),
+    (
+        "corpus duplicate id",
+        lambda t: read_corpus(corpus_with(t, '{"_id": "d1", "text": "y"}')),
+        r"line 2: duplicate document id 'd1'",
+    ),
+    (
+        "corpus empty document",
+        lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "title": "", "text": " "}')),
+        r"line 2: document 'd2' is empty",
+    ),
+    (
+        "corpus without documents",
+        lambda t: read_corpus(write(t, "corpus.jsonl", "\n")),
+        r"the corpus holds no documents",
+    ),
     # queries and qrels
-    ("query without text", lambda t: read_queries(write(t, "queries.jsonl", '{"_id": "q1", "text": ""}\n')),
-     r"queries.jsonl, line 1: query 'q1' has no text"),
-    ("qrels named test.txt", with_beir(lambda d: (d / "qrels" / "test.tsv").rename(d / "qrels" / "test.txt")),
-     r"qrels: \['test.txt'\] are not <split>.tsv files"),
-    ("qrels with 2 columns", lambda t: read_qrels(write(t, "q.tsv", QRELS_HEADER + "q1\td1\n")),
-     r"q.tsv, line 2: expected 3 tab-separated fields"),
-    ("qrels relevance not an integer", lambda t: read_qrels(write(t, "q.tsv", QRELS_HEADER + "q1\td1\thigh\n")),
-     r"q.tsv, line 2: relevance 'high' is not an integer"),
-    ("qrels unknown document", with_beir(lambda d: write(d, "qrels/dev.tsv", QRELS_HEADER + "q1\td9\t1\n")),
-     r"dev.tsv, line 2: unknown document id 'd9'"),
-    ("empty test split", with_beir(lambda d: write(d, "qrels/test.tsv", QRELS_HEADER)),
-     r"split 'test' \(qrels/test.tsv\) has no query with a relevant document"),
-    ("no dev split", with_beir(lambda d: (d / "qrels" / "dev.tsv").unlink()), r"has no split 'dev' \(no qrels/dev.tsv\)"),
+    (
+        "query without text",
+        lambda t: read_queries(write(t, "queries.jsonl", '{"_id": "q1", "text": ""}\n')),
+        r"queries.jsonl, line 1: query 'q1' has no text",
+    ),
+    (
+        "qrels named test.txt",
+        with_beir(lambda d: (d / "qrels" / "test.tsv").rename(d / "qrels" / "test.txt")),
+        r"qrels: \['test.txt'\] are not <split>.tsv files",
+    ),
+    (
+        "qrels with 2 columns",
+        lambda t: read_qrels(write(t, "q.tsv", QRELS_HEADER + "q1\td1\n")),
+        r"q.tsv, line 2: expected 3 tab-separated fields",
+    ),
+    (
+        "qrels relevance not an integer",
+        lambda t: read_qrels(write(t, "q.tsv", QRELS_HEADER + "q1\td1\thigh\n")),
+        r"q.tsv, line 2: relevance 'high' is not an integer",
+    ),
+    (
+        "qrels unknown document",
+        with_beir(lambda d: write(d, "qrels/dev.tsv", QRELS_HEADER + "q1\td9\t1\n")),
+        r"dev.tsv, line 2: unknown document id 'd9'",
+    ),
+    (
+        "empty test split",
+        with_beir(lambda d: write(d, "qrels/test.tsv", QRELS_HEADER)),
+        r"split 'test' \(qrels/test.tsv\) has no query with a relevant document",
+    ),
+    (
+        "no dev split",
+        with_beir(lambda d: (d / "qrels" / "dev.tsv").unlink()),
+        r"has no split 'dev' \(no qrels/dev.tsv\)",
+    ),
     ("not a BEIR directory", lambda t: load_beir(t), r"corpus.jsonl: missing \(not a BEIR-layout dataset directory\)"),
-    ("TREC qrels Latin-1 byte", lambda t: read_trec_qrels(write(t, "qrels.txt", b"1 0 D\xe9 1\n")),
-     r"qrels.txt, line 1: byte 0xe9 at column 6 is not UTF-8"),
-    ("MS MARCO docs with 3 fields", lambda t: read_msmarco_docs(write(t, "docs.tsv", "D1\turl\ttitle\n")),
-     r"docs.tsv, line 1: expected 4 tab-separated fields"),
-    ("MS MARCO query id with a space", lambda t: read_queries_tsv(write(t, "queries.tsv", "1 2\twhat\n")),
-     r"queries.tsv, line 1: query id '1 2' contains whitespace"),
+    (
+        "TREC qrels Latin-1 byte",
+        lambda t: read_trec_qrels(write(t, "qrels.txt", b"1 0 D\xe9 1\n")),
+        r"qrels.txt, line 1: byte 0xe9 at column 6 is not UTF-8",
+    ),
+    (
+        "MS MARCO docs with 3 fields",
+        lambda t: read_msmarco_docs(write(t, "docs.tsv", "D1\turl\ttitle\n")),
+        r"docs.tsv, line 1: expected 4 tab-separated fields",
+    ),
+    (
+        "MS MARCO query id with a space",
+        lambda t: read_queries_tsv(write(t, "queries.tsv", "1 2\twhat\n")),
+        r"queries.tsv, line 1: query id '1 2' contains whitespace",
+    ),
     # run files and measures
-    ("run file NaN score", lambda t: read_run(write(t, "r.trec", "q1 Q0 d1 1 nan tag\n")),
-     r"r.trec, line 1: score 'nan' is not a finite number"),
-    ("run file 5 fields", lambda t: read_run(write(t, "r.trec", "q1 Q0 d1 1 0.5\n")), r"r.trec, line 1: expected 6 fields"),
-    ("write_run id with a space", lambda t: write_run({"q1": {"d 1": 1.0}}, t / "r.trec"),
-     r"query 'q1': document id 'd 1': a run file needs non-empty ids without whitespace"),
-    ("write_run NaN score", lambda t: write_run({"q1": {"d1": math.nan}}, t / "r.trec"),
-     r"query 'q1', document 'd1': score nan is not finite"),
-    ("evaluate a NaN score", lambda t: evaluate({"q1": {"d1": math.nan}}, {"q1": {"d1": 1}}, ["MRR@10"]),
-     r"query 'q1', document 'd1' has score nan \(not a finite number\)"),
+    (
+        "run file NaN score",
+        lambda t: read_run(write(t, "r.trec", "q1 Q0 d1 1 nan tag\n")),
+        r"r.trec, line 1: score 'nan' is not a finite number",
+    ),
+    (
+        "run file 5 fields",
+        lambda t: read_run(write(t, "r.trec", "q1 Q0 d1 1 0.5\n")),
+        r"r.trec, line 1: expected 6 fields",
+    ),
+    (
+        "write_run id with a space",
+        lambda t: write_run({"q1": {"d 1": 1.0}}, t / "r.trec"),
+        r"query 'q1': document id 'd 1': a run file needs non-empty ids without whitespace",
+    ),
+    (
+        "write_run NaN score",
+        lambda t: write_run({"q1": {"d1": math.nan}}, t / "r.trec"),
+        r"query 'q1', document 'd1': score nan is not finite",
+    ),
+    (
+        "evaluate a NaN score",
+        lambda t: evaluate({"q1": {"d1": math.nan}}, {"q1": {"d1": 1}}, ["MRR@10"]),
+        r"query 'q1', document 'd1' has score nan \(not a finite number\)",
+    ),
     ("evaluate empty qrels", lambda t: evaluate({}, {}, ["MRR@10"]), r"qrels: no query has a relevant document"),
     # document pairs
-    ("GWikiMatch label 3", lambda t: read_gwikimatch(write(t, "g.tsv", "a\tb\t3\n")), r"g.tsv, line 1: label '3' is not one of \[0, 1, 2\]"),
-    ("GWikiMatch label -1", lambda t: read_gwikimatch(write(t, "g.tsv", "a\tb\t-1\n")), r"line 1: label '-1' is not one of \[0, 1, 2\]"),
-    ("GWikiMatch label 1.7", lambda t: read_gwikimatch(write(t, "g.tsv", "a\tb\t1.7\n")), r"line 1: label '1.7' is not one of"),
-    ("pair label inf", lambda t: read_smash_pairs(write(t, "w.tsv", "inf\ta\tb\n")), r"w.tsv, line 1: label 'inf' is not one of \[0, 1\]"),
-    ("pair with itself", lambda t: read_pair_tsv(write(t, "p.tsv", "a\ta\t1\n")), r"p.tsv, line 1: document 'a' is paired with itself"),
-    ("contradictory pair labels", lambda t: read_pair_tsv(write(t, "p.tsv", "a\tb\t1\nb\ta\t0\n")),
-     r"p.tsv, line 2: label 0 contradicts label 1 of the reverse pair on line 1"),
-    ("duplicate pair", lambda t: read_pair_tsv(write(t, "p.tsv", "a\tb\t1\na\tb\t1\n")), r"line 2: duplicate pair \('a', 'b'\); first on line 1"),
-    ("one-line pair file, 2 columns", lambda t: read_pair_tsv(write(t, "p.tsv", "a\tb\n")),
-     r"p.tsv, line 1: expected 3 tab-separated fields"),
+    (
+        "GWikiMatch label 3",
+        lambda t: read_gwikimatch(write(t, "g.tsv", "a\tb\t3\n")),
+        r"g.tsv, line 1: label '3' is not one of \[0, 1, 2\]",
+    ),
+    (
+        "GWikiMatch label -1",
+        lambda t: read_gwikimatch(write(t, "g.tsv", "a\tb\t-1\n")),
+        r"line 1: label '-1' is not one of \[0, 1, 2\]",
+    ),
+    (
+        "GWikiMatch label 1.7",
+        lambda t: read_gwikimatch(write(t, "g.tsv", "a\tb\t1.7\n")),
+        r"line 1: label '1.7' is not one of",
+    ),
+    (
+        "pair label inf",
+        lambda t: read_smash_pairs(write(t, "w.tsv", "inf\ta\tb\n")),
+        r"w.tsv, line 1: label 'inf' is not one of \[0, 1\]",
+    ),
+    (
+        "pair with itself",
+        lambda t: read_pair_tsv(write(t, "p.tsv", "a\ta\t1\n")),
+        r"p.tsv, line 1: document 'a' is paired with itself",
+    ),
+    (
+        "contradictory pair labels",
+        lambda t: read_pair_tsv(write(t, "p.tsv", "a\tb\t1\nb\ta\t0\n")),
+        r"p.tsv, line 2: label 0 contradicts label 1 of the reverse pair on line 1",
+    ),
+    (
+        "duplicate pair",
+        lambda t: read_pair_tsv(write(t, "p.tsv", "a\tb\t1\na\tb\t1\n")),
+        r"line 2: duplicate pair \('a', 'b'\); first on line 1",
+    ),
+    (
+        "one-line pair file, 2 columns",
+        lambda t: read_pair_tsv(write(t, "p.tsv", "a\tb\n")),
+        r"p.tsv, line 1: expected 3 tab-separated fields",
+    ),
     # profiles and parameters
-    ("profile misspelt key", lambda t: load_profile(profile_file(t, "batch_sise: 4\n")), r"mine.yaml: unknown parameter\(s\) \['batch_sise'\]"),
-    ("profile misspelt notebook", lambda t: load_profile(profile_file(t, "notebooks:\n  10_longtriever_mian: {batch_size: 4}\n")),
-     r"mine.yaml: notebooks: \['10_longtriever_mian'\] are not notebooks"),
-    ("profile sets a parameter the notebook lacks", lambda t: load_profile(profile_file(t, "notebooks:\n  00_data: {batch_size: 4}\n")),
-     r"mine.yaml: notebooks.00_data sets \['batch_size'\], which 00_data does not declare"),
-    ("profile duplicate key", lambda t: load_profile(profile_file(t, "batch_size: 4\nbatch_size: 5\n")),
-     r"mine.yaml: duplicate key 'batch_size' \(line 2\)"),
-    ("profile malformed YAML", lambda t: load_profile(profile_file(t, "batch_size: [4\n")), r'mine.yaml: .*in ".*mine.yaml", line'),
+    (
+        "profile misspelt key",
+        lambda t: load_profile(profile_file(t, "batch_sise: 4\n")),
+        r"mine.yaml: unknown parameter\(s\) \['batch_sise'\]",
+    ),
+    (
+        "profile misspelt notebook",
+        lambda t: load_profile(profile_file(t, "notebooks:\n  10_longtriever_mian: {batch_size: 4}\n")),
+        r"mine.yaml: notebooks: \['10_longtriever_mian'\] are not notebooks",
+    ),
+    (
+        "profile sets a parameter the notebook lacks",
+        lambda t: load_profile(profile_file(t, "notebooks:\n  00_data: {batch_size: 4}\n")),
+        r"mine.yaml: notebooks.00_data sets \['batch_size'\], which 00_data does not declare",
+    ),
+    (
+        "profile duplicate key",
+        lambda t: load_profile(profile_file(t, "batch_size: 4\nbatch_size: 5\n")),
+        r"mine.yaml: duplicate key 'batch_size' \(line 2\)",
+    ),
+    (
+        "profile malformed YAML",
+        lambda t: load_profile(profile_file(t, "batch_size: [4\n")),
+        r'mine.yaml: .*in ".*mine.yaml", line',
+    ),
     ("profile empty", lambda t: load_profile(profile_file(t, "")), r"mine.yaml: the profile is empty"),
-    ("profile name differs from its file", lambda t: load_profile(profile_file(t, "profile: cpu\n")),
-     r"mine.yaml: profile: 'cpu' differs from the file's name 'mine'"),
-    ("profile batch_size '4' (a string)", lambda t: load_profile(profile_file(t, 'batch_size: "4"\n')),
-     r"mine.yaml: parameter batch_size='4': expected int, got str"),
-    ("profile batch_size -1", lambda t: load_profile(profile_file(t, "batch_size: -1\n")), r"parameter batch_size=-1: must be >= 1"),
-    ("profile batch_size 4.5", lambda t: load_profile(profile_file(t, "batch_size: 4.5\n")), r"parameter batch_size=4.5: expected int"),
-    ("profile block_size 0", lambda t: load_profile(profile_file(t, "block_size: 0\n")), r"parameter block_size=0: must be >= 3"),
-    ("papermill -p batch_size four", lambda t: check_parameters({"batch_size": "four"}), r"parameter batch_size='four': expected int, got str"),
+    (
+        "profile name differs from its file",
+        lambda t: load_profile(profile_file(t, "profile: cpu\n")),
+        r"mine.yaml: profile: 'cpu' differs from the file's name 'mine'",
+    ),
+    (
+        "profile batch_size '4' (a string)",
+        lambda t: load_profile(profile_file(t, 'batch_size: "4"\n')),
+        r"mine.yaml: parameter batch_size='4': expected int, got str",
+    ),
+    (
+        "profile batch_size -1",
+        lambda t: load_profile(profile_file(t, "batch_size: -1\n")),
+        r"parameter batch_size=-1: must be >= 1",
+    ),
+    (
+        "profile batch_size 4.5",
+        lambda t: load_profile(profile_file(t, "batch_size: 4.5\n")),
+        r"parameter batch_size=4.5: expected int",
+    ),
+    (
+        "profile block_size 0",
+        lambda t: load_profile(profile_file(t, "block_size: 0\n")),
+        r"parameter block_size=0: must be >= 3",
+    ),
+    (
+        "papermill -p batch_size four",
+        lambda t: check_parameters({"batch_size": "four"}),
+        r"parameter batch_size='four': expected int, got str",
+    ),
     ("run_all.sh --only=", run_all("--only="), r"--only= needs a list like 00,01"),
-    ("run_all.sh --dataset missing", run_all("--dataset", "/nonexistent/dir"), r"--dataset /nonexistent/dir: not a directory"),
+    (
+        "run_all.sh --dataset missing",
+        run_all("--dataset", "/nonexistent/dir"),
+        r"--dataset /nonexistent/dir: not a directory",
+    ),
     ("run_all.sh --set without value", run_all("--set", "batch_size"), r"--set batch_size: expected NAME=VALUE"),
 ]
 

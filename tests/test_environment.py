@@ -83,7 +83,9 @@ def _declared_requirements_hold(pinned: dict[str, str], installed_only: bool) ->
                 continue
             dependency = canonicalize_name(requirement.name)
             if dependency in pinned and not requirement.specifier.contains(pinned[dependency], prereleases=True):
-                problems.append(f"{package}=={version} requires {requirement}, pinned {dependency}=={pinned[dependency]}")
+                problems.append(
+                    f"{package}=={version} requires {requirement}, pinned {dependency}=={pinned[dependency]}"
+                )
     return problems
 
 
@@ -127,16 +129,37 @@ def test_the_gpu_pins_resolve_on_pypi(tmp_path):
         pytest.skip("PyPI is not reachable from this machine")
     platforms = [f"manylinux_2_{minor}_x86_64" for minor in range(17, 29)] + ["manylinux2014_x86_64", "linux_x86_64"]
     report = tmp_path / "report.json"
-    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report),
-               "--python-version", "3.11", "--only-binary=:all:", "--resume-retries", "20", "-r", "requirements-gpu.txt"]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--ignore-installed",
+        "--quiet",
+        "--report",
+        str(report),
+        "--python-version",
+        "3.11",
+        "--only-binary=:all:",
+        "--resume-retries",
+        "20",
+        "-r",
+        "requirements-gpu.txt",
+    ]
     for platform in platforms:
         command += ["--platform", platform]
     env = {"PIP_CONFIG_FILE": "/dev/null", "PIP_FIND_LINKS": "", "PATH": "/usr/bin:/bin"}
     env |= {k: v for k, v in os.environ.items() if k in ("PIP_CERT", "SSL_CERT_FILE", "HTTPS_PROXY", "https_proxy")}
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
     if done.returncode != 0 and ("incomplete-download" in done.stderr or "network connectivity" in done.stderr):
-        pytest.skip(f"a download from PyPI broke off (a network failure, not a resolution failure): {done.stderr[-300:]}")
+        pytest.skip(
+            f"a download from PyPI broke off (a network failure, not a resolution failure): {done.stderr[-300:]}"
+        )
     assert done.returncode == 0, done.stderr[-3000:]
-    resolved = {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+    resolved = {
+        canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"]
+        for i in json.loads(report.read_text())["install"]
+    }
     gpu = pins("requirements-gpu.txt")
     assert {p: resolved.get(p) for p in gpu} == gpu

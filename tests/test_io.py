@@ -21,10 +21,12 @@ def test_written_files_and_folders_follow_the_umask(tmp_path):
 
 
 def test_a_killed_writer_leaves_nothing_a_sweep_keeps(tmp_path):
-    code = ("import os, signal, sys\nfrom longdoc.io import atomic_directory, atomic_write\n"
-            "with atomic_write(sys.argv[1] + '/file.json') as h:\n"
-            "    with atomic_directory(sys.argv[1] + '/folder') as d:\n"
-            "        h.write('half'); (d / 'x').write_text('half'); os.kill(os.getpid(), signal.SIGKILL)\n")
+    code = (
+        "import os, signal, sys\nfrom longdoc.io import atomic_directory, atomic_write\n"
+        "with atomic_write(sys.argv[1] + '/file.json') as h:\n"
+        "    with atomic_directory(sys.argv[1] + '/folder') as d:\n"
+        "        h.write('half'); (d / 'x').write_text('half'); os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)])
     assert done.returncode == -9
     leftovers = sorted(p.name for p in tmp_path.iterdir())
@@ -40,14 +42,16 @@ def test_a_killed_writer_leaves_nothing_a_sweep_keeps(tmp_path):
 
 def test_a_replacement_killed_half_way_gets_the_previous_folder_back(tmp_path):
     """Killed between moving the old folder aside and moving the new one in: the old one returns."""
-    code = ("import os, signal, sys\nfrom pathlib import Path\nfrom longdoc import io\n"
-            "real = os.replace\n"
-            "def replace(a, b):\n"
-            "    real(a, b)\n"
-            "    if str(b).endswith('.old'): os.kill(os.getpid(), signal.SIGKILL)\n"
-            "io.os.replace = replace\n"
-            "with io.atomic_directory(Path(sys.argv[1]) / 'record') as d:\n"
-            "    (d / 'metrics.json').write_text('new')\n")
+    code = (
+        "import os, signal, sys\nfrom pathlib import Path\nfrom longdoc import io\n"
+        "real = os.replace\n"
+        "def replace(a, b):\n"
+        "    real(a, b)\n"
+        "    if str(b).endswith('.old'): os.kill(os.getpid(), signal.SIGKILL)\n"
+        "io.os.replace = replace\n"
+        "with io.atomic_directory(Path(sys.argv[1]) / 'record') as d:\n"
+        "    (d / 'metrics.json').write_text('new')\n"
+    )
     with atomic_directory(tmp_path / "record") as folder:
         (folder / "metrics.json").write_text("old")
     assert subprocess.run([sys.executable, "-c", code, str(tmp_path)]).returncode == -9

@@ -23,8 +23,17 @@ def encode_everything(out_file):
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_backbone("minilm"))
     torch.manual_seed(0)
-    bert = BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                intermediate_size=64, max_position_embeddings=128), add_pooling_layer=False)
+    bert = BertModel(
+        BertConfig(
+            vocab_size=30522,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=128,
+        ),
+        add_pooling_layer=False,
+    )
     model = MaxP(EncoderConfig(segment_length=16, max_segments=3, max_query_length=8), bert, tokenizer)
     texts = [" ".join(WORDS[(i + j) % len(WORDS)] for j in range(5 + 7 * (i % 5))) for i in range(23)]
     corpus = SegmentedCorpus.build(tokenizer, [f"d{i}" for i in range(23)], texts, 16, 3)

@@ -51,8 +51,12 @@ def sweep_stale(folder: str | os.PathLike) -> list[Path]:
     for entry in folder.iterdir():
         match = _STALE.match(entry.name)
         dead_temporary = match is not None and match["host"] == _HOST and not _alive(int(match["pid"]))
-        moved_aside = (entry.name.startswith(".") and entry.name.endswith(".old") and entry.is_dir()
-                       and not _alive_writer_of(folder, entry.name[1:-4]))
+        moved_aside = (
+            entry.name.startswith(".")
+            and entry.name.endswith(".old")
+            and entry.is_dir()
+            and not _alive_writer_of(folder, entry.name[1:-4])
+        )
         if moved_aside and not (folder / entry.name[1:-4]).exists():
             os.replace(entry, folder / entry.name[1:-4])
             continue

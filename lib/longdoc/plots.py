@@ -36,20 +36,29 @@ def length_histogram(lengths: pd.DataFrame, path: Path, limit: int = 512, bins: 
     return fig
 
 
-def system_bars(table: pd.DataFrame, path: Path, measures: list[str], paper: pd.DataFrame | None = None,
-                title: str = "", paper_label: str = "paper"):
+def system_bars(
+    table: pd.DataFrame,
+    path: Path,
+    measures: list[str],
+    paper: pd.DataFrame | None = None,
+    title: str = "",
+    paper_label: str = "paper",
+):
     """One panel per measure, systems on the y axis (labels never overlap): our mean over seeds with
     its standard deviation as an error bar, and the paper's value as a marker where it reports one.
     ``table`` has columns ``m`` and ``m sd`` (from :meth:`Study.table`); ``paper`` is indexed by the
     same system names."""
     systems = list(table.index)[::-1]  # first row on top
-    fig, axes = plt.subplots(1, len(measures), figsize=(3.2 * len(measures) + 2.2, 0.42 * len(systems) + 1.4),
-                             sharey=True, squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(measures), figsize=(3.2 * len(measures) + 2.2, 0.42 * len(systems) + 1.4), sharey=True, squeeze=False
+    )
     y = range(len(systems))
     for ax, measure in zip(axes[0], measures):
         means = table.loc[systems, measure].astype(float)
         errors = table.loc[systems, f"{measure} sd"].astype(float) if f"{measure} sd" in table else None
-        ax.barh(list(y), means, xerr=errors, color="#4C72B0", alpha=0.85, capsize=3, label="ours (mean ± sd over seeds)")
+        ax.barh(
+            list(y), means, xerr=errors, color="#4C72B0", alpha=0.85, capsize=3, label="ours (mean ± sd over seeds)"
+        )
         if paper is not None and measure in paper:
             values = [paper[measure].get(name, float("nan")) for name in systems]
             ax.scatter(values, list(y), marker="D", color="#C44E52", zorder=3, label=paper_label)
@@ -66,8 +75,16 @@ def system_bars(table: pd.DataFrame, path: Path, measures: list[str], paper: pd.
     return fig
 
 
-def sweep_plot(table: pd.DataFrame, path: Path, measures: list[str], xlabel: str, title: str = "",
-               paper_trend: str = "", logx: bool = False, ylabel: str = "score (test)"):
+def sweep_plot(
+    table: pd.DataFrame,
+    path: Path,
+    measures: list[str],
+    xlabel: str,
+    title: str = "",
+    paper_trend: str = "",
+    logx: bool = False,
+    ylabel: str = "score (test)",
+):
     """Measures against a swept parameter (the index), as in Longtriever Figure 3; error bars when the
     table has ``m sd`` columns from several seeds, and the paper's trend as a caption (Figure 3 gives
     no values)."""
@@ -94,7 +111,10 @@ def sweep_plot(table: pd.DataFrame, path: Path, measures: list[str], xlabel: str
 def growth_curves(measurements: pd.DataFrame, path: Path, title: str = ""):
     """Encode time and peak memory against document length, one line per model."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    for ax, column, label in [(axes[0], "time_ms", "time per batch (ms)"), (axes[1], "memory_gib", "peak memory (GiB)")]:
+    for ax, column, label in [
+        (axes[0], "time_ms", "time per batch (ms)"),
+        (axes[1], "memory_gib", "peak memory (GiB)"),
+    ]:
         if not (measurements[column] > 0).any():  # e.g. CPU memory without process isolation
             ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
             ax.set_ylabel(label)
@@ -149,8 +169,15 @@ def tsne_panels(panels: dict, path: Path, title: str = ""):
         ax.scatter(points[0, 0], points[0, 1], marker="*", s=220, color="black", label="query", zorder=3)
         for i, doc in enumerate(dict.fromkeys(owners.tolist())):
             rows = points[1:][owners == doc]
-            ax.scatter(rows[:, 0], rows[:, 1], s=36, color=colours(i % 10), label=labels[doc],
-                       edgecolors="black" if doc in relevant else "none", linewidths=1.2)
+            ax.scatter(
+                rows[:, 0],
+                rows[:, 1],
+                s=36,
+                color=colours(i % 10),
+                label=labels[doc],
+                edgecolors="black" if doc in relevant else "none",
+                linewidths=1.2,
+            )
         ax.set_title(name, fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
@@ -162,8 +189,9 @@ def tsne_panels(panels: dict, path: Path, title: str = ""):
     return fig
 
 
-def learning_curves(curves: dict[str, pd.DataFrame], path: Path, measures: list[str], title: str = "",
-                    paper_trend: str = ""):
+def learning_curves(
+    curves: dict[str, pd.DataFrame], path: Path, measures: list[str], title: str = "", paper_trend: str = ""
+):
     """Dev measures against training epochs, one line per model (NCI Figure 3); ``curves[name]`` has an
     ``epoch`` column and one column per measure."""
     fig, axes = plt.subplots(1, len(measures), figsize=(4.6 * len(measures), 3.8), squeeze=False)
@@ -182,8 +210,14 @@ def learning_curves(curves: dict[str, pd.DataFrame], path: Path, measures: list[
     return fig
 
 
-def semantic_id_panels(groups: dict[str, dict[str, pd.DataFrame]], points, clusters, marked: dict[str, list[int]],
-                       path: Path, title: str = ""):
+def semantic_id_panels(
+    groups: dict[str, dict[str, pd.DataFrame]],
+    points,
+    clusters,
+    marked: dict[str, list[int]],
+    path: Path,
+    title: str = "",
+):
     """NCI Figure 4: per query group, the probabilities of each query's retrieved documents by their
     identifier prefix; and the t-SNE of the document embeddings coloured by top-level cluster, with the
     groups' retrieved documents marked."""
@@ -193,8 +227,12 @@ def semantic_id_panels(groups: dict[str, dict[str, pd.DataFrame]], points, clust
         width = 0.8 / max(len(queries), 1)
         for i, (query, frame) in enumerate(queries.items()):
             best = frame.groupby("prefix")["probability"].sum()
-            ax.bar([j + i * width for j in range(len(prefixes))], [best.get(p, 0.0) for p in prefixes], width,
-                   label=query[:40])
+            ax.bar(
+                [j + i * width for j in range(len(prefixes))],
+                [best.get(p, 0.0) for p in prefixes],
+                width,
+                label=query[:40],
+            )
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(prefixes))])
         ax.set_xticklabels(prefixes, rotation=90, fontsize=7)
         ax.set_title(f"query group {group}")
@@ -203,7 +241,9 @@ def semantic_id_panels(groups: dict[str, dict[str, pd.DataFrame]], points, clust
     ax = axes[0][-1]
     ax.scatter(points[:, 0], points[:, 1], c=clusters, cmap="tab20", s=6, alpha=0.6)
     for (group, rows), marker in zip(marked.items(), ["*", "^", "s", "P"]):
-        ax.scatter(points[rows, 0], points[rows, 1], marker=marker, s=90, color="black", label=f"retrieved for group {group}")
+        ax.scatter(
+            points[rows, 0], points[rows, 1], marker=marker, s=90, color="black", label=f"retrieved for group {group}"
+        )
     ax.set_title("t-SNE of document embeddings (colour: first identifier digit)", fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([])

@@ -36,8 +36,13 @@ def test_bucket_scores_and_gains_are_the_bucket_means():
     assert (first["system"], first["bucket"], first["queries"]) == ("A", "1–9 tokens", 20)
     assert first["mean"] == pytest.approx(expected) and first["95% CI low"] < expected < first["95% CI high"]
     gains = bucket_gains(a, b, buckets)
-    direct = seed_query_bootstrap([{q: s[q] for q in queries[20:]} for s in a], [{q: s[q] for q in queries[20:]} for s in b])
-    assert gains.iloc[1]["Δ"] == pytest.approx(direct["mean_difference"]) and gains.iloc[1]["95% CI low"] == direct["ci_low"]
+    direct = seed_query_bootstrap(
+        [{q: s[q] for q in queries[20:]} for s in a], [{q: s[q] for q in queries[20:]} for s in b]
+    )
+    assert (
+        gains.iloc[1]["Δ"] == pytest.approx(direct["mean_difference"])
+        and gains.iloc[1]["95% CI low"] == direct["ci_low"]
+    )
     growth = gain_growth(a, b, buckets)
     assert growth["growth"] == pytest.approx(gains.iloc[1]["Δ"] - gains.iloc[0]["Δ"])
     assert growth["95% CI low"] < growth["growth"] < growth["95% CI high"]
@@ -45,7 +50,13 @@ def test_bucket_scores_and_gains_are_the_bucket_means():
 
 def test_equal_lengths_share_a_bucket():
     buckets = length_buckets(pd.Series({"a": 5, "b": 5, "c": 5, "d": 10, "e": 20, "f": 30}), 2)
-    assert buckets.to_dict() == {"a": "5–5 tokens", "b": "5–5 tokens", "c": "5–5 tokens",
-                                 "d": "10–30 tokens", "e": "10–30 tokens", "f": "10–30 tokens"}
+    assert buckets.to_dict() == {
+        "a": "5–5 tokens",
+        "b": "5–5 tokens",
+        "c": "5–5 tokens",
+        "d": "10–30 tokens",
+        "e": "10–30 tokens",
+        "f": "10–30 tokens",
+    }
     few = length_buckets(pd.Series({"a": 5, "b": 5, "c": 5, "d": 5, "e": 10, "f": 20}), 2)
     assert set(few) == {"5–20 tokens"}  # the median is a tie: one bucket remains

@@ -26,8 +26,11 @@ def test_within_document_cosine_equals_brute_force_and_between_is_its_background
             brute.append(np.mean(pairs))
     spread = segment_spread(vectors, owners)
     assert spread["within-document cosine"] == pytest.approx(np.mean(brute), abs=1e-6)
-    assert spread["within-document cosine"] > spread["between-document cosine"] == pytest.approx(
-        between_document_cosine(vectors, owners), abs=1e-9)
+    assert (
+        spread["within-document cosine"]
+        > spread["between-document cosine"]
+        == pytest.approx(between_document_cosine(vectors, owners), abs=1e-9)
+    )
 
 
 def test_tsne_gives_one_point_per_row_with_the_query_first():

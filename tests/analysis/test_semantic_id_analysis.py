@@ -36,5 +36,5 @@ def test_similar_queries_overlap_more_when_their_runs_do():
 def test_retrieved_prefixes_recover_the_sequence_probability():
     frame = retrieved_prefixes([("x", -0.5), ("y", -1.0), ("gone", -0.1)], {"x": (1, 2, 3), "y": (12, 0)}, 2, 0.8)
     assert list(frame["prefix"]) == ["12", "(12)0"]
-    assert frame["probability"][0] == pytest.approx(np.exp(-0.5 * 4 ** 0.8))
+    assert frame["probability"][0] == pytest.approx(np.exp(-0.5 * 4**0.8))
     assert prefix((3, 4, 5), 2) == "34"

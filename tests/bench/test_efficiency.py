@@ -39,8 +39,20 @@ def test_every_model_encodes_the_batch(model):
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_in_process_cpu_measurement_reports_time_only(precision):
-    row = measure(Shape("Longtriever", batch=1, length=64, block_size=32, hidden=32, layers=1, heads=2, repeats=1,
-                        precision=precision), isolate=False)
+    row = measure(
+        Shape(
+            "Longtriever",
+            batch=1,
+            length=64,
+            block_size=32,
+            hidden=32,
+            layers=1,
+            heads=2,
+            repeats=1,
+            precision=precision,
+        ),
+        isolate=False,
+    )
     assert row["time_ms"] > 0 and math.isnan(row["memory_gib"]) and math.isnan(row["total_memory_gib"])
     assert row["device"] == "cpu" and row["precision"] == precision
 
@@ -49,19 +61,40 @@ def test_flops_are_counted_as_bert_arithmetic():
     """Per layer and document of n tokens: 24·n·d² for the projections and feed-forward, 4·n²·d for
     the two attention products (multiply and add counted apart)."""
     n, d, batch = 64, 32, 3
-    assert flops(Shape("BERT-Document", batch=batch, length=n, block_size=n, hidden=d, layers=1, heads=2)) == \
-        batch * (24 * n * d * d + 4 * n * n * d)
+    assert flops(Shape("BERT-Document", batch=batch, length=n, block_size=n, hidden=d, layers=1, heads=2)) == batch * (
+        24 * n * d * d + 4 * n * n * d
+    )
     blocks = flops(Shape("Longtriever", batch=batch, length=4 * 16, block_size=16, hidden=d, layers=1, heads=2))
-    assert blocks < batch * (24 * n * d * d + 4 * n * n * d)  # 4 blocks of 16: less attention, a small inter-block layer
+    assert blocks < batch * (
+        24 * n * d * d + 4 * n * n * d
+    )  # 4 blocks of 16: less attention, a small inter-block layer
 
 
 def test_ratios_against_the_reference_and_the_compute_floor():
     import pandas as pd
 
-    rows = pd.DataFrame([{"model": "BERT-Document", "length": 512, "batch": 1, "attention": "sdpa", "time_ms": 100.0,
-                          "memory_gib": 1.0, "flops": 1000},
-                         {"model": "Longtriever", "length": 512, "batch": 1, "attention": "sdpa", "time_ms": 90.0,
-                          "memory_gib": 0.5, "flops": 800}])
+    rows = pd.DataFrame(
+        [
+            {
+                "model": "BERT-Document",
+                "length": 512,
+                "batch": 1,
+                "attention": "sdpa",
+                "time_ms": 100.0,
+                "memory_gib": 1.0,
+                "flops": 1000,
+            },
+            {
+                "model": "Longtriever",
+                "length": 512,
+                "batch": 1,
+                "attention": "sdpa",
+                "time_ms": 90.0,
+                "memory_gib": 0.5,
+                "flops": 800,
+            },
+        ]
+    )
     out = against_reference(rows).set_index("model")
     assert out.loc["Longtriever", "time ratio"] == pytest.approx(0.9) and out.loc["Longtriever", "FLOP ratio"] == 0.8
     assert out.loc["Longtriever", "× floor"] == pytest.approx(1.125) and out.loc["BERT-Document", "× floor"] == 1.0
@@ -78,9 +111,22 @@ def test_isolated_cpu_measurement_sees_the_attention_matrices_grow():
     The test asks for the growth (at least the 120 MiB of scores), not a ratio: at 512 tokens the
     process's peak-RSS noise is of the size of the scores themselves. The total also holds the
     weights (a 30k x 256 embedding: 30 MiB)."""
-    rows = [measure(Shape("BERT-Document", batch=1, length=length, block_size=length, hidden=256, layers=1, heads=8,
-                          repeats=1, attention="eager"))
-            for length in (512, 2048)]
+    rows = [
+        measure(
+            Shape(
+                "BERT-Document",
+                batch=1,
+                length=length,
+                block_size=length,
+                hidden=256,
+                layers=1,
+                heads=8,
+                repeats=1,
+                attention="eager",
+            )
+        )
+        for length in (512, 2048)
+    ]
     small, large = (row["memory_gib"] for row in rows)
     assert large - small > 0.1 and large > 2 * small, (small, large)
     assert all(row["total_memory_gib"] > row["memory_gib"] + 0.02 for row in rows), rows
@@ -95,7 +141,9 @@ def test_every_model_is_built_on_the_requested_device():
     """XLNet makes its relative-attention weights with the legacy ``torch.FloatTensor``, which ignores
     the ``torch.device`` context; build() moves them (on a GPU the first forward pass failed)."""
     for model in MODELS:
-        built, _ = build(Shape(model, batch=1, length=64, block_size=32, hidden=32, layers=1, heads=2), torch.device("meta"))
+        built, _ = build(
+            Shape(model, batch=1, length=64, block_size=32, hidden=32, layers=1, heads=2), torch.device("meta")
+        )
         assert {p.device.type for p in built.parameters()} == {"meta"}, model
 
 

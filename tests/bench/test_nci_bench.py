@@ -2,8 +2,32 @@ from longdoc.bench.nci import main
 
 
 def test_nci_benchmark_prints_its_ratios(capsys):
-    out = main(["--documents", "60", "--k", "4", "--hidden", "32", "--layers", "1", "--heads", "2", "--decoder-layers", "1",
-                "--adaptor-layers", "1", "--beams", "3", "--batch", "2", "--repeats", "1", "--device", "cpu"])
+    out = main(
+        [
+            "--documents",
+            "60",
+            "--k",
+            "4",
+            "--hidden",
+            "32",
+            "--layers",
+            "1",
+            "--heads",
+            "2",
+            "--decoder-layers",
+            "1",
+            "--adaptor-layers",
+            "1",
+            "--beams",
+            "3",
+            "--batch",
+            "2",
+            "--repeats",
+            "1",
+            "--device",
+            "cpu",
+        ]
+    )
     printed = capsys.readouterr().out
     assert "constrained ÷ unconstrained" in printed and "NCI ÷ FirstP + FAISS" in printed
     assert list(out.index) == [3] and (out.filter(like="÷") > 0).all().all()

@@ -7,9 +7,18 @@ import pytrec_eval
 from longdoc.eval import evaluate, per_query, read_run, write_run
 from longdoc.eval.metrics import ranking
 
-OURS_TO_TREC = {"MRR@10": None, "R@100": "recall_100", "R@5": "recall_5", "NDCG@10": "ndcg_cut_10",
-                "NDCG@5": "ndcg_cut_5", "RPrec": "Rprec", "MAP": "map", "Success@1": "success_1",
-                "Success@10": "success_10", "Success@100": "success_100"}
+OURS_TO_TREC = {
+    "MRR@10": None,
+    "R@100": "recall_100",
+    "R@5": "recall_5",
+    "NDCG@10": "ndcg_cut_10",
+    "NDCG@5": "ndcg_cut_5",
+    "RPrec": "Rprec",
+    "MAP": "map",
+    "Success@1": "success_1",
+    "Success@10": "success_10",
+    "Success@100": "success_100",
+}
 
 
 def random_case(seed, queries=30, docs=60, ties=True):
@@ -78,7 +87,8 @@ def test_written_run_reads_back_with_distinct_scores_and_same_metrics(tmp_path):
     mean = math.fsum(v["map"] for q, v in theirs.items() if any(r >= 1 for r in qrels[q].values()))
     judged = [q for q in theirs if any(r >= 1 for r in qrels[q].values())]
     assert mean / len(judged) == pytest.approx(
-        sum(per_query(back, qrels, ["MAP"])["MAP"][q] for q in judged) / len(judged))
+        sum(per_query(back, qrels, ["MAP"])["MAP"][q] for q in judged) / len(judged)
+    )
 
 
 def test_unknown_measure_is_a_clear_error():

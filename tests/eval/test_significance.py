@@ -33,7 +33,9 @@ def test_seed_query_bootstrap_pairs_queries_and_widens_with_the_seed_spread():
     assert same["mean_difference"] == 0 and same["ci_low"] == same["ci_high"] == 0
     shifted = [{q: v + 0.05 for q, v in base.items()} for _ in range(3)]
     paired = seed_query_bootstrap(shifted, [base])
-    assert paired["ci_low"] == pytest.approx(0.05) and paired["ci_high"] == pytest.approx(0.05)  # paired: no query noise
+    assert paired["ci_low"] == pytest.approx(0.05) and paired["ci_high"] == pytest.approx(
+        0.05
+    )  # paired: no query noise
     spread = [{q: v + delta for q, v in base.items()} for delta in (-0.1, 0.05, 0.2)]
     wide = seed_query_bootstrap(spread, [base])
     assert wide["mean_difference"] == pytest.approx(0.05)

@@ -36,8 +36,9 @@ class ToyColBERT(BiEncoder):
     scored = 0  # calls of score() (the losses, the probe and the search all go through it)
 
     def query_inputs(self, texts: list[str]) -> dict[str, torch.Tensor]:
-        return self.tokenizer(texts, padding="max_length", truncation=True, max_length=self.config.max_query_length,
-                              return_tensors="pt")
+        return self.tokenizer(
+            texts, padding="max_length", truncation=True, max_length=self.config.max_query_length, return_tensors="pt"
+        )
 
     def embed_queries(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
@@ -51,7 +52,9 @@ class ToyColBERT(BiEncoder):
         return batch.max_segments * batch.input_ids.shape[1]
 
     def document_vectors(self, batch: DocBatch):
-        hidden = F.normalize(self.backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state, dim=-1)
+        hidden = F.normalize(
+            self.backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state, dim=-1
+        )
         rows, tokens = batch.attention_mask.nonzero(as_tuple=True)
         width = batch.input_ids.shape[1]
         return hidden[rows, tokens], batch.owner[rows], batch.position[rows] * width + tokens
@@ -79,7 +82,9 @@ def test_a_late_interaction_retriever_runs_through_the_study(isolated_outputs, t
 
     # dev selection over the study's grid, one fine-tuning per seed
     chosen = study.selection(toy)
-    assert set(chosen["dev"]) == {str(lr) for lr in study.params["learning_rates"]} and chosen["measure"] == "dev MRR@100"
+    assert (
+        set(chosen["dev"]) == {str(lr) for lr in study.params["learning_rates"]} and chosen["measure"] == "dev MRR@100"
+    )
     assert results[1].seeds == study.seeds and len(results[1].fits) == len(study.seeds)
     assert ToyColBERT.scored > 0  # training losses and search scored through the model's own score()
 
@@ -92,9 +97,16 @@ def test_a_late_interaction_retriever_runs_through_the_study(isolated_outputs, t
     with torch.no_grad():
         for qid, text in queries.items():
             q = torch.from_numpy(model.encode_queries([text]))
-            brute = {doc: float(model.score(q, torch.from_numpy(vectors[owners == n])[None], torch.ones(1, (owners == n).sum(),
-                                                                                                      dtype=torch.bool)))
-                     for n, doc in enumerate(corpus.doc_ids)}
+            brute = {
+                doc: float(
+                    model.score(
+                        q,
+                        torch.from_numpy(vectors[owners == n])[None],
+                        torch.ones(1, (owners == n).sum(), dtype=torch.bool),
+                    )
+                )
+                for n, doc in enumerate(corpus.doc_ids)
+            }
             best = sorted(brute, key=lambda d: -brute[d])[:5]
             assert list(run[qid]) == best
             assert list(run[qid].values()) == pytest.approx([brute[d] for d in best], rel=1e-4)

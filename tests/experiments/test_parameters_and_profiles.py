@@ -17,9 +17,16 @@ def test_every_notebook_parameter_is_a_known_concept(notebook):
 
 
 def test_values_are_checked_and_named():
-    assert check_parameters({"learning_rates": [1, 2e-5], "batch_size": 4}) == {"learning_rates": [1.0, 2e-5], "batch_size": 4}
-    for bad, message in [({"batch_size": True}, "batch_size=True"), ({"learning_rates": ["a"]}, r"learning_rates\[0\]"),
-                         ({"mlm_ratio": 1.5}, "mlm_ratio=1.5"), ({"segment_length": 64}, "unknown parameter")]:
+    assert check_parameters({"learning_rates": [1, 2e-5], "batch_size": 4}) == {
+        "learning_rates": [1.0, 2e-5],
+        "batch_size": 4,
+    }
+    for bad, message in [
+        ({"batch_size": True}, "batch_size=True"),
+        ({"learning_rates": ["a"]}, r"learning_rates\[0\]"),
+        ({"mlm_ratio": 1.5}, "mlm_ratio=1.5"),
+        ({"segment_length": 64}, "unknown parameter"),
+    ]:
         with pytest.raises(ValueError, match=message):
             check_parameters(bad)
 
@@ -34,16 +41,19 @@ def write_profile(tmp_path, text):
     return path
 
 
-@pytest.mark.parametrize("text, message", [
-    ("batch_sise: 4\n", "batch_sise"),
-    ("batch_size: 4\nbatch_size: 5\n", "duplicate key 'batch_size'"),
-    ("batch_size: four\n", "batch_size='four'"),
-    ("notebooks:\n  10_longtriever_mian: {batch_size: 4}\n", "10_longtriever_mian"),
-    ("notebooks:\n  10_longtriever_main: {learning_rate: 1.0e-4}\n", "learning_rate"),
-    ("batch_size: [4\n", "p.yaml"),
-    ("", "the profile is empty"),
-    ("- 4\n", "expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("batch_sise: 4\n", "batch_sise"),
+        ("batch_size: 4\nbatch_size: 5\n", "duplicate key 'batch_size'"),
+        ("batch_size: four\n", "batch_size='four'"),
+        ("notebooks:\n  10_longtriever_mian: {batch_size: 4}\n", "10_longtriever_mian"),
+        ("notebooks:\n  10_longtriever_main: {learning_rate: 1.0e-4}\n", "learning_rate"),
+        ("batch_size: [4\n", "p.yaml"),
+        ("", "the profile is empty"),
+        ("- 4\n", "expected a mapping"),
+    ],
+)
 def test_a_bad_profile_names_its_file_and_the_problem(tmp_path, text, message):
     with pytest.raises(ProfileError, match=message):
         load_profile(write_profile(tmp_path, text))
@@ -51,5 +61,7 @@ def test_a_bad_profile_names_its_file_and_the_problem(tmp_path, text, message):
 
 def test_the_block_size_of_one_notebook_can_differ(tmp_path):
     profile = load_profile(ROOT / "notebooks" / "profiles" / "cpu.yaml")
-    efficiency = parameters_for(ROOT / "notebooks" / "profiles" / "cpu.yaml", ROOT / "notebooks" / "14_efficiency.ipynb")
+    efficiency = parameters_for(
+        ROOT / "notebooks" / "profiles" / "cpu.yaml", ROOT / "notebooks" / "14_efficiency.ipynb"
+    )
     assert efficiency["block_size"] == profile["notebooks"]["14_efficiency"]["block_size"] != profile["block_size"]

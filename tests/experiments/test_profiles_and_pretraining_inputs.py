@@ -10,7 +10,9 @@ from longdoc.experiments.profiles import parameters_for
 
 def notebook(tmp_path, source):
     path = tmp_path / "nb.ipynb"
-    path.write_text(json.dumps({"cells": [{"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": source}]}))
+    path.write_text(
+        json.dumps({"cells": [{"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": source}]})
+    )
     return path
 
 
@@ -61,8 +63,9 @@ def test_unjudged_documents_leave_out_every_dev_and_test_judgement(tiny_dataset)
         pretraining_texts("unjudged")
 
 
-def test_the_starting_model_is_the_backbone_or_the_pretrained_checkpoint(tiny_dataset, tiny_backbone, isolated_outputs,
-                                                                         tiny_study):
+def test_the_starting_model_is_the_backbone_or_the_pretrained_checkpoint(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study
+):
     from longdoc.experiments.families.retrieval import Dense
     from longdoc.experiments.papers.longtriever import pretrain_config
     from longdoc.experiments.settings import EncoderSettings
@@ -76,12 +79,15 @@ def test_the_starting_model_is_the_backbone_or_the_pretrained_checkpoint(tiny_da
     assert "doc_embedding" in changed and any(k.startswith("backbone.encoder.layer.") for k in changed)
 
 
-def test_pretraining_variants_probe_each_start_beside_the_plain_one(tiny_dataset, tiny_backbone, isolated_outputs,
-                                                                   tiny_study):
+def test_pretraining_variants_probe_each_start_beside_the_plain_one(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study
+):
     from longdoc.experiments.papers.start_points import pretraining_variants
 
     study = tiny_study(tiny_dataset, tiny_backbone, pretrain_steps=2)
-    table = pretraining_variants(study, {"random decoder": {"decoder_init": "random"}, "copied decoder": {"decoder_init": "copy"}})
+    table = pretraining_variants(
+        study, {"random decoder": {"decoder_init": "random"}, "copied decoder": {"decoder_init": "copy"}}
+    )
     assert list(table.index) == ["without pre-training", "random decoder", "copied decoder"]
     assert table.loc["without pre-training", "losses"] == "" and "MLM" in table.loc["random decoder", "losses"]
     assert len(list((isolated_outputs / "cache").glob("pretrain/*"))) == 2

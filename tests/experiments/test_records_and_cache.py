@@ -27,8 +27,9 @@ def test_metrics_record_carries_provenance_and_refuses_other_config(tmp_path):
     assert json.loads((smoke / "metrics.json").read_text())["config"] == {"a": 2}
 
 
-def test_a_study_refuses_another_configurations_folder_before_any_work(tiny_dataset, tiny_backbone, isolated_outputs,
-                                                                       tiny_study):
+def test_a_study_refuses_another_configurations_folder_before_any_work(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study
+):
     study = tiny_study(tiny_dataset, tiny_backbone, profile="cpu")
     write_metrics(study.directory, "01_baselines", "cpu", dict(study.params, seeds=[7]), {}, study.data.checksum, [7])
     with pytest.raises(ConfigMismatchError, match=r"differs in \['seeds'\]"):

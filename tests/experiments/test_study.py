@@ -19,7 +19,9 @@ NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("[0-9][0-9]_*.
 PROFILES = Path(__file__).parents[2] / "notebooks" / "profiles"
 
 
-def test_the_learning_rate_is_chosen_on_dev_and_never_reads_test_judgements(tiny_dataset, tiny_backbone, isolated_outputs, tiny_study):
+def test_the_learning_rate_is_chosen_on_dev_and_never_reads_test_judgements(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study
+):
     def system(study):
         return System("FirstP", Dense("FirstP", study.settings(EncoderSettings).encoder("FirstP")))
 
@@ -29,14 +31,19 @@ def test_the_learning_rate_is_chosen_on_dev_and_never_reads_test_judgements(tiny
     assert chosen["learning_rate"] == max(study.params["learning_rates"], key=lambda lr: chosen["dev"][str(lr)])
     scrambled = shutil.copytree(tiny_dataset, isolated_outputs / "scrambled")
     lines = (scrambled / "qrels" / "test.tsv").read_text().splitlines()
-    rotated = [f"{q}\t{other.split(chr(9))[1]}\t1" for q, other in zip((line.split("\t")[0] for line in lines[1:]), lines[2:] + lines[1:2])]
+    rotated = [
+        f"{q}\t{other.split(chr(9))[1]}\t1"
+        for q, other in zip((line.split("\t")[0] for line in lines[1:]), lines[2:] + lines[1:2])
+    ]
     (scrambled / "qrels" / "test.tsv").write_text("\n".join([lines[0], *rotated]) + "\n")
     again = tiny_study(scrambled, tiny_backbone)
     assert again.data.checksum != study.data.checksum  # really another dataset (and other cache entries)
     assert again.selection(system(again)) == chosen
 
 
-def test_runs_keep_one_fine_tuning_per_seed_at_the_chosen_rate(tiny_dataset, tiny_backbone, isolated_outputs, tiny_study):
+def test_runs_keep_one_fine_tuning_per_seed_at_the_chosen_rate(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study
+):
     study = tiny_study(tiny_dataset, tiny_backbone)
     maxp = Dense("MaxP", study.settings(EncoderSettings).encoder("MaxP"))
     result = study.run(System("MaxP", maxp))
@@ -44,7 +51,9 @@ def test_runs_keep_one_fine_tuning_per_seed_at_the_chosen_rate(tiny_dataset, tin
     assert all(t["best_step"] in (2, 4) for t in result.training)
     assert {q for run in result.test_runs for q in run} == set(study.split("test")[0])
     inherited = study.run(System("MaxP again", maxp, settings_from=result.system))
-    assert inherited.selection["inherited_from"] == "MaxP" and inherited.test_runs == result.test_runs  # same cached runs
+    assert (
+        inherited.selection["inherited_from"] == "MaxP" and inherited.test_runs == result.test_runs
+    )  # same cached runs
     table = study.table()
     assert list(table.index) == ["MaxP", "MaxP again"] and (table["seeds"] == 2).all()
     comparison = study.compare([("MaxP", "MaxP again")]).iloc[0]
@@ -53,7 +62,9 @@ def test_runs_keep_one_fine_tuning_per_seed_at_the_chosen_rate(tiny_dataset, tin
     assert comparison["difference"].startswith("no difference")
 
 
-def test_the_record_holds_the_parameters_the_study_was_built_from(tiny_dataset, tiny_backbone, isolated_outputs, tiny_study):
+def test_the_record_holds_the_parameters_the_study_was_built_from(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study
+):
     study = tiny_study(tiny_dataset, tiny_backbone, seeds=[0])
     study.run(System("BM25", BM25()))
     directory = study.record()
@@ -73,10 +84,16 @@ def test_a_config_built_from_a_profile_by_keyword_equals_the_one_recorded(profil
     if "block_size" in values and "max_blocks" in values:
         config = study.settings(EncoderSettings).encoder("Longtriever")
         assert (config.segment_length, config.max_segments, config.pooling, config.precision) == (
-            values["block_size"], values["max_blocks"], values["pooling"], values["precision"])
+            values["block_size"],
+            values["max_blocks"],
+            values["pooling"],
+            values["precision"],
+        )
         assert study.settings(EncoderSettings).encoder("FirstP").max_segments == 1
     if "train_steps" in values:
-        train = study.settings(BudgetSettings).train_config(learning_rate=values["learning_rates"][0], seed=values["seeds"][0])
+        train = study.settings(BudgetSettings).train_config(
+            learning_rate=values["learning_rates"][0], seed=values["seeds"][0]
+        )
         assert (train.steps, train.batch_size, train.hard_negatives) == (values["train_steps"], values["batch_size"], 0)
         assert train.steps // train.eval_every >= values["dev_evals"]
     for kind in SETTINGS:  # every typed view the notebook declares the parameters of is built from them by keyword
@@ -92,17 +109,26 @@ def test_open_takes_the_notebook_parameters_from_its_namespace():
     assert study.params == check_parameters(notebook_parameters(NOTEBOOKS[1]))
 
 
-@pytest.mark.parametrize("change, message", [({"batch_size": "4"}, "batch_size='4'"), ({"batch_size": 4.5}, "batch_size=4.5"),
-                                             ({"block_size": 0}, "block_size=0"), ({"dev_evals": 1}, "dev_evals=1"),
-                                             ({"pooling": "max"}, "pooling='max'"), ({"seeds": []}, "seeds"),
-                                             ({"dev_evals": 9}, "more dev evaluations")])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"batch_size": "4"}, "batch_size='4'"),
+        ({"batch_size": 4.5}, "batch_size=4.5"),
+        ({"block_size": 0}, "block_size=0"),
+        ({"dev_evals": 1}, "dev_evals=1"),
+        ({"pooling": "max"}, "pooling='max'"),
+        ({"seeds": []}, "seeds"),
+        ({"dev_evals": 9}, "more dev evaluations"),
+    ],
+)
 def test_bad_parameters_are_named_before_any_work(tiny_dataset, tiny_backbone, change, message, tiny_study):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         tiny_study(tiny_dataset, tiny_backbone, **change)
 
 
-def test_seeded_construction_gives_the_same_weights_whatever_ran_before(tiny_dataset, tiny_backbone, isolated_outputs,
-                                                                      monkeypatch, tiny_study):
+def test_seeded_construction_gives_the_same_weights_whatever_ran_before(
+    tiny_dataset, tiny_backbone, isolated_outputs, monkeypatch, tiny_study
+):
     """Pre-train and fine-tune a tiny Longtriever and a tiny PARADE twice, after different amounts of
     unrelated random work and with an empty cache each time: the weights are equal."""
     from longdoc.experiments import cache
@@ -113,8 +139,15 @@ def test_seeded_construction_gives_the_same_weights_whatever_ran_before(tiny_dat
     for attempt, noise in enumerate((0, 1000)):
         monkeypatch.setattr(cache, "CACHE_DIR", isolated_outputs / f"cache{attempt}")
         torch.rand(noise)  # unrelated random work before
-        study = tiny_study(tiny_dataset, tiny_backbone, seeds=[3], learning_rates=[1e-3], pretrain_steps=2,
-                           head_warmup_steps=1, decoder_init="random")
+        study = tiny_study(
+            tiny_dataset,
+            tiny_backbone,
+            seeds=[3],
+            learning_rates=[1e-3],
+            pretrain_steps=2,
+            head_warmup_steps=1,
+            decoder_init="random",
+        )
         encoding = study.settings(EncoderSettings)
         spec = Dense("Longtriever", encoding.encoder("Longtriever"), pretrain=pretrain_config(study))
         fit = spec.fit(study, 1e-3, 3)
@@ -126,7 +159,9 @@ def test_seeded_construction_gives_the_same_weights_whatever_ran_before(tiny_dat
 
 
 @pytest.mark.slow
-def test_fine_tuning_runs_in_two_processes_launched_from_the_kernel(tiny_dataset, tiny_backbone, isolated_outputs, tiny_study):
+def test_fine_tuning_runs_in_two_processes_launched_from_the_kernel(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study
+):
     """n_devices=2: torchrun starts two gloo processes (one per GPU on a GPU node), each takes half of
     the step's queries; the first writes model, history and the dev-best runs into the cache. A
     second process count is a different cache entry."""
@@ -142,7 +177,9 @@ def test_fine_tuning_runs_in_two_processes_launched_from_the_kernel(tiny_dataset
     assert key["processes"] == 2 and key["train"]["batch_size"] == 2
     assert not list(fit.directory.parent.glob("*.resume"))  # training states are removed once it is done
     one = tiny_study(tiny_dataset, tiny_backbone, n_devices=1, seeds=[0], learning_rates=[1e-3], iterations=2)
-    single = Dense("MaxP", one.settings(EncoderSettings).encoder("MaxP"), protocol=table1_protocol(1, 2)).fit(one, 1e-3, 0)
+    single = Dense("MaxP", one.settings(EncoderSettings).encoder("MaxP"), protocol=table1_protocol(1, 2)).fit(
+        one, 1e-3, 0
+    )
 
     def schedule(fitted):
         return [(h["step"], h["learning_rate"]) for i in fitted.history["iterations"] for h in i["history"]]
@@ -150,8 +187,9 @@ def test_fine_tuning_runs_in_two_processes_launched_from_the_kernel(tiny_dataset
     assert schedule(fit) == schedule(single)  # the warm-up and decay run over the same steps
 
 
-def test_the_same_seed_on_the_same_machine_gives_the_same_record(tiny_dataset, tiny_backbone, isolated_outputs,
-                                                                 tiny_study, monkeypatch):
+def test_the_same_seed_on_the_same_machine_gives_the_same_record(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study, monkeypatch
+):
     """Two runs from empty caches: every metric, choice and training curve of the record is equal."""
     from longdoc.experiments import cache
 
@@ -159,7 +197,9 @@ def test_the_same_seed_on_the_same_machine_gives_the_same_record(tiny_dataset, t
     for attempt in range(2):
         monkeypatch.setattr(cache, "CACHE_DIR", isolated_outputs / f"cache{attempt}")
         study = tiny_study(tiny_dataset, tiny_backbone, seeds=[0, 1], learning_rates=[1e-3, 3e-3])
-        study.run_all([System("BM25", BM25()), System("MaxP", Dense("MaxP", study.settings(EncoderSettings).encoder("MaxP")))])
+        study.run_all(
+            [System("BM25", BM25()), System("MaxP", Dense("MaxP", study.settings(EncoderSettings).encoder("MaxP")))]
+        )
         directory = study.record(overwrite=True)
         record = json.loads((directory / "metrics.json").read_text())
         records.append({k: record[k] for k in ("config", "seeds", "data_checksum", "metrics")})
@@ -183,16 +223,20 @@ def test_every_settings_class_reads_parameters_that_some_notebook_declares():
     assert len(SETTINGS) >= 15
     for kind in SETTINGS:
         required = {f.name for f in required_fields(kind)}
-        assert any(required <= names for names in declared), f"{kind.__qualname__}: no notebook declares {sorted(required)}"
+        assert any(required <= names for names in declared), (
+            f"{kind.__qualname__}: no notebook declares {sorted(required)}"
+        )
 
 
 def test_a_settings_class_refuses_a_name_outside_the_glossary():
     from longdoc.experiments.settings import settings
 
     with pytest.raises(TypeError, match="block_length"):
+
         @settings
         class Misspelt:
             block_length: int
+
     study_params = dict(profile="smoke", block_size=8)
     with pytest.raises(ValueError, match=r"EncoderSettings needs parameter\(s\) \['backbone'"):
         Study("scratch", study_params).settings(EncoderSettings)

@@ -40,15 +40,18 @@ class FakeStudy:
         self.intervals = intervals
 
     def compare(self, pairs, measure):
-        (a, b), = pairs
+        ((a, b),) = pairs
         low, high = self.intervals[(a, b)]
         return pd.DataFrame([{"Δ": (low + high) / 2, "95% CI low": low, "95% CI high": high, "p (paired t)": 0.01}])
 
 
 def test_assess_gives_one_row_per_claim_with_its_interval():
     study = FakeStudy({("A", "B"): (0.01, 0.03), ("B", "C"): (-0.04, -0.02), ("A", "C"): (0.02, 0.06)})
-    claims = [Claim("A beats B", "A", "B", "0.3 vs 0.2"), Claim("B beats C", "B", "C"),
-              Claim("A beats C", "A", "C", precondition=Precondition(False, "probe of A 0.1 vs C 0.2"))]
+    claims = [
+        Claim("A beats B", "A", "B", "0.3 vs 0.2"),
+        Claim("B beats C", "B", "C"),
+        Claim("A beats C", "A", "C", precondition=Precondition(False, "probe of A 0.1 vs C 0.2")),
+    ]
     table = assess(study, claims)
     assert list(table.verdict) == [HOLDS, REVERSED, NOT_TESTABLE]
     assert table.loc[0, "ours: Δ [95% CI]"] == "+0.020 [+0.010, +0.030]"
@@ -66,11 +69,22 @@ def test_markdown_table_escapes_pipes_and_formats_numbers():
 def write_record(root, notebook, dataset="manpages", findings=None):
     directory = root / "cpu" / dataset / notebook
     directory.mkdir(parents=True)
-    record = {"notebook": notebook, "profile": "cpu", "dataset": dataset, "seeds": [0, 1, 2], "data_checksum": "abc" * 8,
-              "versions": {"git_commit": "f" * 40, "git_dirty": False}, "code_fingerprint": "0123456789abcdef",
-              "machine": {"cpu": "Test CPU", "cores": 2}, "usage": {"seconds": 61.0, "peak_rss_gib": 1.5},
-              "metrics": {"tables": [{"title": "Main", "note": "", "markdown": "| a |\n|---|\n| 1 |"}],
-                          "figures": [f"figures/cpu/{dataset}/{notebook}.png"], "findings": findings}}
+    record = {
+        "notebook": notebook,
+        "profile": "cpu",
+        "dataset": dataset,
+        "seeds": [0, 1, 2],
+        "data_checksum": "abc" * 8,
+        "versions": {"git_commit": "f" * 40, "git_dirty": False},
+        "code_fingerprint": "0123456789abcdef",
+        "machine": {"cpu": "Test CPU", "cores": 2},
+        "usage": {"seconds": 61.0, "peak_rss_gib": 1.5},
+        "metrics": {
+            "tables": [{"title": "Main", "note": "", "markdown": "| a |\n|---|\n| 1 |"}],
+            "figures": [f"figures/cpu/{dataset}/{notebook}.png"],
+            "findings": findings,
+        },
+    }
     (directory / "metrics.json").write_text(json.dumps(record))
 
 

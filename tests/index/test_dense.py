@@ -67,7 +67,9 @@ def test_bad_shapes_are_named():
 
 
 def test_bm25_ranks_the_matching_document_first():
-    bm25 = BM25Retriever().index(["a", "b", "c"], ["open and possibly create a file", "close a file descriptor", "send a signal to a process"])
+    bm25 = BM25Retriever().index(
+        ["a", "b", "c"], ["open and possibly create a file", "close a file descriptor", "send a signal to a process"]
+    )
     run = bm25.search({"q": "create files", "r": "signals processes"}, k=3)
     assert max(run["q"], key=run["q"].get) == "a"
     assert max(run["r"], key=run["r"].get) == "c"
@@ -118,7 +120,9 @@ def test_a_document_with_many_close_vectors_makes_the_search_go_deeper():
     index = DenseIndex(8)
     index.add(np.concatenate([crowd, others]), np.concatenate([np.zeros(60, int), np.arange(1, 21)]))
     scores, docs = index.search(query, k=10)
-    want_scores, want_docs = brute_force_maxp(query, np.concatenate([crowd, others]), np.concatenate([np.zeros(60, int), np.arange(1, 21)]), 10)
+    want_scores, want_docs = brute_force_maxp(
+        query, np.concatenate([crowd, others]), np.concatenate([np.zeros(60, int), np.arange(1, 21)]), 10
+    )
     np.testing.assert_array_equal(docs, want_docs)
 
 
@@ -139,4 +143,4 @@ def test_exhaustive_search_through_the_default_score_equals_faiss_max_pooling():
     scores, docs = exhaustive_search(maxp_scores, queries, vectors, owners, 6, documents_per_chunk=5)
     assert (docs == faiss_docs).all() and np.allclose(scores, faiss_scores, atol=1e-5)
     many, _ = exhaustive_search(maxp_scores, queries, vectors, owners, 50)
-    assert np.isinf(many[:, owners.max() + 1:]).all()  # fewer documents than k: padded like DenseIndex
+    assert np.isinf(many[:, owners.max() + 1 :]).all()  # fewer documents than k: padded like DenseIndex

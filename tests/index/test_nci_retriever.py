@@ -11,8 +11,14 @@ QUERIES = ["open a file", "send a signal to a process", "format a number", "wait
 
 def random_model(tiny_bert, tokenizer, id_tokenizer, seed):
     torch.manual_seed(seed)
-    config = NciConfig(backbone="tiny", vocab_size=id_tokenizer.vocab_size, max_id_length=id_tokenizer.depth + 1,
-                       decoder_layers=1, adaptor_layers=1, adaptor_rank=2)
+    config = NciConfig(
+        backbone="tiny",
+        vocab_size=id_tokenizer.vocab_size,
+        max_id_length=id_tokenizer.depth + 1,
+        decoder_layers=1,
+        adaptor_layers=1,
+        adaptor_rank=2,
+    )
     model = NciModel.build(config, tiny_bert, tokenizer).eval()
     torch.nn.init.normal_(model.adaptor.to_v.weight, std=0.2)  # a PAWA decoder that really adapts
     torch.nn.init.normal_(model.embedding.weight, std=1.0)  # peaked distributions: rankings far from uniform
@@ -41,8 +47,13 @@ def test_beam_as_wide_as_the_tree_returns_the_brute_force_ranking(tiny_bert, tok
     id_tokenizer = IdTokenizer.fit(ids)
     assert len({len(i) for i in ids}) > 1 or seed  # seed 0's tree has identifiers of several lengths (1, 2: may not)
     model = random_model(tiny_bert, tokenizer, id_tokenizer, seed)
-    retriever = NciRetriever(model, [f"d{i}" for i in range(len(ids))], ids, id_tokenizer,
-                             DecodingConfig(beam_size=len(ids), length_penalty=length_penalty))
+    retriever = NciRetriever(
+        model,
+        [f"d{i}" for i in range(len(ids))],
+        ids,
+        id_tokenizer,
+        DecodingConfig(beam_size=len(ids), length_penalty=length_penalty),
+    )
     found = beam_search(model, QUERIES, retriever.tree, retriever.config)
     sequences = [id_tokenizer.encode(i) for i in ids]
     for query, hits in zip(QUERIES, found):
@@ -72,8 +83,12 @@ def test_batched_decoding_equals_one_query_at_a_time(tiny_bert, tokenizer):
     id_tokenizer = IdTokenizer.fit(ids)
     model = random_model(tiny_bert, tokenizer, id_tokenizer, 4)
     queries = {f"q{i}": q for i, q in enumerate(QUERIES)}
-    batched = NciRetriever(model, [f"d{i}" for i in range(20)], ids, id_tokenizer, DecodingConfig(beam_size=5, batch_size=4))
-    single = NciRetriever(model, [f"d{i}" for i in range(20)], ids, id_tokenizer, DecodingConfig(beam_size=5, batch_size=1))
+    batched = NciRetriever(
+        model, [f"d{i}" for i in range(20)], ids, id_tokenizer, DecodingConfig(beam_size=5, batch_size=4)
+    )
+    single = NciRetriever(
+        model, [f"d{i}" for i in range(20)], ids, id_tokenizer, DecodingConfig(beam_size=5, batch_size=1)
+    )
     a, b = batched.search(queries, 5), single.search(queries, 5)
     assert {q: list(h) for q, h in a.items()} == {q: list(h) for q, h in b.items()}
     for q in queries:

@@ -85,12 +85,18 @@ def test_bf16_precision_gives_fp32_vectors_close_to_fp32(name, tiny_bert, tokeni
     corpus = SegmentedCorpus.build(tokenizer, ["a", "b", "c"], TEXTS, 16, segments)
     encoded = {}
     for precision in ("fp32", "bf16"):
-        config = MODELS[name].config_class(segment_length=16, max_segments=segments, max_query_length=8, precision=precision)
+        config = MODELS[name].config_class(
+            segment_length=16, max_segments=segments, max_query_length=8, precision=precision
+        )
         model = MODELS[name](config, tiny_bert, tokenizer)
         vectors, _ = model.encode_corpus(corpus, progress=False)
         encoded[precision] = np.concatenate([vectors, model.encode_queries(["a query", "another query"])])
     assert encoded["bf16"].dtype == np.float32
-    cosine = (encoded["bf16"] * encoded["fp32"]).sum(1) / np.linalg.norm(encoded["bf16"], axis=1) / np.linalg.norm(encoded["fp32"], axis=1)
+    cosine = (
+        (encoded["bf16"] * encoded["fp32"]).sum(1)
+        / np.linalg.norm(encoded["bf16"], axis=1)
+        / np.linalg.norm(encoded["fp32"], axis=1)
+    )
     assert cosine.min() > 0.99 and not np.array_equal(encoded["bf16"], encoded["fp32"])
     q, docs, _ = model(model.query_inputs(["a query"]), model.doc_inputs(corpus.segments))
     assert q.dtype == docs.dtype == torch.float32

@@ -23,7 +23,9 @@ MODELS = {
 
 def make(name, tiny_bert, tokenizer, **kw):
     cls, config = MODELS[name]
-    return cls(config(**{"segment_length": 16, "max_segments": 3, "max_query_length": 8, **kw}), tiny_bert, tokenizer).eval()
+    return cls(
+        config(**{"segment_length": 16, "max_segments": 3, "max_query_length": 8, **kw}), tiny_bert, tokenizer
+    ).eval()
 
 
 def corpus(tokenizer):
@@ -49,12 +51,17 @@ def test_pretrained_weights_reach_both_stacks():
     fresh, _ = load_backbone("minilm")
     model = Longtriever(LongtrieverConfig(segment_length=32, max_segments=2), bert, tokenizer)
     for i, original in enumerate(fresh.encoder.layer):
-        for (name, want), (_, intra), (_, inter) in zip(original.state_dict().items(),
-                                                        model.backbone.encoder.layer[i].state_dict().items(),
-                                                        model.inter_layers[i].state_dict().items()):
+        for (name, want), (_, intra), (_, inter) in zip(
+            original.state_dict().items(),
+            model.backbone.encoder.layer[i].state_dict().items(),
+            model.inter_layers[i].state_dict().items(),
+        ):
             assert torch.equal(intra, want), f"intra layer {i} {name}"
             assert torch.equal(inter, want), f"inter layer {i} {name}"
-    assert model.inter_layers[0].attention.self.query.weight.data_ptr() != bert.encoder.layer[0].attention.self.query.weight.data_ptr()
+    assert (
+        model.inter_layers[0].attention.self.query.weight.data_ptr()
+        != bert.encoder.layer[0].attention.self.query.weight.data_ptr()
+    )
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -84,8 +91,9 @@ def test_padded_blocks_are_masked_in_longtriever(tiny_bert, tokenizer):
 def test_exchange_lets_tokens_see_other_blocks(tiny_bert, tokenizer):
     """Changing block 2 changes the token states of block 1 with the inter-block encoder, not without."""
     torch.manual_seed(0)
-    sharp = BertModel(tiny_bert.config.__class__(**{**tiny_bert.config.to_dict(), "initializer_range": 0.3}),
-                      add_pooling_layer=False).eval()  # std 0.02 attends almost uniformly: too weak a signal
+    sharp = BertModel(
+        tiny_bert.config.__class__(**{**tiny_bert.config.to_dict(), "initializer_range": 0.3}), add_pooling_layer=False
+    ).eval()  # std 0.02 attends almost uniformly: too weak a signal
     ids = tokenizer("one two three four five six seven", add_special_tokens=False)["input_ids"]
     other = tokenizer("completely different words here now", add_special_tokens=False)["input_ids"]
     for name, coupled in [("Longtriever", True), ("Longtriever-V", False), ("Hi-Transformer", True)]:

@@ -7,11 +7,16 @@ from longdoc.seeding import seeded
 from longdoc.text import SegmentedCorpus
 from longdoc.train.pretrain import PretrainConfig, pretrain_encoder
 
-TEXTS = ["the quick brown fox jumps over the lazy dog " * 8, "man pages describe system calls and library functions " * 5]
+TEXTS = [
+    "the quick brown fox jumps over the lazy dog " * 8,
+    "man pages describe system calls and library functions " * 5,
+]
 
 
 def encoder(tiny_bert, tokenizer, **kw):
-    return Longtriever(LongtrieverConfig(segment_length=24, max_segments=3, max_query_length=8, **kw), tiny_bert, tokenizer)
+    return Longtriever(
+        LongtrieverConfig(segment_length=24, max_segments=3, max_query_length=8, **kw), tiny_bert, tokenizer
+    )
 
 
 def test_decoder_follows_its_mask(tiny_bert):
@@ -55,7 +60,9 @@ def test_bf16_losses_are_fp32_and_close_to_fp32_losses(tiny_bert, tokenizer):
 def test_pretraining_loss_decreases(precision, tiny_bert, tokenizer):
     corpus = SegmentedCorpus.build(tokenizer, ["a", "b"], TEXTS, 24, 3)
     task = LongtrieverPretraining(encoder(tiny_bert, tokenizer, precision=precision))
-    result = pretrain_encoder(task, corpus, PretrainConfig(epochs=30, batch_size=2, learning_rate=3e-3, warmup_ratio=0.0), progress=False)
+    result = pretrain_encoder(
+        task, corpus, PretrainConfig(epochs=30, batch_size=2, learning_rate=3e-3, warmup_ratio=0.0), progress=False
+    )
     losses = [r["loss"] for r in result.history]
     assert len(losses) == 30
     assert sum(losses[-5:]) / 5 < 0.85 * sum(losses[:5]) / 5
@@ -87,8 +94,12 @@ def test_head_warmup_trains_the_head_and_decoder_with_the_encoder_frozen(tiny_be
     with seeded(0):
         task2 = LongtrieverPretraining(encoder(tiny_bert_copy(tiny_bert), tokenizer))
     start = {k: v.clone() for k, v in task2.state_dict().items()}
-    pretrain_encoder(task2, corpus, PretrainConfig(steps=1, batch_size=2, head_warmup_steps=3, warmup_ratio=0.0,
-                                                      learning_rate=0.0), progress=False)
+    pretrain_encoder(
+        task2,
+        corpus,
+        PretrainConfig(steps=1, batch_size=2, head_warmup_steps=3, warmup_ratio=0.0, learning_rate=0.0),
+        progress=False,
+    )
     moved = {k for k, v in task2.state_dict().items() if not torch.equal(v, start[k])}
     assert moved and all(k.startswith(("head.", "decoder.")) for k in moved), moved  # lr 0 in the full phase
     assert all(p.requires_grad for p in task2.parameters())

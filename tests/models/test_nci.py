@@ -15,8 +15,14 @@ def identifiers():
 
 def build(tiny_bert, tokenizer, id_tokenizer, seed=0, **changes):
     torch.manual_seed(seed)
-    fields = dict(backbone="tiny", vocab_size=id_tokenizer.vocab_size, max_id_length=id_tokenizer.depth + 1,
-                  decoder_layers=1, adaptor_layers=2, adaptor_rank=3)
+    fields = dict(
+        backbone="tiny",
+        vocab_size=id_tokenizer.vocab_size,
+        max_id_length=id_tokenizer.depth + 1,
+        decoder_layers=1,
+        adaptor_layers=2,
+        adaptor_rank=3,
+    )
     config = NciConfig(**(fields | changes))
     return NciModel.build(config, tiny_bert, tokenizer).eval()
 
@@ -35,20 +41,26 @@ def test_zero_adaptor_layers_is_the_plain_decoder(tiny_bert, tokenizer, identifi
     inputs, decoder_inputs, _ = batch(model, id_tokenizer, ids)
     with torch.no_grad():
         memory = model.encode(inputs["input_ids"], inputs["attention_mask"])
-        hidden = model.decoder_hidden(model.embedding(decoder_inputs), model.project_memory(memory, inputs["attention_mask"]))
+        hidden = model.decoder_hidden(
+            model.embedding(decoder_inputs), model.project_memory(memory, inputs["attention_mask"])
+        )
         logits = model(**inputs, decoder_input_ids=decoder_inputs).logits
     torch.testing.assert_close(logits, hidden @ model.embedding.weight.T)
 
 
-def test_a_new_pawa_decoder_starts_as_the_plain_decoder_and_then_depends_on_the_prefix(tiny_bert, tokenizer, identifiers):
+def test_a_new_pawa_decoder_starts_as_the_plain_decoder_and_then_depends_on_the_prefix(
+    tiny_bert, tokenizer, identifiers
+):
     ids, id_tokenizer = identifiers
     pawa = build(tiny_bert, tokenizer, id_tokenizer, adaptor_layers=2)
     plain = build(tiny_bert, tokenizer, id_tokenizer, adaptor_layers=0)
     plain.load_state_dict({k: v for k, v in pawa.state_dict().items() if not k.startswith("adaptor.")})
     inputs, decoder_inputs, _ = batch(pawa, id_tokenizer, ids)
     with torch.no_grad():
-        torch.testing.assert_close(pawa(**inputs, decoder_input_ids=decoder_inputs).logits,
-                                   plain(**inputs, decoder_input_ids=decoder_inputs).logits)
+        torch.testing.assert_close(
+            pawa(**inputs, decoder_input_ids=decoder_inputs).logits,
+            plain(**inputs, decoder_input_ids=decoder_inputs).logits,
+        )
         torch.nn.init.normal_(pawa.adaptor.to_v.weight, std=0.1)
         adapted = pawa(**inputs, decoder_input_ids=decoder_inputs).logits
         # step t's adapted weights depend on the prefix: change the token before the last step only
@@ -77,7 +89,9 @@ def test_teacher_forcing_equals_step_by_step_decoding(tiny_bert, tokenizer, iden
     with torch.no_grad():
         full = model(**inputs, decoder_input_ids=decoder_inputs).logits
         for t in range(1, decoder_inputs.shape[1] + 1):
-            torch.testing.assert_close(model(**inputs, decoder_input_ids=decoder_inputs[:, :t]).logits[:, -1], full[:, t - 1])
+            torch.testing.assert_close(
+                model(**inputs, decoder_input_ids=decoder_inputs[:, :t]).logits[:, -1], full[:, t - 1]
+            )
 
 
 def test_bad_config_is_refused():

@@ -17,8 +17,18 @@ def documents(tokenizer, counts=(1, 3, 2), seed=0):
     """Token segments of documents with ``counts`` segments each (ragged)."""
     ids = [tokenizer.convert_tokens_to_ids(w) for w in WORDS]
     generator = torch.Generator().manual_seed(seed)
-    return [[[ids[int(i)] for i in torch.randint(len(ids), (int(torch.randint(3, 9, (1,), generator=generator)),), generator=generator)]
-             for _ in range(n)] for n in counts]
+    return [
+        [
+            [
+                ids[int(i)]
+                for i in torch.randint(
+                    len(ids), (int(torch.randint(3, 9, (1,), generator=generator)),), generator=generator
+                )
+            ]
+            for _ in range(n)
+        ]
+        for n in counts
+    ]
 
 
 def sedr(tiny_bert, tokenizer, zero_order=True, **changes):
@@ -35,7 +45,9 @@ def test_without_interaction_and_a_zero_segment_embedding_each_segment_is_maxp(t
     maxp = MaxP(EncoderConfig(segment_length=12, max_segments=3), copy.deepcopy(tiny_bert), tokenizer).eval()
     batch = model.doc_inputs(documents(tokenizer))
     torch.testing.assert_close(model.segment_states(batch)[:, 0], maxp.encode_segments(batch), rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(model.encode_segments(batch), maxp.encode_segments(batch), rtol=1e-5, atol=1e-5)  # W = I, b = 0
+    torch.testing.assert_close(
+        model.encode_segments(batch), maxp.encode_segments(batch), rtol=1e-5, atol=1e-5
+    )  # W = I, b = 0
     query = model.query_inputs(["kernel signal"])
     ids, mask = query["input_ids"], query["attention_mask"]
     torch.testing.assert_close(model.embed(ids, mask), maxp.embed(ids, mask), rtol=1e-5, atol=1e-5)
@@ -65,7 +77,11 @@ def test_the_batched_interaction_equals_one_document_at_a_time(tiny_bert, tokeni
             for i in range(len(doc)):
                 real = batch.attention_mask[i].bool()
                 own = hidden[i : i + 1, real]
-                context = torch.stack([hidden[j, 0] for j in range(len(doc)) if j != i]).unsqueeze(0) if len(doc) > 1 else own[:, :0]
+                context = (
+                    torch.stack([hidden[j, 0] for j in range(len(doc)) if j != i]).unsqueeze(0)
+                    if len(doc) > 1
+                    else own[:, :0]
+                )
                 out = layer_with_context(layer, own, torch.cat([own, context], 1), None)
                 rows.append(torch.nn.functional.pad(out, (0, 0, 0, hidden.shape[1] - out.shape[1])))
             hidden = torch.cat(rows)
@@ -84,8 +100,9 @@ def test_segments_see_their_own_document_only(tiny_bert, tokenizer):
     assert not torch.allclose(before[0], after[0], atol=1e-6)  # segment 1 of document 0 reads segment 3's [CLS]
     torch.testing.assert_close(before[3:], after[3:])  # document 1 is untouched
     plain = sedr(tiny_bert, tokenizer, interaction="none")
-    torch.testing.assert_close(plain.encode_segments(plain.doc_inputs(docs))[:2],
-                               plain.encode_segments(plain.doc_inputs(changed))[:2])  # SeDR-MaxP: independent
+    torch.testing.assert_close(
+        plain.encode_segments(plain.doc_inputs(docs))[:2], plain.encode_segments(plain.doc_inputs(changed))[:2]
+    )  # SeDR-MaxP: independent
 
 
 def test_other_segments_index_the_same_document_in_order(tokenizer, tiny_bert):
@@ -100,7 +117,9 @@ def test_the_variant_parameter_changes_the_module_and_survives_a_save(tiny_bert,
     model = sedr(tiny_bert, tokenizer)
     batch = model.doc_inputs(documents(tokenizer))
     with torch.no_grad():
-        assert not torch.allclose(model.encode_segments(batch), sedr(tiny_bert, tokenizer, interaction="none").encode_segments(batch))
+        assert not torch.allclose(
+            model.encode_segments(batch), sedr(tiny_bert, tokenizer, interaction="none").encode_segments(batch)
+        )
         model.segment_embedding.weight.normal_()
     model.save(tmp_path / "sedr")
     loaded = SeDR.load(tmp_path / "sedr").eval()

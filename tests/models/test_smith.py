@@ -8,8 +8,11 @@ from longdoc.losses.sentence_block import sentence_block_loss
 from longdoc.models.han import HAN, HanConfig
 from longdoc.models.smith import COMBINE_MODES, Smith, SmithConfig, SmithPretraining, sample_masked_blocks
 
-DOCS = [[[2001, 2002, 2003]], [[2004, 2005], [2006, 2007, 2008, 2009], [2010]],
-        [[2011], [2012, 2013], [2014, 2015, 2016], [2017, 2018]]]  # 1, 3 and 4 blocks
+DOCS = [
+    [[2001, 2002, 2003]],
+    [[2004, 2005], [2006, 2007, 2008, 2009], [2010]],
+    [[2011], [2012, 2013], [2014, 2015, 2016], [2017, 2018]],
+]  # 1, 3 and 4 blocks
 
 
 def smith(backbone, **changes) -> Smith:
@@ -65,7 +68,9 @@ def test_sentence_layers_take_the_first_backbone_layers_and_survive_saving(tiny_
     full = smith(tiny_backbone)
     model = smith(tiny_backbone, sentence_layers=1)
     assert len(model.backbone.encoder.layer) == 1
-    assert torch.equal(model.backbone.encoder.layer[0].output.dense.weight, full.backbone.encoder.layer[0].output.dense.weight)
+    assert torch.equal(
+        model.backbone.encoder.layer[0].output.dense.weight, full.backbone.encoder.layer[0].output.dense.weight
+    )
     model.save(tmp_path / "m")
     loaded = Smith.load(tmp_path / "m").eval()
     batch = model.doc_inputs(DOCS)

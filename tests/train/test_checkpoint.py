@@ -74,8 +74,13 @@ def run_child(tmp_path: Path, name: str, kill_at: int, cache_size: int) -> subpr
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     env = {**os.environ, "LONGDOC_PROGRESS": "off", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(script), str(state), str(tmp_path / f"{name}.pt"), str(kill_at), str(cache_size)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(script), str(state), str(tmp_path / f"{name}.pt"), str(kill_at), str(cache_size)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
@@ -125,7 +130,9 @@ def test_pretraining_resumes_in_either_phase_to_the_same_weights(tmp_path, tiny_
 
     def fresh_task():
         with seeded(1):
-            return LongtrieverPretraining(Longtriever(LongtrieverConfig(segment_length=24, max_segments=3), copy.deepcopy(tiny_bert), tokenizer))
+            return LongtrieverPretraining(
+                Longtriever(LongtrieverConfig(segment_length=24, max_segments=3), copy.deepcopy(tiny_bert), tokenizer)
+            )
 
     straight = fresh_task()
     expected = pretrain_encoder(straight, corpus, config, progress=False)

@@ -51,7 +51,9 @@ def cache_worker(rank, world, init_file, out_file):
     from longdoc.losses.late_cache import LateCacheNegatives
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
-    torch.save(two_cached_steps(rank, world, LateCacheNegatives(BATCH, lambda q: set(), maxp_scores)), f"{out_file}.{rank}")
+    torch.save(
+        two_cached_steps(rank, world, LateCacheNegatives(BATCH, lambda q: set(), maxp_scores)), f"{out_file}.{rank}"
+    )
     dist.destroy_process_group()
 
 
@@ -65,8 +67,18 @@ def two_cached_steps(rank, world, late):
         if world > 1:
             q, d = gather_with_grad(q), gather_with_grad(d)
         ids = [f"s{step}q{i}" for i in range(BATCH)]
-        loss = late(q, d, torch.ones(BATCH, 2, dtype=torch.bool), torch.arange(BATCH), ids,
-                    torch.arange(BATCH) + step * BATCH, torch.arange(BATCH)) * world
+        loss = (
+            late(
+                q,
+                d,
+                torch.ones(BATCH, 2, dtype=torch.bool),
+                torch.arange(BATCH),
+                ids,
+                torch.arange(BATCH) + step * BATCH,
+                torch.arange(BATCH),
+            )
+            * world
+        )
         weight.grad = None
         loss.backward()
     if world > 1:

@@ -36,8 +36,9 @@ def test_training_lowers_the_loss(name, precision, tiny_bert_with, tokenizer):
 
     corpus, queries, qrels = toy_data(tokenizer)
     model_class = MODELS[name]
-    config = model_class.config_class(segment_length=16, max_segments=2, max_query_length=8, pooling="mean",
-                                      precision=precision)
+    config = model_class.config_class(
+        segment_length=16, max_segments=2, max_query_length=8, pooling="mean", precision=precision
+    )
     no_dropout = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
     tiny_bert = tiny_bert_with(**no_dropout, **({} if name == "MaxP" else {"initializer_range": 0.2}))
     model = model_class(config, tiny_bert, tokenizer)
@@ -63,7 +64,9 @@ def test_selection_keeps_the_dev_best_checkpoint(tiny_bert, tokenizer):
         steps.append(step)
         return next(dev_values)
 
-    config = TrainConfig(steps=9, batch_size=4, hard_negatives=0, learning_rate=1e-3, warmup_ratio=0.0, eval_every=2, seed=0)
+    config = TrainConfig(
+        steps=9, batch_size=4, hard_negatives=0, learning_rate=1e-3, warmup_ratio=0.0, eval_every=2, seed=0
+    )
     result = train_biencoder(model, queries, qrels, corpus, {}, config, dev_eval=dev_eval, progress=False)
     assert steps == [2, 4, 6, 8, 9] and [h["step"] for h in result.history] == steps
     assert result.best_step == 4 and result.best_dev == 0.9
@@ -76,8 +79,9 @@ def test_selection_keeps_the_dev_best_checkpoint(tiny_bert, tokenizer):
 def test_without_dev_the_model_keeps_its_last_weights(tiny_bert, tokenizer):
     corpus, queries, qrels = toy_data(tokenizer)
     model = MaxP(EncoderConfig(segment_length=16, max_segments=2, max_query_length=8), tiny_bert, tokenizer)
-    result = train_biencoder(model, queries, qrels, corpus, {}, TrainConfig(epochs=2, batch_size=4, hard_negatives=0),
-                             progress=False)
+    result = train_biencoder(
+        model, queries, qrels, corpus, {}, TrainConfig(epochs=2, batch_size=4, hard_negatives=0), progress=False
+    )
     assert result.best_step == 4 and [h["step"] for h in result.history] == [2, 4]  # one record per pass
 
 
@@ -100,13 +104,26 @@ def test_late_cache_negatives_train_and_join_the_loss_from_the_second_step(tiny_
     negatives = {q: [d for d in corpus.doc_ids if d not in qrels[q]] for q in qrels}
     histories = {}
     for cache in (0, 6):
-        model = MaxP(EncoderConfig(segment_length=16, max_segments=2, max_query_length=8, pooling="mean"),
-                     tiny_bert_with(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), tokenizer)
+        model = MaxP(
+            EncoderConfig(segment_length=16, max_segments=2, max_query_length=8, pooling="mean"),
+            tiny_bert_with(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+            tokenizer,
+        )
         before = full_batch_loss(model, corpus, queries)
-        config = TrainConfig(steps=12, batch_size=2, hard_negatives=1, learning_rate=2e-3, warmup_ratio=0.0, seed=0,
-                             eval_every=1, cache_size=cache)
-        histories[cache] = [h["train_loss"] for h in train_biencoder(model, queries, qrels, corpus, negatives, config,
-                                                                    progress=False).history]
+        config = TrainConfig(
+            steps=12,
+            batch_size=2,
+            hard_negatives=1,
+            learning_rate=2e-3,
+            warmup_ratio=0.0,
+            seed=0,
+            eval_every=1,
+            cache_size=cache,
+        )
+        histories[cache] = [
+            h["train_loss"]
+            for h in train_biencoder(model, queries, qrels, corpus, negatives, config, progress=False).history
+        ]
         assert full_batch_loss(model, corpus, queries) < before
     assert histories[0][0] == pytest.approx(histories[6][0], rel=1e-6)
     assert histories[0][1] != pytest.approx(histories[6][1], rel=1e-3)

@@ -20,11 +20,28 @@ def test_nci_memorises_a_tiny_corpus(tiny_bert, tokenizer, alpha):
     ids = random_ids(len(TOPICS), k=2, c=3, seed=0)
     id_tokenizer = IdTokenizer.fit(ids)
     torch.manual_seed(0)
-    model = NciModel.build(NciConfig(backbone="tiny", vocab_size=id_tokenizer.vocab_size, max_id_length=id_tokenizer.depth + 1,
-                                     decoder_layers=1, adaptor_layers=1, adaptor_rank=2), tiny_bert, tokenizer)
+    model = NciModel.build(
+        NciConfig(
+            backbone="tiny",
+            vocab_size=id_tokenizer.vocab_size,
+            max_id_length=id_tokenizer.depth + 1,
+            decoder_layers=1,
+            adaptor_layers=1,
+            adaptor_rank=2,
+        ),
+        tiny_bert,
+        tokenizer,
+    )
     examples = [(f"what is a {topic}", number) for number, topic in enumerate(TOPICS)]
-    config = NciTrainConfig(steps=90, batch_size=4, encoder_learning_rate=1e-3, decoder_learning_rate=3e-3, alpha=alpha,
-                            eval_every=30, warmup_ratio=0.0)
+    config = NciTrainConfig(
+        steps=90,
+        batch_size=4,
+        encoder_learning_rate=1e-3,
+        decoder_learning_rate=3e-3,
+        alpha=alpha,
+        eval_every=30,
+        warmup_ratio=0.0,
+    )
     result = train_nci(model, examples, [id_tokenizer.encode(i) for i in ids], config, progress=False)
     losses = [h["train_loss"] for h in result.history]
     assert losses[-1] < losses[0] / 2
@@ -34,6 +51,8 @@ def test_nci_memorises_a_tiny_corpus(tiny_bert, tokenizer, alpha):
 
 
 def test_examples_outside_the_identifiers_are_refused(tiny_bert, tokenizer):
-    model = NciModel.build(NciConfig(backbone="tiny", vocab_size=8, max_id_length=3, decoder_layers=1), tiny_bert, tokenizer)
+    model = NciModel.build(
+        NciConfig(backbone="tiny", vocab_size=8, max_id_length=3, decoder_layers=1), tiny_bert, tokenizer
+    )
     with pytest.raises(ValueError, match="outside"):
         train_nci(model, [("q", 5)], [[2, 1]], NciTrainConfig(steps=1), progress=False)

@@ -54,8 +54,9 @@ def _interval(values: np.ndarray, samples: int, seed: int) -> tuple[float, float
     return float(low), float(high)
 
 
-def bucket_scores(per_query: dict[str, list[dict[str, float]]], buckets: pd.Series, samples: int = 10_000,
-                  seed: int = 0) -> pd.DataFrame:
+def bucket_scores(
+    per_query: dict[str, list[dict[str, float]]], buckets: pd.Series, samples: int = 10_000, seed: int = 0
+) -> pd.DataFrame:
     """One row per (system, bucket): queries, mean score and its 95% bootstrap interval over queries.
     ``per_query``: system → one dict of per-query scores per seed."""
     order = list(dict.fromkeys(buckets.sort_values(key=lambda s: s.str.split("–").str[0].astype(int))))
@@ -65,8 +66,16 @@ def bucket_scores(per_query: dict[str, list[dict[str, float]]], buckets: pd.Seri
         for bucket in order:
             values = scores[buckets.index[buckets == bucket]].to_numpy()
             low, high = _interval(values, samples, seed)
-            rows.append({"system": system, "bucket": bucket, "queries": len(values), "mean": float(values.mean()),
-                         "95% CI low": low, "95% CI high": high})
+            rows.append(
+                {
+                    "system": system,
+                    "bucket": bucket,
+                    "queries": len(values),
+                    "mean": float(values.mean()),
+                    "95% CI low": low,
+                    "95% CI high": high,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -75,15 +84,25 @@ def bucket_gains(a: list[dict[str, float]], b: list[dict[str, float]], buckets: 
     rows = []
     for bucket in dict.fromkeys(buckets.sort_values(key=lambda s: s.str.split("–").str[0].astype(int))):
         members = set(buckets.index[buckets == bucket])
-        stats = seed_query_bootstrap([{q: v for q, v in s.items() if q in members} for s in a],
-                                     [{q: v for q, v in s.items() if q in members} for s in b])
-        rows.append({"bucket": bucket, "queries": len(members), "Δ": stats["mean_difference"],
-                     "95% CI low": stats["ci_low"], "95% CI high": stats["ci_high"]})
+        stats = seed_query_bootstrap(
+            [{q: v for q, v in s.items() if q in members} for s in a],
+            [{q: v for q, v in s.items() if q in members} for s in b],
+        )
+        rows.append(
+            {
+                "bucket": bucket,
+                "queries": len(members),
+                "Δ": stats["mean_difference"],
+                "95% CI low": stats["ci_low"],
+                "95% CI high": stats["ci_high"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def gain_growth(a: list[dict[str, float]], b: list[dict[str, float]], buckets: pd.Series, samples: int = 10_000,
-                seed: int = 0) -> dict[str, float]:
+def gain_growth(
+    a: list[dict[str, float]], b: list[dict[str, float]], buckets: pd.Series, samples: int = 10_000, seed: int = 0
+) -> dict[str, float]:
     """(a − b on the longest bucket) − (a − b on the shortest), seed-averaged per query, with a 95%
     interval resampling each bucket's queries independently."""
     order = list(dict.fromkeys(buckets.sort_values(key=lambda s: s.str.split("–").str[0].astype(int))))
@@ -93,9 +112,16 @@ def gain_growth(a: list[dict[str, float]], b: list[dict[str, float]], buckets: p
     short = gain[buckets.index[buckets == order[0]]].to_numpy()
     long = gain[buckets.index[buckets == order[-1]]].to_numpy()
     rng = np.random.default_rng(seed)
-    draws = (long[rng.integers(0, len(long), size=(samples, len(long)))].mean(axis=1)
-             - short[rng.integers(0, len(short), size=(samples, len(short)))].mean(axis=1))
+    draws = long[rng.integers(0, len(long), size=(samples, len(long)))].mean(axis=1) - short[
+        rng.integers(0, len(short), size=(samples, len(short)))
+    ].mean(axis=1)
     low, high = np.quantile(draws, [0.025, 0.975])
-    return {"shortest": order[0], "longest": order[-1], "gain on shortest": float(short.mean()),
-            "gain on longest": float(long.mean()), "growth": float(long.mean() - short.mean()),
-            "95% CI low": float(low), "95% CI high": float(high)}
+    return {
+        "shortest": order[0],
+        "longest": order[-1],
+        "gain on shortest": float(short.mean()),
+        "gain on longest": float(long.mean()),
+        "growth": float(long.mean() - short.mean()),
+        "95% CI low": float(low),
+        "95% CI high": float(high),
+    }

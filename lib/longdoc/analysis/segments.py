@@ -59,8 +59,12 @@ def between_document_cosine(vectors: np.ndarray, owners: np.ndarray, pairs: int 
 def segment_spread(vectors: np.ndarray, owners: np.ndarray) -> dict[str, float]:
     within, between = within_document_cosine(vectors, owners), between_document_cosine(vectors, owners)
     counts = np.bincount(owners)
-    return {"within-document cosine": within, "between-document cosine": between, "gap": within - between,
-            "documents with ≥ 2 segments": int((counts >= 2).sum())}
+    return {
+        "within-document cosine": within,
+        "between-document cosine": between,
+        "gap": within - between,
+        "documents with ≥ 2 segments": int((counts >= 2).sum()),
+    }
 
 
 def tsne_points(query: np.ndarray, vectors: np.ndarray, seed: int = 0) -> np.ndarray:
@@ -69,7 +73,9 @@ def tsne_points(query: np.ndarray, vectors: np.ndarray, seed: int = 0) -> np.nda
 
     points = np.vstack([query[None, :], vectors])
     perplexity = float(min(30, max(2, (len(points) - 1) // 3)))
-    return TSNE(n_components=2, perplexity=perplexity, metric="cosine", init="pca", random_state=seed).fit_transform(points)
+    return TSNE(n_components=2, perplexity=perplexity, metric="cosine", init="pca", random_state=seed).fit_transform(
+        points
+    )
 
 
 def candidate_table(labels: dict[int, str], owners: np.ndarray) -> pd.DataFrame:

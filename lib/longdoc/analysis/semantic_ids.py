@@ -21,15 +21,17 @@ def tsne_points(embeddings: np.ndarray, seed: int = 0, perplexity: float = 30.0)
 
     perplexity = min(perplexity, max(2.0, (len(embeddings) - 1) / 3))
     return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed).fit_transform(
-        np.asarray(embeddings, dtype=np.float32))
+        np.asarray(embeddings, dtype=np.float32)
+    )
 
 
 def prefix(identifier: tuple[int, ...], digits: int) -> str:
     return "".join(str(d) if d < 10 else f"({d})" for d in identifier[:digits])
 
 
-def relevant_prefix_agreement(qrels: dict, identifiers: dict[str, tuple[int, ...]], seed: int = 0,
-                              samples: int = 20_000) -> dict[str, float]:
+def relevant_prefix_agreement(
+    qrels: dict, identifiers: dict[str, tuple[int, ...]], seed: int = 0, samples: int = 20_000
+) -> dict[str, float]:
     """Share of same-query relevant document pairs with the same first digit, and of random pairs."""
     same, pairs = 0, 0
     for judged in qrels.values():
@@ -42,17 +44,29 @@ def relevant_prefix_agreement(qrels: dict, identifiers: dict[str, tuple[int, ...
     rng = np.random.default_rng(seed)
     left, right = rng.integers(len(docs), size=samples), rng.integers(len(docs), size=samples)
     keep = left != right
-    random_same = float(np.mean([identifiers[docs[a]][0] == identifiers[docs[b]][0] for a, b in zip(left[keep], right[keep])]))
-    return {"relevant pairs": pairs, "relevant pairs sharing the first digit": same / pairs if pairs else float("nan"),
-            "random pairs sharing the first digit": random_same}
+    random_same = float(
+        np.mean([identifiers[docs[a]][0] == identifiers[docs[b]][0] for a, b in zip(left[keep], right[keep])])
+    )
+    return {
+        "relevant pairs": pairs,
+        "relevant pairs sharing the first digit": same / pairs if pairs else float("nan"),
+        "random pairs sharing the first digit": random_same,
+    }
 
 
 def _first_digits(hits: list[str], identifiers: dict[str, tuple[int, ...]]) -> set[int]:
     return {identifiers[d][0] for d in hits if d in identifiers}
 
 
-def prefix_overlap(runs: dict[str, list[str]], identifiers: dict[str, tuple[int, ...]], query_vectors: np.ndarray,
-                   qids: list[str], share: float = 0.05, seed: int = 0, samples: int = 2000) -> dict[str, float]:
+def prefix_overlap(
+    runs: dict[str, list[str]],
+    identifiers: dict[str, tuple[int, ...]],
+    query_vectors: np.ndarray,
+    qids: list[str],
+    share: float = 0.05,
+    seed: int = 0,
+    samples: int = 2000,
+) -> dict[str, float]:
     """Mean Jaccard overlap of the first digits of two queries' retrieved documents (``runs``: the top
     documents per query) for the ``share`` most similar query pairs (cosine of ``query_vectors``)
     against the ``share`` least similar ones, with a 95% bootstrap interval of the difference."""
@@ -70,12 +84,19 @@ def prefix_overlap(runs: dict[str, list[str]], identifiers: dict[str, tuple[int,
     similar = np.array([jaccard(rows[i], cols[i]) for i in order[-n:]])
     dissimilar = np.array([jaccard(rows[i], cols[i]) for i in order[:n]])
     rng = np.random.default_rng(seed)
-    differences = [rng.choice(similar, len(similar)).mean() - rng.choice(dissimilar, len(dissimilar)).mean()
-                   for _ in range(samples)]
+    differences = [
+        rng.choice(similar, len(similar)).mean() - rng.choice(dissimilar, len(dissimilar)).mean()
+        for _ in range(samples)
+    ]
     low, high = np.percentile(differences, [2.5, 97.5])
-    return {"pairs per group": n, "similar pairs: mean overlap": float(similar.mean()),
-            "dissimilar pairs: mean overlap": float(dissimilar.mean()),
-            "difference": float(similar.mean() - dissimilar.mean()), "95% CI low": float(low), "95% CI high": float(high)}
+    return {
+        "pairs per group": n,
+        "similar pairs: mean overlap": float(similar.mean()),
+        "dissimilar pairs: mean overlap": float(dissimilar.mean()),
+        "difference": float(similar.mean() - dissimilar.mean()),
+        "95% CI low": float(low),
+        "95% CI high": float(high),
+    }
 
 
 def query_groups(query_vectors: np.ndarray, qids: list[str]) -> dict[str, list[str]]:
@@ -93,8 +114,9 @@ def query_groups(query_vectors: np.ndarray, qids: list[str]) -> dict[str, list[s
     return {"A": [qids[a1], qids[a2]], "B": [qids[candidates[b1]], qids[candidates[b2]]]}
 
 
-def retrieved_prefixes(hits: list[tuple[str, float]], identifiers: dict[str, tuple[int, ...]], digits: int,
-                       length_penalty: float) -> pd.DataFrame:
+def retrieved_prefixes(
+    hits: list[tuple[str, float]], identifiers: dict[str, tuple[int, ...]], digits: int, length_penalty: float
+) -> pd.DataFrame:
     """A query's retrieved documents with their identifier prefixes and sequence probabilities
     (the beam score times length^penalty is the summed log-probability)."""
     rows = []
@@ -102,6 +124,11 @@ def retrieved_prefixes(hits: list[tuple[str, float]], identifiers: dict[str, tup
         identifier = identifiers.get(doc)
         if identifier is None:
             continue
-        rows.append({"document": doc, "prefix": prefix(identifier, digits),
-                     "probability": float(np.exp(score * (len(identifier) + 1) ** length_penalty))})
+        rows.append(
+            {
+                "document": doc,
+                "prefix": prefix(identifier, digits),
+                "probability": float(np.exp(score * (len(identifier) + 1) ** length_penalty)),
+            }
+        )
     return pd.DataFrame(rows)

@@ -77,9 +77,14 @@ class Shape:
 def _bert_config(shape: Shape, positions: int):
     from transformers import BertConfig
 
-    return BertConfig(hidden_size=shape.hidden, num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
-                      intermediate_size=4 * shape.hidden, max_position_embeddings=positions,
-                      attn_implementation=shape.attention)
+    return BertConfig(
+        hidden_size=shape.hidden,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        intermediate_size=4 * shape.hidden,
+        max_position_embeddings=positions,
+        attn_implementation=shape.attention,
+    )
 
 
 def build(shape: Shape, device: torch.device):
@@ -99,9 +104,14 @@ def _build(shape: Shape):
     if shape.model == "Longformer":
         from transformers import LongformerConfig, LongformerModel
 
-        config = LongformerConfig(**{k: v for k, v in _bert_config(shape, shape.length + 2).to_dict().items()
-                                     if k not in ("model_type", "architectures", "transformers_version")},
-                                  attention_window=shape.block_size)
+        config = LongformerConfig(
+            **{
+                k: v
+                for k, v in _bert_config(shape, shape.length + 2).to_dict().items()
+                if k not in ("model_type", "architectures", "transformers_version")
+            },
+            attention_window=shape.block_size,
+        )
         model = LongformerModel(config, add_pooling_layer=False)
         global_mask = torch.zeros_like(ids)
         global_mask[:, 0] = 1  # [CLS] attends globally, as for retrieval
@@ -109,16 +119,29 @@ def _build(shape: Shape):
     if shape.model == "BigBird":
         from transformers import BigBirdConfig, BigBirdModel
 
-        config = BigBirdConfig(hidden_size=shape.hidden, num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
-                               intermediate_size=4 * shape.hidden, max_position_embeddings=shape.length,
-                               attention_type="block_sparse", block_size=BIGBIRD_BLOCK, num_random_blocks=BIGBIRD_RANDOM_BLOCKS)
+        config = BigBirdConfig(
+            hidden_size=shape.hidden,
+            num_hidden_layers=shape.layers,
+            num_attention_heads=shape.heads,
+            intermediate_size=4 * shape.hidden,
+            max_position_embeddings=shape.length,
+            attention_type="block_sparse",
+            block_size=BIGBIRD_BLOCK,
+            num_random_blocks=BIGBIRD_RANDOM_BLOCKS,
+        )
         model = BigBirdModel(config, add_pooling_layer=False)
         return model, lambda: model(input_ids=ids)
     if shape.model == "XLNet":
         from transformers import XLNetConfig, XLNetModel
 
-        config = XLNetConfig(d_model=shape.hidden, n_layer=shape.layers, n_head=shape.heads, d_inner=4 * shape.hidden,
-                             mem_len=shape.block_size, use_mems_eval=True)
+        config = XLNetConfig(
+            d_model=shape.hidden,
+            n_layer=shape.layers,
+            n_head=shape.heads,
+            d_inner=4 * shape.hidden,
+            mem_len=shape.block_size,
+            use_mems_eval=True,
+        )
         model = XLNetModel(config)
         blocks = ids.view(shape.batch, shape.length // shape.block_size, shape.block_size) % config.vocab_size
 
@@ -141,14 +164,24 @@ def _build(shape: Shape):
     tokenizer = load_tokenizer()  # the bert-base-uncased vocabulary (its special token ids)
     blocks = shape.length // shape.block_size
     bert = BertModel(_bert_config(shape, shape.block_size + 1), add_pooling_layer=False)
-    classes = {"PARADE": (Parade, ParadeConfig), "Hi-Transformer": (HiTransformer, EncoderConfig),
-               "Longtriever": (Longtriever, LongtrieverConfig), "SMITH": (Smith, SmithConfig)}
+    classes = {
+        "PARADE": (Parade, ParadeConfig),
+        "Hi-Transformer": (HiTransformer, EncoderConfig),
+        "Longtriever": (Longtriever, LongtrieverConfig),
+        "SMITH": (Smith, SmithConfig),
+    }
     cls, config_class = classes[shape.model]
     model = cls(config_class(segment_length=shape.block_size, max_segments=blocks), bert, tokenizer)
     rows = shape.batch * blocks
     block_ids = ids.view(rows, shape.block_size)
-    batch = DocBatch(block_ids, torch.ones_like(block_ids), torch.arange(shape.batch).repeat_interleave(blocks),
-                     torch.arange(blocks).repeat(shape.batch), shape.batch, blocks)
+    batch = DocBatch(
+        block_ids,
+        torch.ones_like(block_ids),
+        torch.arange(shape.batch).repeat_interleave(blocks),
+        torch.arange(blocks).repeat(shape.batch),
+        shape.batch,
+        blocks,
+    )
     return model, lambda: model.encode_documents(batch)
 
 
@@ -194,7 +227,10 @@ def measure_here(shape: Shape, memory: bool = True) -> dict:
     model.eval()
 
     def run() -> float:
-        with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=shape.precision == "bf16"):
+        with (
+            torch.inference_mode(),
+            torch.autocast(device.type, dtype=torch.bfloat16, enabled=shape.precision == "bf16"),
+        ):
             if cuda:
                 torch.cuda.synchronize()
             start = time.perf_counter()
@@ -220,10 +256,16 @@ def measure_here(shape: Shape, memory: bool = True) -> dict:
     elif memory:
         peak = _peak_rss_bytes()
         grown, total = max(0, peak - built) / 2**30, max(0, peak - before) / 2**30
-    row = {**asdict(shape), "device": torch.cuda.get_device_name() if cuda else "cpu",
-           "threads": torch.get_num_threads(), "time_ms": 1000 * statistics.median(times),
-           "memory_gib": grown, "total_memory_gib": total, "parameters": sum(p.numel() for p in model.parameters()),
-           "flops": counter.get_total_flops()}
+    row = {
+        **asdict(shape),
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "threads": torch.get_num_threads(),
+        "time_ms": 1000 * statistics.median(times),
+        "memory_gib": grown,
+        "total_memory_gib": total,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "flops": counter.get_total_flops(),
+    }
     row["attention used"] = bigbird_attention(shape.length) if shape.model == "BigBird" else shape.attention
     return row
 
@@ -235,7 +277,8 @@ def _count_cpu_fused_attention() -> None:
     op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
     if op not in flop_counter.flop_registry:
         flop_counter.register_flop_formula(op)(
-            lambda query, key, value, *args, out_shape=None, **kwargs: flop_counter.sdpa_flop_count(query, key, value))
+            lambda query, key, value, *args, out_shape=None, **kwargs: flop_counter.sdpa_flop_count(query, key, value)
+        )
 
 
 def flops(shape: Shape) -> int:
@@ -253,9 +296,15 @@ def flops(shape: Shape) -> int:
     return counter.get_total_flops() * shape.batch
 
 
-_PRELOAD = ["longdoc.bench.efficiency", "longdoc.models.longtriever", "longdoc.models.parade", "longdoc.models.hi_transformer",
-            "transformers.models.longformer.modeling_longformer", "transformers.models.big_bird.modeling_big_bird",
-            "transformers.models.xlnet.modeling_xlnet"]
+_PRELOAD = [
+    "longdoc.bench.efficiency",
+    "longdoc.models.longtriever",
+    "longdoc.models.parade",
+    "longdoc.models.hi_transformer",
+    "transformers.models.longformer.modeling_longformer",
+    "transformers.models.big_bird.modeling_big_bird",
+    "transformers.models.xlnet.modeling_xlnet",
+]
 
 
 def _workers() -> multiprocessing.context.BaseContext:
@@ -292,8 +341,10 @@ def measure(shape: Shape, isolate: bool = True, timeout: int = 1800) -> dict:
         status, value = receive.recv()
     except EOFError:
         worker.join()
-        raise RuntimeError(f"the worker measuring {shape} exited ({worker.exitcode}) without a result; "
-                           "a script that calls measure() needs an `if __name__ == \"__main__\":` guard") from None
+        raise RuntimeError(
+            f"the worker measuring {shape} exited ({worker.exitcode}) without a result; "
+            'a script that calls measure() needs an `if __name__ == "__main__":` guard'
+        ) from None
     finally:
         worker.kill()
         worker.join()
@@ -313,7 +364,10 @@ def measure_all(models, isolate: bool = True, progress: bool = True, **shape) ->
     grid = {k: v if isinstance(v, (list, tuple)) else [v] for k, v in shape.items()}
     combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
     jobs = [(model, combo) for combo in combos for model in models]
-    rows = [measure(Shape(model, **combo), isolate=isolate) for model, combo in tqdm(jobs, desc="measuring", disable=not progress)]
+    rows = [
+        measure(Shape(model, **combo), isolate=isolate)
+        for model, combo in tqdm(jobs, desc="measuring", disable=not progress)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -341,8 +395,9 @@ def against_reference(measured: pd.DataFrame, reference: str = "BERT-Document") 
     return out
 
 
-def efficiency_claims(table3: pd.DataFrame, curve: pd.DataFrame, paper: pd.DataFrame,
-                      floor_from: int = 1024, tolerance: float = 0.10) -> pd.DataFrame:
+def efficiency_claims(
+    table3: pd.DataFrame, curve: pd.DataFrame, paper: pd.DataFrame, floor_from: int = 1024, tolerance: float = 0.10
+) -> pd.DataFrame:
     """Table 3's claims, and the compute-floor target, judged from the measured ratios (fused
     attention rows; single measurements, the median of ``repeats`` runs each)."""
     import pandas as pd
@@ -355,25 +410,52 @@ def efficiency_claims(table3: pd.DataFrame, curve: pd.DataFrame, paper: pd.DataF
     hierarchical = sdpa.loc[list(HIERARCHICAL), "time_ms"].max()
     full = sdpa.loc[list(FULL_LENGTH), "time_ms"].min()
     rows = [
-        ("Longtriever is faster than BERT-Document", f"{paper_ratio:.2f}×", f"{lt.time_ms / bert.time_ms:.2f}×",
-         lt.time_ms < bert.time_ms),
-        ("Longtriever needs less memory than BERT-Document", f"{paper_memory:.2f}×",
-         f"{lt.memory_gib / bert.memory_gib:.2f}× (activations), {lt.total_memory_gib / bert.total_memory_gib:.2f}× (with weights)",
-         lt.memory_gib < bert.memory_gib),
-        ("the hierarchical models are faster than every full-length model", "< 700 ms vs ≈ 1,000 ms",
-         f"slowest hierarchical {hierarchical:.0f} ms vs fastest full-length {full:.0f} ms", hierarchical < full),
+        (
+            "Longtriever is faster than BERT-Document",
+            f"{paper_ratio:.2f}×",
+            f"{lt.time_ms / bert.time_ms:.2f}×",
+            lt.time_ms < bert.time_ms,
+        ),
+        (
+            "Longtriever needs less memory than BERT-Document",
+            f"{paper_memory:.2f}×",
+            f"{lt.memory_gib / bert.memory_gib:.2f}× (activations), {lt.total_memory_gib / bert.total_memory_gib:.2f}× (with weights)",
+            lt.memory_gib < bert.memory_gib,
+        ),
+        (
+            "the hierarchical models are faster than every full-length model",
+            "< 700 ms vs ≈ 1,000 ms",
+            f"slowest hierarchical {hierarchical:.0f} ms vs fastest full-length {full:.0f} ms",
+            hierarchical < full,
+        ),
     ]
     if "XLNet" in sdpa.index:
         others = sdpa.drop(index="XLNet")["time_ms"].max()
-        rows.append(("XLNet is the slowest (its recurrence runs block after block)", "2,463 ms vs ≤ 1,084 ms",
-                     f"{sdpa.loc['XLNet', 'time_ms']:.0f} ms vs ≤ {others:.0f} ms", sdpa.loc["XLNet", "time_ms"] > others))
+        rows.append(
+            (
+                "XLNet is the slowest (its recurrence runs block after block)",
+                "2,463 ms vs ≤ 1,084 ms",
+                f"{sdpa.loc['XLNet', 'time_ms']:.0f} ms vs ≤ {others:.0f} ms",
+                sdpa.loc["XLNet", "time_ms"] > others,
+            )
+        )
     ours = curve[(curve.model == "Longtriever") & (curve.attention == "sdpa") & (curve.length >= floor_from)]
     worst = ours["× floor"].max()
-    rows.append((f"(our target) Longtriever within {tolerance:.0%} of its compute floor against fused-attention "
-                 f"BERT-Document from {floor_from:,} tokens on", "—",
-                 ", ".join(f"{int(r.length)}: {r['× floor']:.2f}" for _, r in ours.iterrows()), worst <= 1 + tolerance))
-    return pd.DataFrame([{"claim": c, "paper": p, "ours": o, "verdict": "holds" if ok else "not met / reversed"}
-                         for c, p, o, ok in rows])
+    rows.append(
+        (
+            f"(our target) Longtriever within {tolerance:.0%} of its compute floor against fused-attention "
+            f"BERT-Document from {floor_from:,} tokens on",
+            "—",
+            ", ".join(f"{int(r.length)}: {r['× floor']:.2f}" for _, r in ours.iterrows()),
+            worst <= 1 + tolerance,
+        )
+    )
+    return pd.DataFrame(
+        [
+            {"claim": c, "paper": p, "ours": o, "verdict": "holds" if ok else "not met / reversed"}
+            for c, p, o, ok in rows
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -392,31 +474,91 @@ def main(argv: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
     parser.add_argument("--profile", default="paper", help="a name under notebooks/profiles/ or a YAML path")
     parser.add_argument("--precision", choices=["fp32", "bf16"], help="instead of the profile's")
-    parser.add_argument("--eager-limit-gib", type=float, default=EAGER_LIMIT_GIB,
-                        help="measure eager BERT-Document where one layer's scores fit in this (GiB)")
+    parser.add_argument(
+        "--eager-limit-gib",
+        type=float,
+        default=EAGER_LIMIT_GIB,
+        help="measure eager BERT-Document where one layer's scores fit in this (GiB)",
+    )
     parser.add_argument("--out", type=Path, help="a folder for table3.csv and growth.csv")
     args = parser.parse_args(argv)
-    profile = Path(args.profile) if args.profile.endswith(".yaml") else REPO_ROOT / "notebooks" / "profiles" / f"{args.profile}.yaml"
+    profile = (
+        Path(args.profile)
+        if args.profile.endswith(".yaml")
+        else REPO_ROOT / "notebooks" / "profiles" / f"{args.profile}.yaml"
+    )
     p = parameters_for(profile, REPO_ROOT / "notebooks" / "14_efficiency.ipynb")
-    shape = dict(hidden=p["bench_hidden"], layers=p["bench_layers"], heads=p["bench_heads"], block_size=p["block_size"],
-                 repeats=p["bench_repeats"], device=p["bench_device"], precision=args.precision or p["precision"])
+    shape = dict(
+        hidden=p["bench_hidden"],
+        layers=p["bench_layers"],
+        heads=p["bench_heads"],
+        block_size=p["block_size"],
+        repeats=p["bench_repeats"],
+        device=p["bench_device"],
+        precision=args.precision or p["precision"],
+    )
     one = dict(length=p["bench_length"], batch=p["bench_batch"], isolate=p["bench_isolate"])
-    table3 = against_reference(pd.concat([measure_all(MODELS, **one, **shape),
-                                          measure_all(["BERT-Document", "Longtriever"], **one, **shape | {"attention": "eager"})]))
+    table3 = against_reference(
+        pd.concat(
+            [
+                measure_all(MODELS, **one, **shape),
+                measure_all(["BERT-Document", "Longtriever"], **one, **shape | {"attention": "eager"}),
+            ]
+        )
+    )
     batch = p["bench_curve_batch"]
     eager = [n for n in p["bench_lengths"] if eager_fits(batch, n, p["bench_heads"], args.eager_limit_gib)]
-    curve = against_reference(pd.concat([
-        measure_all(MODELS, isolate=p["bench_isolate"], length=p["bench_lengths"], batch=batch, **shape),
-        measure_all(["BERT-Document"], isolate=p["bench_isolate"], length=eager, batch=batch, **shape | {"attention": "eager"})]))
+    curve = against_reference(
+        pd.concat(
+            [
+                measure_all(MODELS, isolate=p["bench_isolate"], length=p["bench_lengths"], batch=batch, **shape),
+                measure_all(
+                    ["BERT-Document"],
+                    isolate=p["bench_isolate"],
+                    length=eager,
+                    batch=batch,
+                    **shape | {"attention": "eager"},
+                ),
+            ]
+        )
+    )
     curve["label"] = curve.model + " (" + curve.attention + ")"
     with pd.option_context("display.width", 250, "display.max_columns", 30):
-        print(f"{table3.device.iloc[0]}, torch {torch.__version__}, {shape['precision']}, hidden {shape['hidden']}, "
-              f"{shape['layers']} layers, blocks of {shape['block_size']}, median of {shape['repeats']}")
-        print(table3[["model", "attention", "attention used", "time_ms", "memory_gib", "total_memory_gib", "flops",
-                      "time ratio", "memory ratio", "FLOP ratio", "× floor"]].round(3).to_string(index=False))
+        print(
+            f"{table3.device.iloc[0]}, torch {torch.__version__}, {shape['precision']}, hidden {shape['hidden']}, "
+            f"{shape['layers']} layers, blocks of {shape['block_size']}, median of {shape['repeats']}"
+        )
+        print(
+            table3[
+                [
+                    "model",
+                    "attention",
+                    "attention used",
+                    "time_ms",
+                    "memory_gib",
+                    "total_memory_gib",
+                    "flops",
+                    "time ratio",
+                    "memory ratio",
+                    "FLOP ratio",
+                    "× floor",
+                ]
+            ]
+            .round(3)
+            .to_string(index=False)
+        )
         for value in ("time_ms", "memory_gib"):
-            print(f"\n{value}, batch {batch}\n" + curve.pivot(index="length", columns="label", values=value).round(2).to_string())
-        print("\n× floor (sdpa)\n" + curve[curve.attention == "sdpa"].pivot(index="length", columns="model", values="× floor").round(3).to_string())
+            print(
+                f"\n{value}, batch {batch}\n"
+                + curve.pivot(index="length", columns="label", values=value).round(2).to_string()
+            )
+        print(
+            "\n× floor (sdpa)\n"
+            + curve[curve.attention == "sdpa"]
+            .pivot(index="length", columns="model", values="× floor")
+            .round(3)
+            .to_string()
+        )
         print("\n" + efficiency_claims(table3, curve, paper_results("longtriever_efficiency")).to_string(index=False))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

@@ -16,8 +16,9 @@ import statistics
 import time
 
 
-def compare(documents: int = 300, segment_length: int = 256, max_segments: int = 4, batch_size: int = 32,
-            repeats: int = 3) -> dict:
+def compare(
+    documents: int = 300, segment_length: int = 256, max_segments: int = 4, batch_size: int = 32, repeats: int = 3
+) -> dict:
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -45,8 +46,14 @@ def compare(documents: int = 300, segment_length: int = 256, max_segments: int =
             reference.encode(segments, batch_size=batch_size, convert_to_numpy=True)
             theirs_times.append(time.perf_counter() - start)
     ours, theirs = statistics.median(ours_times), statistics.median(theirs_times)
-    return {"documents": documents, "segments": corpus.num_segments, "threads": torch.get_num_threads(),
-            "longdoc_s": round(ours, 2), "sentence_transformers_s": round(theirs, 2), "ratio": round(ours / theirs, 3)}
+    return {
+        "documents": documents,
+        "segments": corpus.num_segments,
+        "threads": torch.get_num_threads(),
+        "longdoc_s": round(ours, 2),
+        "sentence_transformers_s": round(theirs, 2),
+        "ratio": round(ours / theirs, 3),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -18,8 +18,9 @@ import time
 import numpy as np
 
 
-def compare(documents: int = 20_000, queries: int = 2_000, k: int = 100, dim: int = 768, repeats: int = 3,
-            seed: int = 0) -> dict:
+def compare(
+    documents: int = 20_000, queries: int = 2_000, k: int = 100, dim: int = 768, repeats: int = 3, seed: int = 0
+) -> dict:
     import faiss
     import torch
 
@@ -43,10 +44,17 @@ def compare(documents: int = 20_000, queries: int = 2_000, k: int = 100, dim: in
         raw.search(query_vectors, k)
         times["raw FAISS"].append(time.perf_counter() - start)
     medians = {name: statistics.median(values) for name, values in times.items()}
-    return {"documents": documents, "vectors": len(owners), "queries": queries, "k": k, "dim": dim,
-            "threads": faiss.omp_get_max_threads(), "torch_threads": torch.get_num_threads(),
-            **{f"{name} s": round(value, 3) for name, value in medians.items()},
-            "ratio": round(medians["segment index"] / medians["raw FAISS"], 3)}
+    return {
+        "documents": documents,
+        "vectors": len(owners),
+        "queries": queries,
+        "k": k,
+        "dim": dim,
+        "threads": faiss.omp_get_max_threads(),
+        "torch_threads": torch.get_num_threads(),
+        **{f"{name} s": round(value, 3) for name, value in medians.items()},
+        "ratio": round(medians["segment index"] / medians["raw FAISS"], 3),
+    }
 
 
 def main() -> None:

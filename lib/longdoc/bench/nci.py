@@ -30,8 +30,9 @@ def _median_seconds(call, repeats: int) -> float:
     return statistics.median(times)
 
 
-def build_random(hidden: int, layers: int, heads: int, decoder_layers: int, adaptor_layers: int, documents: int, k: int,
-                 device: str):
+def build_random(
+    hidden: int, layers: int, heads: int, decoder_layers: int, adaptor_layers: int, documents: int, k: int, device: str
+):
     import torch
     from transformers import BertConfig, BertModel
 
@@ -40,12 +41,22 @@ def build_random(hidden: int, layers: int, heads: int, decoder_layers: int, adap
     from longdoc.models.nci import NciConfig, NciModel
 
     torch.manual_seed(0)
-    encoder = BertModel(BertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                                   intermediate_size=4 * hidden), add_pooling_layer=False)
+    encoder = BertModel(
+        BertConfig(
+            hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=4 * hidden
+        ),
+        add_pooling_layer=False,
+    )
     identifiers = random_ids(documents, k, k, seed=0)
     tokenizer = IdTokenizer.fit(identifiers)
-    config = NciConfig(backbone="random", vocab_size=tokenizer.vocab_size, max_id_length=tokenizer.depth + 1,
-                       decoder_layers=decoder_layers, adaptor_layers=adaptor_layers, query_length=32)
+    config = NciConfig(
+        backbone="random",
+        vocab_size=tokenizer.vocab_size,
+        max_id_length=tokenizer.depth + 1,
+        decoder_layers=decoder_layers,
+        adaptor_layers=adaptor_layers,
+        query_length=32,
+    )
     model = NciModel.build(config, encoder, load_tokenizer("minilm")).to(device).eval()
     return model, identifiers, tokenizer
 
@@ -72,10 +83,24 @@ def main(argv: list[str] | None = None):
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     args = parser.parse_args(argv)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    model, identifiers, tokenizer = build_random(args.hidden, args.layers, args.heads, args.decoder_layers,
-                                                 args.adaptor_layers, args.documents, args.k, device)
+    model, identifiers, tokenizer = build_random(
+        args.hidden, args.layers, args.heads, args.decoder_layers, args.adaptor_layers, args.documents, args.k, device
+    )
     doc_ids = [f"d{i}" for i in range(args.documents)]
-    words = ["open", "file", "socket", "signal", "thread", "memory", "process", "network", "print", "time", "clock", "read"]
+    words = [
+        "open",
+        "file",
+        "socket",
+        "signal",
+        "thread",
+        "memory",
+        "process",
+        "network",
+        "print",
+        "time",
+        "clock",
+        "read",
+    ]
     rng = np.random.default_rng(0)
     queries = [" ".join(rng.choice(words, 8)) for _ in range(args.batch)]
     index = DenseIndex(args.hidden, use_gpu=device == "cuda")
@@ -93,20 +118,35 @@ def main(argv: list[str] | None = None):
         seconds = {}
         for constrained in (True, False):
             for batch in (1, args.batch):
-                retriever = NciRetriever(model, doc_ids, identifiers, tokenizer,
-                                         DecodingConfig(beam_size=beam, constrained=constrained, batch_size=batch))
+                retriever = NciRetriever(
+                    model,
+                    doc_ids,
+                    identifiers,
+                    tokenizer,
+                    DecodingConfig(beam_size=beam, constrained=constrained, batch_size=batch),
+                )
                 chunk = {f"q{i}": q for i, q in enumerate(queries[:batch])}
-                seconds[constrained, batch] = _median_seconds(lambda r=retriever, c=chunk, b=beam: r.search(c, b), args.repeats) / batch
-        rows.append({"beam": beam, "latency ms (1 query)": 1000 * seconds[True, 1],
-                     f"throughput q/s (batch {args.batch})": 1 / seconds[True, args.batch],
-                     "constrained ÷ unconstrained (1 query)": seconds[True, 1] / seconds[False, 1],
-                     f"constrained ÷ unconstrained (batch {args.batch})": seconds[True, args.batch] / seconds[False, args.batch],
-                     "batched ÷ one at a time (per query)": seconds[True, args.batch] / seconds[True, 1],
-                     "NCI ÷ FirstP + FAISS (latency)": seconds[True, 1] / firstp})
+                seconds[constrained, batch] = (
+                    _median_seconds(lambda r=retriever, c=chunk, b=beam: r.search(c, b), args.repeats) / batch
+                )
+        rows.append(
+            {
+                "beam": beam,
+                "latency ms (1 query)": 1000 * seconds[True, 1],
+                f"throughput q/s (batch {args.batch})": 1 / seconds[True, args.batch],
+                "constrained ÷ unconstrained (1 query)": seconds[True, 1] / seconds[False, 1],
+                f"constrained ÷ unconstrained (batch {args.batch})": seconds[True, args.batch]
+                / seconds[False, args.batch],
+                "batched ÷ one at a time (per query)": seconds[True, args.batch] / seconds[True, 1],
+                "NCI ÷ FirstP + FAISS (latency)": seconds[True, 1] / firstp,
+            }
+        )
     out = pd.DataFrame(rows).set_index("beam")
-    print(f"device {device}, {torch.get_num_threads()} threads; encoder {args.layers} x {args.hidden}, decoder "
-          f"{args.decoder_layers}, PAWA {args.adaptor_layers}; {args.documents} documents, identifier depth "
-          f"{tokenizer.depth}, vocabulary {tokenizer.vocab_size}; FirstP + FAISS flat: {1000 * firstp:.1f} ms per query")
+    print(
+        f"device {device}, {torch.get_num_threads()} threads; encoder {args.layers} x {args.hidden}, decoder "
+        f"{args.decoder_layers}, PAWA {args.adaptor_layers}; {args.documents} documents, identifier depth "
+        f"{tokenizer.depth}, vocabulary {tokenizer.vocab_size}; FirstP + FAISS flat: {1000 * firstp:.1f} ms per query"
+    )
     print(out.round(3).to_string())
     return out
 

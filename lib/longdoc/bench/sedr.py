@@ -33,8 +33,9 @@ def _median_ratio(first, second, repeats: int) -> tuple[float, float, float]:
     return ma, mb, ma / mb
 
 
-def encoding_ratio(documents: int = 300, segment_length: int = 64, segments: int = 4, backbone: str = "minilm",
-                   repeats: int = 3) -> dict:
+def encoding_ratio(
+    documents: int = 300, segment_length: int = 64, segments: int = 4, backbone: str = "minilm", repeats: int = 3
+) -> dict:
     import torch
 
     from longdoc.data import load_dataset
@@ -45,16 +46,33 @@ def encoding_ratio(documents: int = 300, segment_length: int = 64, segments: int
     data = load_dataset("manpages")
     sedr = SeDR(SeDRConfig(backbone=backbone, segment_length=segment_length, max_segments=segments)).eval()
     maxp = MaxP(EncoderConfig(backbone=backbone, segment_length=segment_length, max_segments=segments)).eval()
-    corpus = SegmentedCorpus.build(sedr.tokenizer, data.doc_ids[:documents], data.texts[:documents], segment_length, segments)
+    corpus = SegmentedCorpus.build(
+        sedr.tokenizer, data.doc_ids[:documents], data.texts[:documents], segment_length, segments
+    )
     with torch.inference_mode():
-        s, m, ratio = _median_ratio(lambda: sedr.encode_corpus(corpus, progress=False),
-                                    lambda: maxp.encode_corpus(corpus, progress=False), repeats)
-    return {"documents": documents, "segments": corpus.num_segments, "shape": f"{segments} x {segment_length}",
-            "SeDR s": round(s, 3), "MaxP s": round(m, 3), "ratio": round(ratio, 3)}
+        s, m, ratio = _median_ratio(
+            lambda: sedr.encode_corpus(corpus, progress=False),
+            lambda: maxp.encode_corpus(corpus, progress=False),
+            repeats,
+        )
+    return {
+        "documents": documents,
+        "segments": corpus.num_segments,
+        "shape": f"{segments} x {segment_length}",
+        "SeDR s": round(s, 3),
+        "MaxP s": round(m, 3),
+        "ratio": round(ratio, 3),
+    }
 
 
-def step_ratio(batch: int = 8, cache: int = 50, segment_length: int = 64, segments: int = 4, backbone: str = "minilm",
-               repeats: int = 5) -> dict:
+def step_ratio(
+    batch: int = 8,
+    cache: int = 50,
+    segment_length: int = 64,
+    segments: int = 4,
+    backbone: str = "minilm",
+    repeats: int = 5,
+) -> dict:
     """One training step with the late cache full ÷ without it, same inputs."""
     import torch
 
@@ -68,7 +86,9 @@ def step_ratio(batch: int = 8, cache: int = 50, segment_length: int = 64, segmen
     torch.manual_seed(0)
     model = SeDR(SeDRConfig(backbone=backbone, segment_length=segment_length, max_segments=segments))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
-    corpus = SegmentedCorpus.build(model.tokenizer, data.doc_ids[: 2 * batch], data.texts[: 2 * batch], segment_length, segments)
+    corpus = SegmentedCorpus.build(
+        model.tokenizer, data.doc_ids[: 2 * batch], data.texts[: 2 * batch], segment_length, segments
+    )
     queries = model.query_inputs(list(data.queries.values())[:batch])
     documents = model.doc_inputs(corpus.segments)  # B positives, then B hard negatives
     labels = torch.arange(batch)
@@ -85,14 +105,21 @@ def step_ratio(batch: int = 8, cache: int = 50, segment_length: int = 64, segmen
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()
+
         return step
 
     cached = LateCacheNegatives(cache, never_relevant)
     while len(cached) < cache:  # fill the queue with real (detached) instances first
         loss_with(cached)()
     with_cache, without, _ = _median_ratio(loss_with(cached), loss_with(LateCacheNegatives(0, never_relevant)), repeats)
-    return {"batch": batch, "cache": cache, "shape": f"{segments} x {segment_length}", "with cache s": round(with_cache, 3),
-            "without s": round(without, 3), "ratio": round(with_cache / without, 3)}
+    return {
+        "batch": batch,
+        "cache": cache,
+        "shape": f"{segments} x {segment_length}",
+        "with cache s": round(with_cache, 3),
+        "without s": round(without, 3),
+        "ratio": round(with_cache / without, 3),
+    }
 
 
 def main() -> None:
@@ -111,10 +138,14 @@ def main() -> None:
     from longdoc.bench.index import compare
 
     print(f"torch threads: {torch.get_num_threads()}")
-    print("encoding, SeDR / MaxP:", encoding_ratio(args.documents, args.segment_length, args.segments, args.backbone,
-                                                   args.repeats))
-    print("training step, late cache / none:", step_ratio(args.batch, args.cache, args.segment_length, args.segments,
-                                                          args.backbone, args.repeats))
+    print(
+        "encoding, SeDR / MaxP:",
+        encoding_ratio(args.documents, args.segment_length, args.segments, args.backbone, args.repeats),
+    )
+    print(
+        "training step, late cache / none:",
+        step_ratio(args.batch, args.cache, args.segment_length, args.segments, args.backbone, args.repeats),
+    )
     print("search, segment index / raw FAISS:", compare(args.index_documents, repeats=args.repeats))
 
 

@@ -27,20 +27,42 @@ def main(argv: list[str] | None = None):
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--attention", default="sdpa", choices=("sdpa", "eager"),
-                        help="eager materialises the attention matrices (the memory the paper's section 4.1.3 counts)")
+    parser.add_argument(
+        "--attention",
+        default="sdpa",
+        choices=("sdpa", "eager"),
+        help="eager materialises the attention matrices (the memory the paper's section 4.1.3 counts)",
+    )
     parser.add_argument("--no-isolate", action="store_true", help="CPU: time only, in this process")
     args = parser.parse_args(argv)
-    rows = measure_all(["BERT-Document", "SMITH"], isolate=not args.no_isolate, length=args.lengths, block_size=args.block,
-                       batch=args.batch, hidden=args.hidden, layers=args.layers, heads=args.heads, repeats=args.repeats,
-                       device=args.device, attention=args.attention)
+    rows = measure_all(
+        ["BERT-Document", "SMITH"],
+        isolate=not args.no_isolate,
+        length=args.lengths,
+        block_size=args.block,
+        batch=args.batch,
+        hidden=args.hidden,
+        layers=args.layers,
+        heads=args.heads,
+        repeats=args.repeats,
+        device=args.device,
+        attention=args.attention,
+    )
     table = rows.pivot(index="length", columns="model", values=["time_ms", "memory_gib"])
-    out = pd.DataFrame({"MatchBERT ms": table["time_ms"]["BERT-Document"], "SMITH ms": table["time_ms"]["SMITH"],
-                        "time SMITH ÷ MatchBERT": table["time_ms"]["SMITH"] / table["time_ms"]["BERT-Document"],
-                        "MatchBERT GiB": table["memory_gib"]["BERT-Document"], "SMITH GiB": table["memory_gib"]["SMITH"],
-                        "memory SMITH ÷ MatchBERT": table["memory_gib"]["SMITH"] / table["memory_gib"]["BERT-Document"]})
-    print(f"device {rows['device'].iloc[0]}, {rows['threads'].iloc[0]} threads, batch {args.batch}, hidden {args.hidden}, "
-          f"{args.layers} layers (SMITH: + 3 document layers), blocks of {args.block}, {args.attention} attention")
+    out = pd.DataFrame(
+        {
+            "MatchBERT ms": table["time_ms"]["BERT-Document"],
+            "SMITH ms": table["time_ms"]["SMITH"],
+            "time SMITH ÷ MatchBERT": table["time_ms"]["SMITH"] / table["time_ms"]["BERT-Document"],
+            "MatchBERT GiB": table["memory_gib"]["BERT-Document"],
+            "SMITH GiB": table["memory_gib"]["SMITH"],
+            "memory SMITH ÷ MatchBERT": table["memory_gib"]["SMITH"] / table["memory_gib"]["BERT-Document"],
+        }
+    )
+    print(
+        f"device {rows['device'].iloc[0]}, {rows['threads'].iloc[0]} threads, batch {args.batch}, hidden {args.hidden}, "
+        f"{args.layers} layers (SMITH: + 3 document layers), blocks of {args.block}, {args.attention} attention"
+    )
     print(out.round(3).to_string())
     return out
 

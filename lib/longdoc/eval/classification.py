@@ -10,10 +10,13 @@ def classification_metrics(labels, scores, threshold: float = 0.5) -> dict[str, 
     """Binary metrics of ``scores >= threshold`` against 0/1 ``labels`` (SMITH thresholds the sigmoid at 0.5)."""
     labels = np.asarray(labels).astype(int)
     predicted = (np.asarray(scores, dtype=float) >= threshold).astype(int)
-    precision, recall, f1, _ = precision_recall_fscore_support(
-        labels, predicted, average="binary", zero_division=0
-    )
-    return {"Accuracy": float(accuracy_score(labels, predicted)), "Precision": float(precision), "Recall": float(recall), "F1": float(f1)}
+    precision, recall, f1, _ = precision_recall_fscore_support(labels, predicted, average="binary", zero_division=0)
+    return {
+        "Accuracy": float(accuracy_score(labels, predicted)),
+        "Precision": float(precision),
+        "Recall": float(recall),
+        "F1": float(f1),
+    }
 
 
 def accuracy_threshold(labels, scores) -> float:

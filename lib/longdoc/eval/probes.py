@@ -17,7 +17,9 @@ from longdoc.models.biencoder import BiEncoder, scatter_slots
 from longdoc.text.segments import SegmentedCorpus
 
 
-def probe_pairs(queries: dict[str, str], qrels: dict, corpus: SegmentedCorpus, size: int) -> tuple[list[str], list[int]]:
+def probe_pairs(
+    queries: dict[str, str], qrels: dict, corpus: SegmentedCorpus, size: int
+) -> tuple[list[str], list[int]]:
     """The first ``size`` queries (sorted ids) with a relevant document in ``corpus`` that no earlier
     query has taken (so that each column has exactly one owner), and those documents' numbers."""
     index = {d: i for i, d in enumerate(corpus.doc_ids)}
@@ -34,8 +36,14 @@ def probe_pairs(queries: dict[str, str], qrels: dict, corpus: SegmentedCorpus, s
 
 
 @torch.no_grad()
-def in_batch_probe(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str, str], qrels: dict,
-                   size: int = 128, batch_size: int = 32) -> dict:
+def in_batch_probe(
+    model: BiEncoder,
+    corpus: SegmentedCorpus,
+    queries: dict[str, str],
+    qrels: dict,
+    size: int = 128,
+    batch_size: int = 32,
+) -> dict:
     qids, numbers = probe_pairs(queries, qrels, corpus, size)
     if len(qids) < 2:
         raise ValueError(f"the probe needs at least 2 queries with distinct relevant documents, found {len(qids)}")
@@ -54,6 +62,9 @@ def in_batch_probe(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str,
     targets = torch.arange(len(qids), device=device)
     unit = F.normalize(torch.cat(pooled), dim=-1)
     n = len(qids)
-    return {"queries": n, "accuracy": (scores.argmax(1) == targets).float().mean().item(),
-            "loss": F.cross_entropy(scores, targets).item(),
-            "cosine": ((unit @ unit.T).sum().item() - n) / (n * (n - 1))}
+    return {
+        "queries": n,
+        "accuracy": (scores.argmax(1) == targets).float().mean().item(),
+        "loss": F.cross_entropy(scores, targets).item(),
+        "cosine": ((unit @ unit.T).sum().item() - n) / (n * (n - 1)),
+    }

@@ -34,7 +34,9 @@ def check_run(run: Run) -> None:
             raise ValueError(f"query id {qid!r}: a run file needs non-empty ids without whitespace")
         for doc, score in scores.items():
             if not isinstance(doc, str) or not doc or any(c.isspace() for c in doc):
-                raise ValueError(f"query {qid!r}: document id {doc!r}: a run file needs non-empty ids without whitespace")
+                raise ValueError(
+                    f"query {qid!r}: document id {doc!r}: a run file needs non-empty ids without whitespace"
+                )
             if not math.isfinite(float(score)):
                 raise ValueError(f"query {qid!r}, document {doc!r}: score {score!r} is not finite")
 

@@ -33,11 +33,17 @@ def paired_bootstrap(
     means = diff[rng.integers(0, len(diff), size=(samples, len(diff)))].mean(axis=1)
     low, high = np.quantile(means, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
     p = 2 * min(np.mean(means <= 0), np.mean(means >= 0))
-    return {"mean_difference": float(diff.mean()), "ci_low": float(low), "ci_high": float(high), "p_value": float(min(p, 1.0))}
+    return {
+        "mean_difference": float(diff.mean()),
+        "ci_low": float(low),
+        "ci_high": float(high),
+        "p_value": float(min(p, 1.0)),
+    }
 
 
-def seed_query_bootstrap(a: list[dict[str, float]], b: list[dict[str, float]], samples: int = 10_000,
-                         confidence: float = 0.95, seed: int = 0) -> dict[str, float]:
+def seed_query_bootstrap(
+    a: list[dict[str, float]], b: list[dict[str, float]], samples: int = 10_000, confidence: float = 0.95, seed: int = 0
+) -> dict[str, float]:
     """Interval of the difference of two systems' means when each was trained with several seeds.
 
     ``a`` and ``b`` hold per-query values, one dict per seed (a deterministic system has one). Each
@@ -67,5 +73,11 @@ def seed_query_bootstrap(a: list[dict[str, float]], b: list[dict[str, float]], s
     low, high = np.quantile(means, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
     averaged_x, averaged_y = x.mean(0), y.mean(0)
     t = paired_t_test(dict(zip(keys, averaged_x)), dict(zip(keys, averaged_y)))
-    return {"mean_difference": float(averaged_x.mean() - averaged_y.mean()), "ci_low": float(low),
-            "ci_high": float(high), "p_value": t["p_value"], "seeds": [len(x), len(y)], "queries": len(keys)}
+    return {
+        "mean_difference": float(averaged_x.mean() - averaged_y.mean()),
+        "ci_low": float(low),
+        "ci_high": float(high),
+        "p_value": t["p_value"],
+        "seeds": [len(x), len(y)],
+        "queries": len(keys),
+    }

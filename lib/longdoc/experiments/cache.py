@@ -23,12 +23,27 @@ CACHE_DIR = Path(os.environ.get("LONGDOC_CACHE", DATA_DIR / "cache"))
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # modules that only choose configurations (every choice is in the key itself), present, compare or
 # record results; every other module can change an artefact
-PRESENTATION_ONLY = ("plots.py", "bench/", "analysis/", "experiments/papers/", "experiments/study.py",
-                     "experiments/systems.py", "experiments/settings.py", "experiments/tables.py",
-                     "experiments/verdicts.py", "experiments/report.py", "experiments/parameters.py",
-                     "experiments/profiles.py", "experiments/records.py", "experiments/paper.py",
-                     "experiments/notebook_outputs.py", "eval/significance.py", "eval/run_files.py",
-                     "eval/classification.py", "eval/probes.py")
+PRESENTATION_ONLY = (
+    "plots.py",
+    "bench/",
+    "analysis/",
+    "experiments/papers/",
+    "experiments/study.py",
+    "experiments/systems.py",
+    "experiments/settings.py",
+    "experiments/tables.py",
+    "experiments/verdicts.py",
+    "experiments/report.py",
+    "experiments/parameters.py",
+    "experiments/profiles.py",
+    "experiments/records.py",
+    "experiments/paper.py",
+    "experiments/notebook_outputs.py",
+    "eval/significance.py",
+    "eval/run_files.py",
+    "eval/classification.py",
+    "eval/probes.py",
+)
 
 
 @functools.lru_cache(maxsize=1)

@@ -70,9 +70,14 @@ class FineTuned:
         """The training summary of the record (the same keys for every family, no timing: the same seed
         gives the same record), with ``extra`` history fields."""
         last = self.last
-        return {"seed": seed, "best_step": last["best_step"], "best_dev": last["best_dev"],
-                "dev_curve": [[h["step"], round(h["dev"], 4)] for h in last["history"] if "dev" in h],
-                "iterations": len(self.history["iterations"]), **{name: self.history[name] for name in extra}}
+        return {
+            "seed": seed,
+            "best_step": last["best_step"],
+            "best_dev": last["best_dev"],
+            "dev_curve": [[h["step"], round(h["dev"], 4)] for h in last["history"] if "dev" in h],
+            "iterations": len(self.history["iterations"]),
+            **{name: self.history[name] for name in extra},
+        }
 
 
 HISTORY, OUTPUTS = "history.json", "outputs.json"
@@ -85,12 +90,14 @@ def save_fit(directory: Path, history: dict, outputs: dict) -> None:
 
 
 def load_fit(directory: Path, loader: Callable[[Path], Any]) -> FineTuned:
-    return FineTuned(directory, json.loads((directory / HISTORY).read_text()),
-                     json.loads((directory / OUTPUTS).read_text()), loader)
+    return FineTuned(
+        directory, json.loads((directory / HISTORY).read_text()), json.loads((directory / OUTPUTS).read_text()), loader
+    )
 
 
-def fine_tune(kind: str, train: Callable[[Path, Path], tuple[dict, dict] | None], loader: Callable[[Path], Any], /,
-              **determinants) -> FineTuned:
+def fine_tune(
+    kind: str, train: Callable[[Path, Path], tuple[dict, dict] | None], loader: Callable[[Path], Any], /, **determinants
+) -> FineTuned:
     """The cached fitting ``kind``/<key of ``determinants``>: ``train(directory, resume)`` saves the model
     into ``directory / "model"`` and returns ``(history, outputs)`` (or writes them itself with
     :func:`save_fit`, as the first of several training processes does); ``resume`` keeps training

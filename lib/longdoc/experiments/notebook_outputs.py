@@ -49,8 +49,13 @@ def store(path: Path, timeout: int = 1800) -> Path:
     notebook = nbformat.read(path, as_version=4)
     executed = nbformat.read(path, as_version=4)
     os.environ["LONGDOC_PROGRESS"] = "off"  # the kernel inherits it
-    NotebookClient(executed, timeout=timeout, kernel_name="python3", record_timing=False,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        executed,
+        timeout=timeout,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()
     keep_checked_outputs(notebook, executed)
     with atomic_write(path) as handle:
         nbformat.write(notebook, handle)

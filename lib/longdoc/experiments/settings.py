@@ -30,8 +30,11 @@ def settings(cls: type[T]) -> type[T]:
 
 def required_fields(kind: type) -> list[dataclasses.Field]:
     """The fields of a settings class without a default (parameters its notebook must declare)."""
-    return [f for f in dataclasses.fields(kind)
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    return [
+        f
+        for f in dataclasses.fields(kind)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
 
 
 def from_parameters(kind: type[T], values: dict[str, Any], notebook: str) -> T:
@@ -75,8 +78,14 @@ class EncoderSettings:
         ``doc_token=False`` for an ablation row)."""
         from longdoc.models.registry import encoder_class
 
-        fields = dict(backbone=self.backbone, segment_length=self.block_size, max_segments=self.max_blocks,
-                      max_query_length=self.query_length, pooling=self.pooling, precision=self.precision)
+        fields = dict(
+            backbone=self.backbone,
+            segment_length=self.block_size,
+            max_segments=self.max_blocks,
+            max_query_length=self.query_length,
+            pooling=self.pooling,
+            precision=self.precision,
+        )
         if model in ("FirstP", "MatchBERT"):
             fields["max_segments"] = 1
         return encoder_class(model).config_class(**(fields | changes))
@@ -101,7 +110,9 @@ class BudgetSettings:
 
     def __post_init__(self) -> None:
         if self.dev_evals > self.train_steps:
-            raise ValueError(f"parameter dev_evals={self.dev_evals}: more dev evaluations than train_steps={self.train_steps}")
+            raise ValueError(
+                f"parameter dev_evals={self.dev_evals}: more dev evaluations than train_steps={self.train_steps}"
+            )
 
     def train_config(self, learning_rate: float, seed: int, hard_negatives: int = 0, cache_size: int = 0):
         """``batch_size`` items per step in all (``batch_size / n_devices`` per process)."""
@@ -109,6 +120,12 @@ class BudgetSettings:
 
         if self.batch_size % self.n_devices:
             raise ValueError(f"parameter batch_size={self.batch_size}: not divisible by n_devices={self.n_devices}")
-        return TrainConfig(steps=self.train_steps, batch_size=self.batch_size // self.n_devices,
-                           hard_negatives=hard_negatives, learning_rate=learning_rate,
-                           eval_every=max(1, self.train_steps // self.dev_evals), seed=seed, cache_size=cache_size)
+        return TrainConfig(
+            steps=self.train_steps,
+            batch_size=self.batch_size // self.n_devices,
+            hard_negatives=hard_negatives,
+            learning_rate=learning_rate,
+            eval_every=max(1, self.train_steps // self.dev_evals),
+            seed=seed,
+            cache_size=cache_size,
+        )

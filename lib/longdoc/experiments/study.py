@@ -77,7 +77,9 @@ class Study:
             check_record_slot(self.directory, self.options.profile, self.params, "none")
 
     @classmethod
-    def open(cls, notebook: str, namespace: dict[str, Any], family: Family | None = None, progress: bool = True) -> Study:
+    def open(
+        cls, notebook: str, namespace: dict[str, Any], family: Family | None = None, progress: bool = True
+    ) -> Study:
         """The study of ``notebook`` with the parameters found in ``namespace`` (its ``globals()``)."""
         return cls(notebook, {name: namespace[name] for name in PARAMETERS if name in namespace}, family, progress)
 
@@ -146,15 +148,23 @@ class Study:
             return self._selections[system.name]
         if system.settings_from is not None:
             source = self.selection(system.settings_from)
-            chosen = {"learning_rate": source["learning_rate"], "inherited_from": system.settings_from.name,
-                      "measure": source["measure"]}
+            chosen = {
+                "learning_rate": source["learning_rate"],
+                "inherited_from": system.settings_from.name,
+                "measure": source["measure"],
+            }
         else:
-            grid = {lr: system.spec.fit(self, lr, self.seeds[0]).best_dev
-                    for lr in (system.learning_rates or system.family.learning_rates(self))}
+            grid = {
+                lr: system.spec.fit(self, lr, self.seeds[0]).best_dev
+                for lr in (system.learning_rates or system.family.learning_rates(self))
+            }
             best = max(grid.values())
-            chosen = {"learning_rate": next(lr for lr, score in grid.items() if score == best),
-                      "dev": {str(lr): score for lr, score in grid.items()},
-                      "measure": f"dev {system.family.selection_measure}", "seed": self.seeds[0]}
+            chosen = {
+                "learning_rate": next(lr for lr, score in grid.items() if score == best),
+                "dev": {str(lr): score for lr, score in grid.items()},
+                "measure": f"dev {system.family.selection_measure}",
+                "seed": self.seeds[0],
+            }
         chosen["system"] = system.describe()
         self._selections[system.name] = chosen
         return chosen
@@ -176,8 +186,15 @@ class Study:
         else:
             selection = self.selection(system)
             fits = [spec.fit(self, selection["learning_rate"], seed) for seed in seeds]
-            result = Result(system, seeds, [spec.outcome(self, fit) for fit in fits], selection,
-                            [spec.summary(fit, seed) for seed, fit in zip(seeds, fits)], spec.pretraining(self), fits)
+            result = Result(
+                system,
+                seeds,
+                [spec.outcome(self, fit) for fit in fits],
+                selection,
+                [spec.summary(fit, seed) for seed, fit in zip(seeds, fits)],
+                spec.pretraining(self),
+                fits,
+            )
         self.results[system.name] = result
         return result
 
@@ -185,16 +202,20 @@ class Study:
         return [self.run(system, seeds) for system in systems]
 
     # -- tables and comparisons ---------------------------------------------------------------
-    def table(self, names: list[str] | None = None, measures: list[str] | None = None, split: str = "test") -> pd.DataFrame:
+    def table(
+        self, names: list[str] | None = None, measures: list[str] | None = None, split: str = "test"
+    ) -> pd.DataFrame:
         """Mean and standard deviation over seeds of each measure (default: the family's), one row per system."""
         measures = list(measures or self.family.measures_on(split))
         rows = {}
         for name in names or list(self.results):
             result = self.results[name]
             per_seed = pd.DataFrame(result.metrics(self.data, split, measures))
-            rows[name] = {**{m: per_seed[m].mean() for m in measures},
-                          **{f"{m} sd": per_seed[m].std(ddof=1) if len(per_seed) > 1 else 0.0 for m in measures},
-                          "seeds": len(per_seed) if result.seeds != [None] else 0}
+            rows[name] = {
+                **{m: per_seed[m].mean() for m in measures},
+                **{f"{m} sd": per_seed[m].std(ddof=1) if len(per_seed) > 1 else 0.0 for m in measures},
+                "seeds": len(per_seed) if result.seeds != [None] else 0,
+            }
         return pd.DataFrame(rows).T.astype({"seeds": int})
 
     def compare(self, pairs: list[tuple[str, str]], measure: str | None = None, split: str = "test") -> pd.DataFrame:
@@ -205,11 +226,22 @@ class Study:
         measure = measure or self.family.selection_measure
         rows = []
         for name, against in pairs:
-            stats = seed_query_bootstrap(self.results[name].per_item(self.data, measure, split),
-                                         self.results[against].per_item(self.data, measure, split))
-            rows.append({"system": name, "against": against, "measure": measure, "Δ": stats["mean_difference"],
-                         "95% CI low": stats["ci_low"], "95% CI high": stats["ci_high"], "p (paired t)": stats["p_value"],
-                         "difference": difference_label(stats["ci_low"], stats["ci_high"])})
+            stats = seed_query_bootstrap(
+                self.results[name].per_item(self.data, measure, split),
+                self.results[against].per_item(self.data, measure, split),
+            )
+            rows.append(
+                {
+                    "system": name,
+                    "against": against,
+                    "measure": measure,
+                    "Δ": stats["mean_difference"],
+                    "95% CI low": stats["ci_low"],
+                    "95% CI high": stats["ci_high"],
+                    "p (paired t)": stats["p_value"],
+                    "difference": difference_label(stats["ci_low"], stats["ci_high"]),
+                }
+            )
         return pd.DataFrame(rows)
 
     def choices(self) -> pd.DataFrame:
@@ -222,8 +254,11 @@ class Study:
             measure = selection["measure"].removeprefix("dev ")
             row = {f"dev {measure} at lr {lr}": score for lr, score in selection.get("dev", {}).items()}
             row["chosen lr"] = selection["learning_rate"]
-            row["chosen by"] = (f"taken from {selection['inherited_from']}" if "inherited_from" in selection
-                                else "dev grid, seed " + str(selection["seed"]))
+            row["chosen by"] = (
+                f"taken from {selection['inherited_from']}"
+                if "inherited_from" in selection
+                else "dev grid, seed " + str(selection["seed"])
+            )
             row["dev-best step per seed"] = ", ".join(str(t["best_step"]) for t in result.training)
             rows[name] = row
         return pd.DataFrame(rows).T
@@ -238,29 +273,50 @@ class Study:
     @staticmethod
     def paper_columns(beside: pd.DataFrame, datasets: dict[str, str]) -> pd.DataFrame:
         """The paper's values with their collection in the column name (``datasets``: measure → collection)."""
-        return beside.rename(columns={m: f"paper {m} ({datasets[m]})" if m in datasets else f"paper {m}" for m in beside})
+        return beside.rename(
+            columns={m: f"paper {m} ({datasets[m]})" if m in datasets else f"paper {m}" for m in beside}
+        )
 
     # -- recording -----------------------------------------------------------------------------
     def record(self, metrics: dict | None = None, overwrite: bool = False) -> Path:
         """Write ``metrics.json`` (parameters, systems, choices, per-seed metrics, ``metrics``) and the
         run files of every system and seed."""
-        record_metrics = {"systems": self.system_records(), "tables": self.shown, "figures": self.figures,
-                          "findings": self.verdicts.as_record() if self.verdicts else None, **(metrics or {})}
+        record_metrics = {
+            "systems": self.system_records(),
+            "tables": self.shown,
+            "figures": self.figures,
+            "findings": self.verdicts.as_record() if self.verdicts else None,
+            **(metrics or {}),
+        }
         peak_kib = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
         usage = {"seconds": round(time.time() - self.started, 1), "peak_rss_gib": round(peak_kib / 2**20, 2)}
-        return write_metrics(self.directory, self.notebook, self.options.profile, config=self.params,
-                             metrics=record_metrics, data_checksum=self.data.checksum if self.options.dataset else "none",
-                             seeds=self.seeds, extra={"code_fingerprint": code_fingerprint(), "usage": usage,
-                                                      "dataset": self.dataset_name},
-                             overwrite=overwrite, write_files=self.write_runs)
+        return write_metrics(
+            self.directory,
+            self.notebook,
+            self.options.profile,
+            config=self.params,
+            metrics=record_metrics,
+            data_checksum=self.data.checksum if self.options.dataset else "none",
+            seeds=self.seeds,
+            extra={"code_fingerprint": code_fingerprint(), "usage": usage, "dataset": self.dataset_name},
+            overwrite=overwrite,
+            write_files=self.write_runs,
+        )
 
     def system_records(self) -> dict:
         """Each system's description, seeds, per-seed dev and test metrics, choices and training."""
-        return {name: {"system": result.system.describe(), "seeds": result.seeds,
-                       "test": result.metrics(self.data, "test", self.family.measures_on("test")),
-                       "dev": result.metrics(self.data, "dev", self.family.measures_on("dev")),
-                       "selection": result.selection, "training": result.training, "pretraining": result.pretraining}
-                for name, result in self.results.items()}
+        return {
+            name: {
+                "system": result.system.describe(),
+                "seeds": result.seeds,
+                "test": result.metrics(self.data, "test", self.family.measures_on("test")),
+                "dev": result.metrics(self.data, "dev", self.family.measures_on("dev")),
+                "selection": result.selection,
+                "training": result.training,
+                "pretraining": result.pretraining,
+            }
+            for name, result in self.results.items()
+        }
 
     def write_runs(self, folder: Path) -> None:
         """The run files of every system and seed, beside the record."""

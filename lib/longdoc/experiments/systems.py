@@ -99,7 +99,10 @@ class Spec:
 
     def describe(self) -> dict:
         """Every field, for the record; systems by their names, configs as dicts."""
-        return {"kind": type(self).__name__, **{f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}}
+        return {
+            "kind": type(self).__name__,
+            **{f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)},
+        }
 
 
 def _plain(value):
@@ -127,9 +130,12 @@ class System:
         return self.spec.family
 
     def describe(self) -> dict:
-        return {**self.spec.describe(), "family": self.family.name,
-                "settings_from": self.settings_from.name if self.settings_from else None,
-                **({"learning_rates": list(self.learning_rates)} if self.learning_rates else {})}
+        return {
+            **self.spec.describe(),
+            "family": self.family.name,
+            "settings_from": self.settings_from.name if self.settings_from else None,
+            **({"learning_rates": list(self.learning_rates)} if self.learning_rates else {}),
+        }
 
 
 @dataclass

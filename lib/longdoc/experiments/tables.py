@@ -12,8 +12,10 @@ def summary_table(table: pd.DataFrame, measures: list[str] | None = None, digits
     measures = measures or [c for c in table.columns if f"{c} sd" in table.columns]
     out = pd.DataFrame(index=table.index)
     for m in measures:
-        out[m] = [f"{row[m]:.{digits}f}" + (f" ± {row[f'{m} sd']:.{digits}f}" if row["seeds"] > 1 else "")
-                  for _, row in table.iterrows()]
+        out[m] = [
+            f"{row[m]:.{digits}f}" + (f" ± {row[f'{m} sd']:.{digits}f}" if row["seeds"] > 1 else "")
+            for _, row in table.iterrows()
+        ]
     out["seeds"] = table["seeds"].map(lambda n: str(n) if n else "—")
     return out
 

@@ -65,14 +65,19 @@ def assess(study, claims: list[Claim]) -> pd.DataFrame:
     rows = []
     for claim in claims:
         stats = study.compare([(claim.system, claim.against)], claim.measure).iloc[0]
-        rows.append({
-            "claim": claim.statement, "paper": claim.paper, "measure": claim.measure,
-            "ours: Δ [95% CI]": f"{stats['Δ']:+.3f} [{stats['95% CI low']:+.3f}, {stats['95% CI high']:+.3f}]",
-            "p (paired t)": round(float(stats["p (paired t)"]), 4),
-            "verdict": verdict(stats["95% CI low"], stats["95% CI high"], claim.precondition, claim.margin),
-            "condition": "" if claim.precondition is None else
-                         f"{'met' if claim.precondition.holds else 'NOT met'}: {claim.precondition.what}",
-        })
+        rows.append(
+            {
+                "claim": claim.statement,
+                "paper": claim.paper,
+                "measure": claim.measure,
+                "ours: Δ [95% CI]": f"{stats['Δ']:+.3f} [{stats['95% CI low']:+.3f}, {stats['95% CI high']:+.3f}]",
+                "p (paired t)": round(float(stats["p (paired t)"]), 4),
+                "verdict": verdict(stats["95% CI low"], stats["95% CI high"], claim.precondition, claim.margin),
+                "condition": ""
+                if claim.precondition is None
+                else f"{'met' if claim.precondition.holds else 'NOT met'}: {claim.precondition.what}",
+            }
+        )
     return pd.DataFrame(rows)
 
 

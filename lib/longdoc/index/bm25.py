@@ -38,7 +38,9 @@ class BM25Retriever:
             raise RuntimeError("index() a corpus before searching")
         qids = list(queries)
         k = min(k, len(self.doc_ids))
-        docs, scores = self.model.retrieve(self._tokenize([queries[q] for q in qids]), k=k, show_progress=False, n_threads=1)
+        docs, scores = self.model.retrieve(
+            self._tokenize([queries[q] for q in qids]), k=k, show_progress=False, n_threads=1
+        )
         return {
             qid: {self.doc_ids[int(d)]: float(s) for d, s in zip(docs[row], scores[row]) if s > 0}
             for row, qid in enumerate(qids)

@@ -35,12 +35,20 @@ def should_shard(vector_bytes: int, free_bytes_per_gpu: list[int]) -> bool:
 def _free_gpu_bytes() -> list[int]:
     import torch
 
-    return [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    return (
+        [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    )
 
 
 class DenseIndex:
-    def __init__(self, dim: int, factory: str = "Flat", use_gpu: str | bool = "auto", nprobe: int = 16,
-                 shard: str | bool = "auto"):
+    def __init__(
+        self,
+        dim: int,
+        factory: str = "Flat",
+        use_gpu: str | bool = "auto",
+        nprobe: int = 16,
+        shard: str | bool = "auto",
+    ):
         self.dim = dim
         self.factory = factory
         self.index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
@@ -80,7 +88,9 @@ class DenseIndex:
             raise RuntimeError("a GPU index sharded across GPUs takes all its vectors in one add()")
         if self.on_gpu and not self._on_device:
             options = faiss.GpuMultipleClonerOptions()
-            self.sharded = options.shard = bool(self.shard) if self.shard != "auto" else should_shard(vectors.nbytes, _free_gpu_bytes())
+            self.sharded = options.shard = (
+                bool(self.shard) if self.shard != "auto" else should_shard(vectors.nbytes, _free_gpu_bytes())
+            )
             try:
                 self.index = faiss.index_cpu_to_all_gpus(self.index, co=options)
             except RuntimeError as err:  # e.g. HNSW has no GPU version
@@ -143,8 +153,9 @@ class DenseIndex:
         return out_scores, out_docs, first.sum(axis=1)
 
 
-def exhaustive_search(score, queries: np.ndarray, vectors: np.ndarray, owners: np.ndarray, k: int,
-                      documents_per_chunk: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+def exhaustive_search(
+    score, queries: np.ndarray, vectors: np.ndarray, owners: np.ndarray, k: int, documents_per_chunk: int = 1024
+) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` documents per query by any relevance function, every document scored (exact):
     ``score(queries [Q, ...], documents [D, S, d], mask [D, S]) -> [Q, D]`` (a model's
     :meth:`~longdoc.models.biencoder.BiEncoder.score`; the index for models whose score FAISS cannot
@@ -165,9 +176,13 @@ def exhaustive_search(score, queries: np.ndarray, vectors: np.ndarray, owners: n
     for first in range(0, num_docs, documents_per_chunk):
         keep = (owners >= first) & (owners < first + documents_per_chunk)
         count = min(documents_per_chunk, num_docs - first)
-        grid, mask = scatter_slots(torch.from_numpy(np.ascontiguousarray(vectors[keep], dtype=np.float32)),
-                                   torch.from_numpy(owners[keep] - first), torch.from_numpy(slot[keep]), count,
-                                   int(slot[keep].max()) + 1 if keep.any() else 1)
+        grid, mask = scatter_slots(
+            torch.from_numpy(np.ascontiguousarray(vectors[keep], dtype=np.float32)),
+            torch.from_numpy(owners[keep] - first),
+            torch.from_numpy(slot[keep]),
+            count,
+            int(slot[keep].max()) + 1 if keep.any() else 1,
+        )
         with torch.no_grad():
             scores = score(query_tensor, grid, mask).float()
         top = scores.topk(min(k, count), dim=1)

@@ -53,5 +53,7 @@ class DenseRetriever:
             scores, docs = exhaustive_search(self.model.score, query_vectors, self.vectors, self.owners, k)
         else:
             scores, docs = self.index.search(query_vectors, k)
-        return {qid: {self.corpus.doc_ids[d]: float(s) for s, d in zip(scores[row], docs[row]) if d >= 0}
-                for row, qid in enumerate(queries)}
+        return {
+            qid: {self.corpus.doc_ids[d]: float(s) for s, d in zip(scores[row], docs[row]) if d >= 0}
+            for row, qid in enumerate(queries)
+        }

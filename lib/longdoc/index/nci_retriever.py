@@ -43,8 +43,9 @@ class DecodingConfig:
             raise ValueError(f"beam_size and batch_size must be >= 1: {self}")
 
 
-def beam_search(model: NciModel, queries: list[str], tree: PrefixTree, config: DecodingConfig, k: int | None = None
-                ) -> list[list[tuple[list[int], float]]]:
+def beam_search(
+    model: NciModel, queries: list[str], tree: PrefixTree, config: DecodingConfig, k: int | None = None
+) -> list[list[tuple[list[int], float]]]:
     """For each query, up to ``min(k, beam_size)`` ``(identifier tokens, score)``, best first (tokens end
     in EOS unless an unconstrained hypothesis ran to the length limit without it)."""
     beams = min(config.beam_size, len(tree)) if config.constrained else config.beam_size
@@ -53,16 +54,27 @@ def beam_search(model: NciModel, queries: list[str], tree: PrefixTree, config: D
     device = next(model.parameters()).device
     inputs = {name: tensor.to(device) for name, tensor in model.query_inputs(queries).items()}
     with torch.no_grad():
-        out = model.generate(inputs["input_ids"], attention_mask=inputs["attention_mask"], num_beams=beams,
-                             num_return_sequences=returned, max_new_tokens=model.nci.max_id_length,
-                             length_penalty=config.length_penalty, early_stopping="never", do_sample=False,
-                             logits_processor=processors, output_scores=True, return_dict_in_generate=True,
-                             use_cache=True)
+        out = model.generate(
+            inputs["input_ids"],
+            attention_mask=inputs["attention_mask"],
+            num_beams=beams,
+            num_return_sequences=returned,
+            max_new_tokens=model.nci.max_id_length,
+            length_penalty=config.length_penalty,
+            early_stopping="never",
+            do_sample=False,
+            logits_processor=processors,
+            output_scores=True,
+            return_dict_in_generate=True,
+            use_cache=True,
+        )
     sequences, scores = out.sequences[:, 1:].tolist(), out.sequences_scores.tolist()
     results = []
     for row in range(len(queries)):
         hits = []
-        for tokens, score in zip(sequences[row * returned : (row + 1) * returned], scores[row * returned : (row + 1) * returned]):
+        for tokens, score in zip(
+            sequences[row * returned : (row + 1) * returned], scores[row * returned : (row + 1) * returned]
+        ):
             if score < FILLER_SCORE:
                 continue  # a filler hypothesis (fewer valid identifiers than beams: -inf or transformers' -1e9)
             hits.append((tokens[: tokens.index(IdTokenizer.EOS) + 1] if IdTokenizer.EOS in tokens else tokens, score))
@@ -73,11 +85,24 @@ def beam_search(model: NciModel, queries: list[str], tree: PrefixTree, config: D
 class NciRetriever:
     """``search(queries, k)``: the documents whose identifiers the model decodes for each query."""
 
-    def __init__(self, model: NciModel, doc_ids: list[str], identifiers: list[tuple[int, ...]], id_tokenizer: IdTokenizer,
-                 config: DecodingConfig = DecodingConfig(), progress: bool = False):
+    def __init__(
+        self,
+        model: NciModel,
+        doc_ids: list[str],
+        identifiers: list[tuple[int, ...]],
+        id_tokenizer: IdTokenizer,
+        config: DecodingConfig = DecodingConfig(),
+        progress: bool = False,
+    ):
         if len(doc_ids) != len(identifiers):
             raise ValueError(f"{len(doc_ids)} documents but {len(identifiers)} identifiers")
-        self.model, self.doc_ids, self.id_tokenizer, self.config, self.progress = model, doc_ids, id_tokenizer, config, progress
+        self.model, self.doc_ids, self.id_tokenizer, self.config, self.progress = (
+            model,
+            doc_ids,
+            id_tokenizer,
+            config,
+            progress,
+        )
         self.identifiers = identifiers
         self.tree = PrefixTree([id_tokenizer.encode(i) for i in identifiers], id_tokenizer.vocab_size, IdTokenizer.EOS)
 
@@ -96,7 +121,9 @@ class NciRetriever:
         size = self.config.batch_size
         for start in tqdm(range(0, len(qids), size), desc="NCI beam search", disable=not self.progress):
             chunk = qids[start : start + size]
-            for qid, hits in zip(chunk, beam_search(self.model, [queries[q] for q in chunk], self.tree, self.config, k)):
+            for qid, hits in zip(
+                chunk, beam_search(self.model, [queries[q] for q in chunk], self.tree, self.config, k)
+            ):
                 out[qid] = [(self.document(tokens), score) for tokens, score in hits]
         return out
 

@@ -29,8 +29,11 @@ def _split(vectors: np.ndarray, k: int, seed: int) -> np.ndarray:
     """Cluster labels 0..k'-1 (k' <= k, numbered by first appearance) of ``vectors``; falls back to k
     parts in order when k-means cannot separate them."""
     distinct = len(np.unique(vectors, axis=0))
-    labels = (KMeans(n_clusters=min(k, distinct), n_init=3, random_state=seed).fit_predict(vectors) if distinct >= 2
-              else np.zeros(len(vectors), dtype=int))
+    labels = (
+        KMeans(n_clusters=min(k, distinct), n_init=3, random_state=seed).fit_predict(vectors)
+        if distinct >= 2
+        else np.zeros(len(vectors), dtype=int)
+    )
     if len(np.unique(labels)) < 2:
         labels = np.arange(len(vectors)) * k // len(vectors)
     _, first = np.unique(labels, return_index=True)

@@ -6,4 +6,11 @@ from longdoc.losses.late_cache import LateCacheNegatives
 from longdoc.losses.pair_bce import pair_bce_loss
 from longdoc.losses.sentence_block import sentence_block_loss
 
-__all__ = ["LateCacheNegatives", "consistency_loss", "contrastive_loss", "nci_loss", "pair_bce_loss", "sentence_block_loss"]
+__all__ = [
+    "LateCacheNegatives",
+    "consistency_loss",
+    "contrastive_loss",
+    "nci_loss",
+    "pair_bce_loss",
+    "sentence_block_loss",
+]

@@ -20,12 +20,16 @@ import torch.nn.functional as F
 IGNORE = -100  # label of a padded step
 
 
-def consistency_loss(first: torch.Tensor, second: torch.Tensor, labels: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+def consistency_loss(
+    first: torch.Tensor, second: torch.Tensor, labels: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
     """Eq. 5 averaged over the real steps: ``first``, ``second`` [Q, T, d] (the two passes), ``labels``
     [Q, T] (``IGNORE`` at padded steps)."""
     if first.shape != second.shape or first.shape[:2] != labels.shape:
-        raise ValueError(f"first and second must be [Q, T, d] and labels [Q, T]; got {tuple(first.shape)}, "
-                         f"{tuple(second.shape)} and {tuple(labels.shape)}")
+        raise ValueError(
+            f"first and second must be [Q, T, d] and labels [Q, T]; got {tuple(first.shape)}, "
+            f"{tuple(second.shape)} and {tuple(labels.shape)}"
+        )
     total, count = first.new_zeros(()), 0
     for step in range(labels.shape[1]):
         rows = labels[:, step] != IGNORE
@@ -41,13 +45,16 @@ def consistency_loss(first: torch.Tensor, second: torch.Tensor, labels: torch.Te
     return total / max(count, 1)
 
 
-def nci_loss(logits: torch.Tensor, states: torch.Tensor, labels: torch.Tensor, alpha: float = 0.15,
-             temperature: float = 1.0) -> dict[str, torch.Tensor]:
+def nci_loss(
+    logits: torch.Tensor, states: torch.Tensor, labels: torch.Tensor, alpha: float = 0.15, temperature: float = 1.0
+) -> dict[str, torch.Tensor]:
     """Eq. 6. With ``alpha > 0`` the batch holds the two passes stacked (``logits`` [2Q, T, V],
     ``states`` [2Q, T, d]) and the cross-entropy is over both; with ``alpha = 0`` one pass ([Q, ...])."""
     views = 2 if alpha > 0 else 1
     if logits.shape[0] != views * labels.shape[0]:
-        raise ValueError(f"alpha={alpha} needs {views} pass(es) of {labels.shape[0]} queries, got {logits.shape[0]} rows")
+        raise ValueError(
+            f"alpha={alpha} needs {views} pass(es) of {labels.shape[0]} queries, got {logits.shape[0]} rows"
+        )
     targets = labels.repeat(views, 1)
     cross_entropy = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
     losses = {"cross_entropy": cross_entropy}

@@ -24,7 +24,9 @@ def contrastive_loss(
 ) -> torch.Tensor:
     """``scores [B, D]``; ``positive_index [B]`` into D; ``false_negative_mask [B, D]`` True = drop."""
     if scores.ndim != 2 or positive_index.shape != (scores.shape[0],):
-        raise ValueError(f"scores must be [B, D] and positive_index [B]; got {tuple(scores.shape)} and {tuple(positive_index.shape)}")
+        raise ValueError(
+            f"scores must be [B, D] and positive_index [B]; got {tuple(scores.shape)} and {tuple(positive_index.shape)}"
+        )
     logits = scores / temperature
     if false_negative_mask is not None:
         keep_positive = F.one_hot(positive_index, scores.shape[1]).bool()

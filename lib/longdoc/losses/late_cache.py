@@ -53,8 +53,16 @@ class LateCacheNegatives:
     def __len__(self) -> int:
         return len(self.query_ids)
 
-    def __call__(self, queries: torch.Tensor, documents: torch.Tensor, mask: torch.Tensor, positive_index: torch.Tensor,
-                 query_ids: list[str], doc_numbers: torch.Tensor, doc_owner: torch.Tensor) -> torch.Tensor:
+    def __call__(
+        self,
+        queries: torch.Tensor,
+        documents: torch.Tensor,
+        mask: torch.Tensor,
+        positive_index: torch.Tensor,
+        query_ids: list[str],
+        doc_numbers: torch.Tensor,
+        doc_owner: torch.Tensor,
+    ) -> torch.Tensor:
         """The loss of one step (``queries [B, H]``, ``documents [D, S, H]`` with ``mask [D, S]``,
         ``positive_index [B]`` into D, ``doc_numbers [D]``, ``doc_owner [D]`` = the query each document
         was drawn for), then the step's instances join the queue."""
@@ -66,9 +74,13 @@ class LateCacheNegatives:
     def loss(self, queries, documents, mask, positive_index, query_ids, doc_numbers) -> torch.Tensor:
         scores = self.score(queries, documents, mask)  # [B, D]
         if not len(self):
-            return contrastive_loss(scores, positive_index, self._relevance_mask(query_ids, doc_numbers), self.temperature)
+            return contrastive_loss(
+                scores, positive_index, self._relevance_mask(query_ids, doc_numbers), self.temperature
+            )
         cached_docs = self.score(queries, self.documents, self.mask)  # [B, Cd] (eq. 10)
-        cached_rows = torch.cat([self.score(self.queries, documents, mask), self.score(self.queries, self.documents, self.mask)], 1)
+        cached_rows = torch.cat(
+            [self.score(self.queries, documents, mask), self.score(self.queries, self.documents, self.mask)], 1
+        )
         scores = torch.cat([torch.cat([scores, cached_docs], 1), cached_rows.to(scores.dtype)], 0)  # [B + Cq, D + Cd]
         labels = torch.cat([positive_index, self.positive.to(positive_index.device) + documents.shape[0]])
         all_numbers = torch.cat([doc_numbers.to(self.numbers.device), self.numbers])
@@ -79,8 +91,9 @@ class LateCacheNegatives:
         """``[rows, columns]``: True where the column's document is relevant to the row's query (the
         label column itself is kept by :func:`contrastive_loss`)."""
         numbers = doc_numbers.tolist()
-        return torch.tensor([[n in self.relevant(q) for n in numbers] for q in query_ids], dtype=torch.bool,
-                            device=doc_numbers.device)
+        return torch.tensor(
+            [[n in self.relevant(q) for n in numbers] for q in query_ids], dtype=torch.bool, device=doc_numbers.device
+        )
 
     @torch.no_grad()
     def enqueue(self, queries, documents, mask, positive_index, query_ids, doc_numbers, doc_owner) -> None:
@@ -89,13 +102,18 @@ class LateCacheNegatives:
         offset = 0 if self.documents is None else self.documents.shape[0]
         base = len(self)
         parts = {
-            "queries": queries.detach(), "documents": documents.detach(), "mask": mask,
-            "numbers": doc_numbers.to(documents.device), "owner": doc_owner.to(documents.device) + base,
+            "queries": queries.detach(),
+            "documents": documents.detach(),
+            "mask": mask,
+            "numbers": doc_numbers.to(documents.device),
+            "owner": doc_owner.to(documents.device) + base,
             "positive": positive_index.to(documents.device) + offset,
         }
         if self.documents is not None and documents.shape[1:] != self.documents.shape[1:]:
-            raise ValueError(f"documents of {tuple(documents.shape[1:])} after {tuple(self.documents.shape[1:])}: pad every "
-                             "step's documents to one number of vectors (the training loop pads to the model's max_vectors)")
+            raise ValueError(
+                f"documents of {tuple(documents.shape[1:])} after {tuple(self.documents.shape[1:])}: pad every "
+                "step's documents to one number of vectors (the training loop pads to the model's max_vectors)"
+            )
         for name, value in parts.items():
             old = getattr(self, name)
             setattr(self, name, value if old is None else torch.cat([old, value]))
@@ -111,7 +129,10 @@ class LateCacheNegatives:
 
     def state_dict(self) -> dict:
         """The queue (saved with a training state, so a resumed run keeps its cache)."""
-        return {name: getattr(self, name) for name in ("queries", "query_ids", "positive", "documents", "mask", "numbers", "owner")}
+        return {
+            name: getattr(self, name)
+            for name in ("queries", "query_ids", "positive", "documents", "mask", "numbers", "owner")
+        }
 
     def load_state_dict(self, state: dict) -> None:
         for name, value in state.items():

@@ -21,6 +21,8 @@ import torch.nn.functional as F
 def sentence_block_loss(predicted: torch.Tensor, original: torch.Tensor) -> torch.Tensor:
     """``predicted`` Ŝ and ``original`` h, both ``[B, H]``, row j of each for the same masked block."""
     if predicted.ndim != 2 or predicted.shape != original.shape:
-        raise ValueError(f"predicted and original must both be [B, H]; got {tuple(predicted.shape)} and {tuple(original.shape)}")
+        raise ValueError(
+            f"predicted and original must both be [B, H]; got {tuple(predicted.shape)} and {tuple(original.shape)}"
+        )
     similarity = predicted @ original.T  # row j: Ŝ_j against every h_i
     return F.cross_entropy(similarity, torch.arange(len(predicted), device=predicted.device))

@@ -22,8 +22,9 @@ def attention_bias(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return bias[:, None, None, :] if keep.ndim == 2 else bias[:, None]
 
 
-def attention_mix(attention, queries: torch.Tensor, keys: torch.Tensor, bias: torch.Tensor | None,
-                  projections=None) -> torch.Tensor:
+def attention_mix(
+    attention, queries: torch.Tensor, keys: torch.Tensor, bias: torch.Tensor | None, projections=None
+) -> torch.Tensor:
     """The multi-head attention of an HF ``BertSelfAttention`` before its output block, ``[B, Q, d]``:
     queries from ``queries`` ``[B, Q, d]``, keys/values from ``keys`` ``[B, K, d]``. ``projections``
     (modules with ``query``, ``key``, ``value``) replace the layer's own (Longformer's global ones)."""
@@ -34,9 +35,15 @@ def attention_mix(attention, queries: torch.Tensor, keys: torch.Tensor, bias: to
         return x.view(*x.shape[:2], -1, width).transpose(1, 2)
 
     interface = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, eager_attention_forward)
-    mixed, _ = interface(attention, heads(projections.query(queries)), heads(projections.key(keys)),
-                         heads(projections.value(keys)), bias, dropout=attention.dropout.p if attention.training else 0.0,
-                         scaling=attention.scaling)
+    mixed, _ = interface(
+        attention,
+        heads(projections.query(queries)),
+        heads(projections.key(keys)),
+        heads(projections.value(keys)),
+        bias,
+        dropout=attention.dropout.p if attention.training else 0.0,
+        scaling=attention.scaling,
+    )
     return mixed.reshape(*queries.shape[:2], -1).contiguous()
 
 

@@ -67,8 +67,14 @@ class DocBatch:
     max_segments: int
 
     def to(self, device) -> DocBatch:
-        return DocBatch(self.input_ids.to(device), self.attention_mask.to(device), self.owner.to(device),
-                        self.position.to(device), self.num_docs, self.max_segments)
+        return DocBatch(
+            self.input_ids.to(device),
+            self.attention_mask.to(device),
+            self.owner.to(device),
+            self.position.to(device),
+            self.num_docs,
+            self.max_segments,
+        )
 
 
 class BiEncoder(nn.Module):
@@ -86,7 +92,9 @@ class BiEncoder(nn.Module):
 
     # -- inputs -------------------------------------------------------------------------------
     def query_inputs(self, texts: list[str]) -> dict[str, torch.Tensor]:
-        return self.tokenizer(texts, padding=True, truncation=True, max_length=self.config.max_query_length, return_tensors="pt")
+        return self.tokenizer(
+            texts, padding=True, truncation=True, max_length=self.config.max_query_length, return_tensors="pt"
+        )
 
     def doc_inputs(self, documents: list[list[list[int]]]) -> DocBatch:
         """``documents[i]`` is a list of content-token segments; only the first ``max_segments`` are used."""
@@ -104,7 +112,9 @@ class BiEncoder(nn.Module):
             input_ids[i, : len(row)] = torch.tensor(row)
             attention_mask[i, : len(row)] = 1
         max_segments = max(positions) + 1
-        return DocBatch(input_ids, attention_mask, torch.tensor(owners), torch.tensor(positions), len(documents), max_segments)
+        return DocBatch(
+            input_ids, attention_mask, torch.tensor(owners), torch.tensor(positions), len(documents), max_segments
+        )
 
     # -- encoding ------------------------------------------------------------------------------
     def pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -203,8 +213,9 @@ class BiEncoder(nn.Module):
         return batches + ([batch] if batch else [])
 
     @torch.no_grad()
-    def encode_corpus(self, corpus: SegmentedCorpus, max_tokens: int = 8192, progress: bool = True,
-                      everyone: bool = True) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
+    def encode_corpus(
+        self, corpus: SegmentedCorpus, max_tokens: int = 8192, progress: bool = True, everyone: bool = True
+    ) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
         """Segment vectors ``[S, d]`` and their document numbers ``[S]``, in batches of at most
         ``max_tokens`` padded tokens (:meth:`token_batches`; 8,192 = 32 segments of 256). Under several
         processes (``torchrun``/``accelerate launch``) each encodes its share of the batches and every
@@ -235,7 +246,9 @@ class BiEncoder(nn.Module):
         extra = {k: v for k, v in self.state_dict().items() if not k.startswith("backbone.")}
         if extra:
             torch.save(extra, directory / "extra_parameters.pt")
-        (directory / "encoder_config.json").write_text(json.dumps({"class": type(self).__name__, **asdict(self.config)}, indent=2))
+        (directory / "encoder_config.json").write_text(
+            json.dumps({"class": type(self).__name__, **asdict(self.config)}, indent=2)
+        )
 
     @classmethod
     def load(cls, directory: str | Path) -> BiEncoder:
@@ -248,11 +261,15 @@ class BiEncoder(nn.Module):
         if (directory / "extra_parameters.pt").exists():
             missing, unexpected = model.load_state_dict(torch.load(directory / "extra_parameters.pt"), strict=False)
             if unexpected or any(not k.startswith("backbone.") for k in missing):
-                raise ValueError(f"{directory}: parameters do not match {cls.__name__} (missing {missing}, unexpected {unexpected})")
+                raise ValueError(
+                    f"{directory}: parameters do not match {cls.__name__} (missing {missing}, unexpected {unexpected})"
+                )
         return model
 
 
-def place_slots(vectors: torch.Tensor, owner: torch.Tensor, slot: torch.Tensor, num_docs: int, slots: int) -> torch.Tensor:
+def place_slots(
+    vectors: torch.Tensor, owner: torch.Tensor, slot: torch.Tensor, num_docs: int, slots: int
+) -> torch.Tensor:
     """Flat vectors ``[V, d]`` (segments or blocks of documents) placed at ``(owner, slot)`` of a
     zero ``[D, slots, d]`` grid."""
     return vectors.new_zeros((num_docs, slots, vectors.shape[-1])).index_put((owner, slot), vectors)
@@ -265,8 +282,9 @@ def slot_mask(owner: torch.Tensor, slot: torch.Tensor, num_docs: int, slots: int
     return mask
 
 
-def scatter_slots(vectors: torch.Tensor, owner: torch.Tensor, slot: torch.Tensor, num_docs: int,
-                  slots: int) -> tuple[torch.Tensor, torch.Tensor]:
+def scatter_slots(
+    vectors: torch.Tensor, owner: torch.Tensor, slot: torch.Tensor, num_docs: int, slots: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The grid of :func:`place_slots` and its mask."""
     return place_slots(vectors, owner, slot, num_docs, slots), slot_mask(owner, slot, num_docs, slots)
 

@@ -39,8 +39,18 @@ class QueryGenerationConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if min(self.queries_per_document, self.input_length, self.max_query_length, self.top_k, self.batch_size,
-               self.generate_batch_size) < 1 or self.train_steps < 0:
+        if (
+            min(
+                self.queries_per_document,
+                self.input_length,
+                self.max_query_length,
+                self.top_k,
+                self.batch_size,
+                self.generate_batch_size,
+            )
+            < 1
+            or self.train_steps < 0
+        ):
             raise ValueError(f"query generation: every count must be >= 1 (train_steps >= 0): {self}")
 
 
@@ -73,8 +83,11 @@ class Doc2Query:
         path = resolve_backbone(backbone)
         tokenizer = load_tokenizer(path)
         model = EncoderDecoderModel.from_encoder_decoder_pretrained(path, path)
-        special = {"decoder_start_token_id": tokenizer.cls_token_id, "pad_token_id": tokenizer.pad_token_id,
-                   "eos_token_id": tokenizer.sep_token_id}
+        special = {
+            "decoder_start_token_id": tokenizer.cls_token_id,
+            "pad_token_id": tokenizer.pad_token_id,
+            "eos_token_id": tokenizer.sep_token_id,
+        }
         for target in (model.config, model.generation_config):
             for name, value in special.items():
                 setattr(target, name, value)
@@ -86,19 +99,28 @@ class Doc2Query:
 
     def _documents(self, texts: list[str]) -> dict[str, torch.Tensor]:
         device = next(self.model.parameters()).device
-        encoded = self.tokenizer(texts, truncation=True, max_length=self.config.input_length, padding=True, return_tensors="pt")
+        encoded = self.tokenizer(
+            texts, truncation=True, max_length=self.config.input_length, padding=True, return_tensors="pt"
+        )
         return {"input_ids": encoded["input_ids"].to(device), "attention_mask": encoded["attention_mask"].to(device)}
 
     def loss(self, texts: list[str], queries: list[str], model=None) -> torch.Tensor:
         """Mean token cross-entropy of ``queries`` given ``texts`` (``model``: a wrapped copy, e.g. DDP's)."""
-        target = self.tokenizer(queries, truncation=True, max_length=self.config.max_query_length, padding=True,
-                                return_tensors="pt")
+        target = self.tokenizer(
+            queries, truncation=True, max_length=self.config.max_query_length, padding=True, return_tensors="pt"
+        )
         labels = target["input_ids"].masked_fill(target["attention_mask"] == 0, -100)
         if self.tokenizer.cls_token_id is not None and bool((labels[:, 0] == self.tokenizer.cls_token_id).all()):
-            labels = labels[:, 1:].contiguous()  # BERT's [CLS] is already the decoder's start token: not a word to predict
-        with warnings.catch_warnings():  # EncoderDecoderModel's notice that it builds the decoder inputs from the labels
+            labels = labels[
+                :, 1:
+            ].contiguous()  # BERT's [CLS] is already the decoder's start token: not a word to predict
+        with (
+            warnings.catch_warnings()
+        ):  # EncoderDecoderModel's notice that it builds the decoder inputs from the labels
             warnings.filterwarnings("ignore", message="Version v4.12.0 introduces", category=FutureWarning)
-            return (model or self.model)(**self._documents(texts), labels=labels.to(next(self.model.parameters()).device)).loss
+            return (model or self.model)(
+                **self._documents(texts), labels=labels.to(next(self.model.parameters()).device)
+            ).loss
 
     def generate(self, texts: list[str], seed: int = 0, progress: bool = False) -> list[list[str]]:
         """Up to ``queries_per_document`` distinct sampled queries per text (seeded per batch)."""
@@ -109,8 +131,13 @@ class Doc2Query:
             batch = texts[start : start + size]
             torch.manual_seed(seed + start)
             with torch.no_grad():
-                sequences = self.model.generate(**self._documents(batch), do_sample=True, top_k=self.config.top_k,
-                                                num_return_sequences=n, max_new_tokens=self.config.max_query_length)
+                sequences = self.model.generate(
+                    **self._documents(batch),
+                    do_sample=True,
+                    top_k=self.config.top_k,
+                    num_return_sequences=n,
+                    max_new_tokens=self.config.max_query_length,
+                )
             decoded = self.tokenizer.batch_decode(sequences, skip_special_tokens=True)
             for row in range(len(batch)):
                 samples = [q.strip() for q in decoded[row * n : (row + 1) * n]]

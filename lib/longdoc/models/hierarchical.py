@@ -89,7 +89,9 @@ class HierarchicalEncoder(SingleVectorEncoder):
         keep = batch.attention_mask.bool()
         num_docs, num_blocks = batch.num_docs, batch.max_segments
         token_bias = _bias_unless_all(keep, tokens.dtype)
-        context_bias = None if token_bias is None else attention_bias(torch.cat([keep.new_ones(rows, 1), keep], 1), tokens.dtype)
+        context_bias = (
+            None if token_bias is None else attention_bias(torch.cat([keep.new_ones(rows, 1), keep], 1), tokens.dtype)
+        )
         document = self.doc_embedding.expand(num_docs, hidden) if self.doc_token else None
         block_mask = slot_mask(batch.owner, batch.position, num_docs, num_blocks)
         inter_keep = torch.cat([block_mask.new_ones(num_docs, 1), block_mask], 1) if self.doc_token else block_mask

@@ -53,8 +53,12 @@ def prediction_head(encoder: Longtriever) -> tuple[BertOnlyMLMHead, bool]:
     head.apply(encoder.backbone._init_weights)
     pretrained = False
     try:
-        masked_lm, info = BertForMaskedLM.from_pretrained(resolve_backbone(encoder.config.backbone), output_loading_info=True)
-        if masked_lm.config.hidden_size == config.hidden_size and not any(k.startswith("cls.") for k in info["missing_keys"]):
+        masked_lm, info = BertForMaskedLM.from_pretrained(
+            resolve_backbone(encoder.config.backbone), output_loading_info=True
+        )
+        if masked_lm.config.hidden_size == config.hidden_size and not any(
+            k.startswith("cls.") for k in info["missing_keys"]
+        ):
             head.load_state_dict(masked_lm.cls.state_dict())
             pretrained = True
     except (OSError, ValueError):
@@ -84,8 +88,14 @@ class LongtrieverPretraining(nn.Module):
     Build it inside :func:`longdoc.seeding.seeded`: ψ's transform (and a random decoder) are new
     parameters."""
 
-    def __init__(self, encoder: Longtriever, mlm_ratio: float = 0.3, lmae_ratio: float = 0.5, lmae: bool = True,
-                 decoder_init: str = "random"):
+    def __init__(
+        self,
+        encoder: Longtriever,
+        mlm_ratio: float = 0.3,
+        lmae_ratio: float = 0.5,
+        lmae: bool = True,
+        decoder_init: str = "random",
+    ):
         super().__init__()
         if lmae and not encoder.doc_token:
             raise ValueError("LMAE reconstructs from s_d: it needs doc_token=True")
@@ -122,8 +132,9 @@ class LongtrieverPretraining(nn.Module):
         tokenizer, bert = self.encoder.tokenizer, self.encoder.backbone
         words = word_index(batch.input_ids, self.continuation)
         maskable = candidates(batch.input_ids, batch.attention_mask, self.special_ids)
-        inputs, mlm_labels = whole_word_mlm(batch.input_ids, words, maskable, self.mlm_ratio,
-                                            tokenizer.mask_token_id, len(tokenizer), generator)
+        inputs, mlm_labels = whole_word_mlm(
+            batch.input_ids, words, maskable, self.mlm_ratio, tokenizer.mask_token_id, len(tokenizer), generator
+        )
         states = self.encoder.encode_blocks(replace(batch, input_ids=inputs))
         losses = {"mlm": self._predict(states.tokens, mlm_labels)}
         if self.use_lmae:

@@ -42,8 +42,9 @@ class SiameseMatcher(nn.Module):
         encoder = self.encoder
         with encoder.autocast():
             vectors, owner, slot = encoder.document_vectors(batch)
-        return scatter_slots(F.normalize(vectors.float(), dim=-1), owner, slot, batch.num_docs,
-                             encoder.slots_per_document(batch))
+        return scatter_slots(
+            F.normalize(vectors.float(), dim=-1), owner, slot, batch.num_docs, encoder.slots_per_document(batch)
+        )
 
     def forward(self, batch: DocBatch, sources: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Cosines ``[P]`` of the pairs (``sources[p]``, ``targets[p]``), numbers of ``batch``'s documents."""
@@ -57,5 +58,7 @@ def stored_pair_cosines(vectors: np.ndarray, owners: np.ndarray, sources: list[i
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True).clip(min=1e-12)
     order = np.argsort(owners, kind="stable")
     starts = np.searchsorted(owners[order], np.arange(owners.max() + 2))
-    rows = {int(d): order[starts[d]:starts[d + 1]] for d in set(sources) | set(targets)}
-    return np.array([float((unit[rows[s]] @ unit[rows[t]].T).max()) for s, t in zip(sources, targets)], dtype=np.float32)
+    rows = {int(d): order[starts[d] : starts[d + 1]] for d in set(sources) | set(targets)}
+    return np.array(
+        [float((unit[rows[s]] @ unit[rows[t]].T).max()) for s, t in zip(sources, targets)], dtype=np.float32
+    )

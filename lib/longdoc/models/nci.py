@@ -57,8 +57,10 @@ class NciConfig:
         if self.vocab_size < 3 or self.max_id_length < 2:
             raise ValueError(f"vocab_size >= 3 and max_id_length >= 2 are required (from the IdTokenizer): {self}")
         if self.decoder_layers < 1 or self.adaptor_layers < 0 or self.adaptor_rank < 1 or self.encoder_layers < 0:
-            raise ValueError(f"decoder_layers >= 1, adaptor_layers >= 0, adaptor_rank >= 1 and encoder_layers >= 0 are "
-                             f"required: {self}")
+            raise ValueError(
+                f"decoder_layers >= 1, adaptor_layers >= 0, adaptor_rank >= 1 and encoder_layers >= 0 are "
+                f"required: {self}"
+            )
 
 
 class NciGenerationConfig(PretrainedConfig):
@@ -92,7 +94,11 @@ def load_query_encoder(backbone: str):
 
 def keep_first_layers(encoder: nn.Module, layers: int) -> None:
     """Cut a BERT-style (``encoder.layer``) or T5 (``block``) encoder to its first ``layers`` layers."""
-    stack = encoder.encoder.layer if hasattr(encoder, "encoder") and hasattr(encoder.encoder, "layer") else encoder.encoder.block
+    stack = (
+        encoder.encoder.layer
+        if hasattr(encoder, "encoder") and hasattr(encoder.encoder, "layer")
+        else encoder.encoder.block
+    )
     if layers > len(stack):
         raise ValueError(f"encoder_layers={layers}: the backbone has {len(stack)} layers")
     del stack[layers:]
@@ -118,10 +124,22 @@ class Attention(nn.Module):
     def project(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self._split(self.key(source)), self._split(self.value(source))
 
-    def forward(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, causal: bool = False,
-                mask: torch.Tensor | None = None) -> torch.Tensor:
-        attended = F.scaled_dot_product_attention(self._split(self.query(x)), keys, values, attn_mask=mask,
-                                                  dropout_p=self.dropout if self.training else 0.0, is_causal=causal)
+    def forward(
+        self,
+        x: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        causal: bool = False,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        attended = F.scaled_dot_product_attention(
+            self._split(self.query(x)),
+            keys,
+            values,
+            attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0,
+            is_causal=causal,
+        )
         return self.out(attended.transpose(1, 2).flatten(2))
 
 
@@ -132,9 +150,13 @@ class Layer(nn.Module):
     def __init__(self, d: int, heads: int, feed_forward: int, dropout: float, cross: bool):
         super().__init__()
         self.self_norm, self.self_attention = nn.LayerNorm(d), Attention(d, heads, dropout)
-        self.cross_norm, self.cross_attention = (nn.LayerNorm(d), Attention(d, heads, dropout)) if cross else (None, None)
+        self.cross_norm, self.cross_attention = (
+            (nn.LayerNorm(d), Attention(d, heads, dropout)) if cross else (None, None)
+        )
         self.feed_norm = nn.LayerNorm(d)
-        self.feed = nn.Sequential(nn.Linear(d, feed_forward), nn.GELU(), nn.Dropout(dropout), nn.Linear(feed_forward, d))
+        self.feed = nn.Sequential(
+            nn.Linear(d, feed_forward), nn.GELU(), nn.Dropout(dropout), nn.Linear(feed_forward, d)
+        )
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, past: tuple | None, memory: tuple | None = None) -> tuple[torch.Tensor, tuple]:
@@ -167,7 +189,9 @@ class DecodingCache:
         return 0 if first is None else first[0].shape[2]
 
     def reorder(self, beam_idx: torch.Tensor) -> DecodingCache:
-        self.layers = {name: (k.index_select(0, beam_idx), v.index_select(0, beam_idx)) for name, (k, v) in self.layers.items()}
+        self.layers = {
+            name: (k.index_select(0, beam_idx), v.index_select(0, beam_idx)) for name, (k, v) in self.layers.items()
+        }
         return self
 
 
@@ -219,8 +243,10 @@ class _GenerationEncoder:
     def forward(self, input_ids=None, attention_mask=None, **unused) -> QueryStates:
         states = self.model.encode(input_ids, attention_mask)
         projected = self.model.project_memory(states, attention_mask)
-        return QueryStates(last_hidden_state=states,
-                           memory_projections=torch.stack([torch.stack([k, v], 1) for k, v, _ in projected], 1))
+        return QueryStates(
+            last_hidden_state=states,
+            memory_projections=torch.stack([torch.stack([k, v], 1) for k, v, _ in projected], 1),
+        )
 
     __call__ = forward
 
@@ -242,13 +268,17 @@ class NciModel(PreTrainedModel, GenerationMixin):
         heads = hidden.get("num_attention_heads") or hidden["num_heads"]
         feed_forward = hidden.get("intermediate_size") or hidden["d_ff"]
         self.embedding = nn.Embedding(self.nci.vocab_size, d)  # tied to the classifier W (eq. 3)
-        nn.init.normal_(self.embedding.weight, std=d ** -0.5)
+        nn.init.normal_(self.embedding.weight, std=d**-0.5)
         self.steps = nn.Embedding(self.nci.max_id_length, d) if self.nci.step_embedding else None
-        self.decoder = nn.ModuleList(Layer(d, heads, feed_forward, self.nci.dropout, cross=True)
-                                     for _ in range(self.nci.decoder_layers))
+        self.decoder = nn.ModuleList(
+            Layer(d, heads, feed_forward, self.nci.dropout, cross=True) for _ in range(self.nci.decoder_layers)
+        )
         self.decoder_norm = nn.LayerNorm(d)
-        self.adaptor = (PrefixAdaptor(d, heads, feed_forward, self.nci.adaptor_layers, self.nci.adaptor_rank, self.nci.dropout)
-                        if self.nci.adaptor_layers else None)
+        self.adaptor = (
+            PrefixAdaptor(d, heads, feed_forward, self.nci.adaptor_layers, self.nci.adaptor_rank, self.nci.dropout)
+            if self.nci.adaptor_layers
+            else None
+        )
 
     @classmethod
     def build(cls, config: NciConfig, encoder: nn.Module | None = None, tokenizer=None) -> NciModel:
@@ -265,8 +295,11 @@ class NciModel(PreTrainedModel, GenerationMixin):
         pass
 
     def query_inputs(self, queries: list[str]) -> dict[str, torch.Tensor]:
-        return dict(self.tokenizer(queries, padding=True, truncation=True, max_length=self.nci.query_length,
-                                   return_tensors="pt"))
+        return dict(
+            self.tokenizer(
+                queries, padding=True, truncation=True, max_length=self.nci.query_length, return_tensors="pt"
+            )
+        )
 
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
@@ -276,7 +309,9 @@ class NciModel(PreTrainedModel, GenerationMixin):
         mask = (attention_mask != 0)[:, None, None, :]
         return [(*layer.cross_attention.project(memory), mask) for layer in self.decoder]
 
-    def decoder_hidden(self, embeddings: torch.Tensor, memory: list[tuple], cache: DecodingCache | None = None) -> torch.Tensor:
+    def decoder_hidden(
+        self, embeddings: torch.Tensor, memory: list[tuple], cache: DecodingCache | None = None
+    ) -> torch.Tensor:
         """Eq. 2: the decoder states ``h`` of the given steps (after the earlier ones in ``cache``)."""
         hidden = embeddings
         for number, layer in enumerate(self.decoder):
@@ -286,8 +321,13 @@ class NciModel(PreTrainedModel, GenerationMixin):
                 cache.layers[name] = kept
         return self.decoder_norm(hidden)
 
-    def decode(self, decoder_input_ids: torch.Tensor, memory: torch.Tensor, attention_mask: torch.Tensor,
-               cache: DecodingCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def decode(
+        self,
+        decoder_input_ids: torch.Tensor,
+        memory: torch.Tensor,
+        attention_mask: torch.Tensor,
+        cache: DecodingCache | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(logits [B, T, V], classifier inputs h_i A_i [B, T, d])`` of the given steps: every step at
         once under teacher forcing, or the next step(s) after those in ``cache``."""
         first_step = cache is None or cache.get_seq_length() == 0
@@ -308,8 +348,16 @@ class NciModel(PreTrainedModel, GenerationMixin):
             hidden = self.adaptor(inputs, hidden, cache)
         return hidden @ self.embedding.weight.T, hidden
 
-    def forward(self, input_ids=None, attention_mask=None, decoder_input_ids=None, encoder_outputs=None,
-                past_key_values: DecodingCache | None = None, use_cache: bool = False, **unused):
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        decoder_input_ids=None,
+        encoder_outputs=None,
+        past_key_values: DecodingCache | None = None,
+        use_cache: bool = False,
+        **unused,
+    ):
         memory = self.encode(input_ids, attention_mask) if encoder_outputs is None else encoder_outputs[0]
         if attention_mask is None:
             attention_mask = torch.ones(memory.shape[:2], dtype=torch.long, device=memory.device)
@@ -317,18 +365,36 @@ class NciModel(PreTrainedModel, GenerationMixin):
         if use_cache and cache is None:
             stacked = getattr(encoder_outputs, "memory_projections", None)
             mask = (attention_mask != 0)[:, None, None, :]
-            cache = DecodingCache(self.project_memory(memory, attention_mask) if stacked is None else
-                                  [(stacked[:, n, 0], stacked[:, n, 1], mask) for n in range(stacked.shape[1])])
+            cache = DecodingCache(
+                self.project_memory(memory, attention_mask)
+                if stacked is None
+                else [(stacked[:, n, 0], stacked[:, n, 1], mask) for n in range(stacked.shape[1])]
+            )
         logits, states = self.decode(decoder_input_ids, memory, attention_mask, cache)
-        return Seq2SeqLMOutput(logits=logits, decoder_hidden_states=(states,),  # states: the classifier inputs h_i A_i
-                               past_key_values=cache if use_cache else None)
+        return Seq2SeqLMOutput(
+            logits=logits,
+            decoder_hidden_states=(states,),  # states: the classifier inputs h_i A_i
+            past_key_values=cache if use_cache else None,
+        )
 
-    def prepare_inputs_for_generation(self, decoder_input_ids, encoder_outputs=None, attention_mask=None,
-                                      past_key_values=None, use_cache=True, **unused):
+    def prepare_inputs_for_generation(
+        self,
+        decoder_input_ids,
+        encoder_outputs=None,
+        attention_mask=None,
+        past_key_values=None,
+        use_cache=True,
+        **unused,
+    ):
         if past_key_values is not None and past_key_values.get_seq_length() > 0:
-            decoder_input_ids = decoder_input_ids[:, past_key_values.get_seq_length():]
-        return {"decoder_input_ids": decoder_input_ids, "encoder_outputs": encoder_outputs, "attention_mask": attention_mask,
-                "past_key_values": past_key_values, "use_cache": use_cache}
+            decoder_input_ids = decoder_input_ids[:, past_key_values.get_seq_length() :]
+        return {
+            "decoder_input_ids": decoder_input_ids,
+            "encoder_outputs": encoder_outputs,
+            "attention_mask": attention_mask,
+            "past_key_values": past_key_values,
+            "use_cache": use_cache,
+        }
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:

@@ -94,8 +94,11 @@ class SeDR(BiEncoder):
             self.segment_gate = nn.Parameter(torch.zeros(()))  # g: the layer's change enters gated, from 0
         if config.interaction == "global":  # per layer: the [CLS] rows' query/key/value projections
             self.global_projections = nn.ModuleList(
-                nn.ModuleDict({name: copy.deepcopy(getattr(layer.attention.self, name)) for name in ("query", "key", "value")})
-                for layer in self.backbone.encoder.layer)
+                nn.ModuleDict(
+                    {name: copy.deepcopy(getattr(layer.attention.self, name)) for name in ("query", "key", "value")}
+                )
+                for layer in self.backbone.encoder.layer
+            )
 
     # -- queries ---------------------------------------------------------------------------------
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -140,10 +143,13 @@ class SeDR(BiEncoder):
         for layer, projections in zip(self.backbone.encoder.layer, self.global_projections):
             attention = layer.attention.self
             mixed = attention_mix(attention, hidden, hidden, local_bias)  # [S, L, d]
-            tokens = hidden.new_zeros((batch.num_docs, k, length, hidden.shape[-1])).index_put((batch.owner, batch.position), hidden)
+            tokens = hidden.new_zeros((batch.num_docs, k, length, hidden.shape[-1])).index_put(
+                (batch.owner, batch.position), hidden
+            )
             cls_grid = tokens[:, :, 0]  # [D, k, d] (absent segments' rows are computed and dropped)
-            cls_mixed = attention_mix(attention, cls_grid, tokens.reshape(batch.num_docs, k * length, -1), global_bias,
-                                      projections)[batch.owner, batch.position]  # [S, d]
+            cls_mixed = attention_mix(
+                attention, cls_grid, tokens.reshape(batch.num_docs, k * length, -1), global_bias, projections
+            )[batch.owner, batch.position]  # [S, d]
             mixed = torch.cat([cls_mixed[:, None], mixed[:, 1:]], dim=1)
             hidden = finish_layer(layer, mixed, hidden)
         return hidden

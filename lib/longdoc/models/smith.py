@@ -106,8 +106,13 @@ class Smith(SingleVectorEncoder):
             nn.init.normal_(self.attention_context, std=bert.config.initializer_range)
 
     def modules_outside_backbone(self) -> list[nn.Module]:
-        modules = [self.block_dense, self.block_position_embeddings, self.document_norm, self.document_encoder,
-                   self.document_dense]
+        modules = [
+            self.block_dense,
+            self.block_position_embeddings,
+            self.document_norm,
+            self.document_encoder,
+            self.document_dense,
+        ]
         return modules + ([self.attention_projection] if self.config.combine == "attention" else [])
 
     def reinitialize(self) -> None:
@@ -191,7 +196,9 @@ class Smith(SingleVectorEncoder):
         return self.combine(document, blocks, mask)
 
 
-def sample_masked_blocks(block_mask: torch.Tensor, per_document: int, generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_masked_blocks(
+    block_mask: torch.Tensor, per_document: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """Dynamic sentence-block masking (4.2.1): ``[D, N]`` booleans, ``per_document`` real blocks of
     each document drawn uniformly, fresh at every call. A document keeps at least one block unmasked
     (one of n blocks masks at most n − 1; a one-block document masks none): the paper does not say,
@@ -242,8 +249,9 @@ class SmithPretraining(nn.Module):
         tokenizer = self.encoder.tokenizer
         words = word_index(batch.input_ids, self.continuation)
         maskable = candidates(batch.input_ids, batch.attention_mask, self.special_ids)
-        inputs, labels = whole_word_mlm(batch.input_ids, words, maskable, self.mlm_ratio, tokenizer.mask_token_id,
-                                        len(tokenizer), generator)
+        inputs, labels = whole_word_mlm(
+            batch.input_ids, words, maskable, self.mlm_ratio, tokenizer.mask_token_id, len(tokenizer), generator
+        )
         states = self.encoder.backbone(input_ids=inputs, attention_mask=batch.attention_mask).last_hidden_state
         chosen = labels != -100
         if bool(chosen.any()):
@@ -256,11 +264,14 @@ class SmithPretraining(nn.Module):
         losses["loss"] = sum(losses.values())
         return losses
 
-    def block_loss(self, batch: DocBatch, first_tokens: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    def block_loss(
+        self, batch: DocBatch, first_tokens: torch.Tensor, generator: torch.Generator | None
+    ) -> torch.Tensor:
         """L_sp of eq. 6 (0 when no document of the batch has two blocks)."""
         encoder = self.encoder
-        blocks = place_slots(encoder.block_vectors(first_tokens), batch.owner, batch.position, batch.num_docs,
-                             batch.max_segments)
+        blocks = place_slots(
+            encoder.block_vectors(first_tokens), batch.owner, batch.position, batch.num_docs, batch.max_segments
+        )
         block_mask = slot_mask(batch.owner, batch.position, batch.num_docs, batch.max_segments)
         masked = sample_masked_blocks(block_mask, self.masked_blocks, generator)
         if not bool(masked.any()):

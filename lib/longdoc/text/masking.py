@@ -33,8 +33,15 @@ def candidates(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_id
     return attention_mask.bool() & ~special
 
 
-def whole_word_mlm(input_ids: torch.Tensor, words: torch.Tensor, maskable: torch.Tensor, ratio: float,
-                   mask_token_id: int, vocab_size: int, generator: torch.Generator | None = None):
+def whole_word_mlm(
+    input_ids: torch.Tensor,
+    words: torch.Tensor,
+    maskable: torch.Tensor,
+    ratio: float,
+    mask_token_id: int,
+    vocab_size: int,
+    generator: torch.Generator | None = None,
+):
     """BERT's MLM corruption on whole words: each word is chosen with probability ``ratio``; a chosen
     token becomes [MASK] (80%), a random token (10%) or stays (10%). Returns ``(inputs, labels)``."""
     if not 0.0 <= ratio <= 1.0:
@@ -50,8 +57,13 @@ def whole_word_mlm(input_ids: torch.Tensor, words: torch.Tensor, maskable: torch
     return inputs, labels
 
 
-def lmae_attention_mask(words: torch.Tensor, maskable: torch.Tensor, attention_mask: torch.Tensor, ratio: float,
-                        generator: torch.Generator | None = None) -> torch.Tensor:
+def lmae_attention_mask(
+    words: torch.Tensor,
+    maskable: torch.Tensor,
+    attention_mask: torch.Tensor,
+    ratio: float,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """LMAE's random mask A (eq. 10) as booleans ``[R, L, L + 1]`` (True = may be attended).
 
     Rows are the decoder's queries (block positions 0..L-1); columns are its keys

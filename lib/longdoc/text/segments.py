@@ -30,9 +30,17 @@ class SegmentedCorpus:
     segments: list[list[list[int]]]  # per document, per segment: content token ids
 
     @classmethod
-    def build(cls, tokenizer: PreTrainedTokenizerBase, doc_ids: list[str], texts: list[str],
-              segment_length: int = 512, max_segments: int = 1, document_tokens: int = 0,
-              batch_size: int = 256, sentence_filling: bool = False) -> SegmentedCorpus:
+    def build(
+        cls,
+        tokenizer: PreTrainedTokenizerBase,
+        doc_ids: list[str],
+        texts: list[str],
+        segment_length: int = 512,
+        max_segments: int = 1,
+        document_tokens: int = 0,
+        batch_size: int = 256,
+        sentence_filling: bool = False,
+    ) -> SegmentedCorpus:
         """``document_tokens`` > 0 reads at most that many content tokens per document (the last
         block is then shorter); 0 reads all that ``max_segments`` blocks hold. ``sentence_filling``:
         blocks of whole sentences (SMITH, :func:`longdoc.text.sentences.sentence_blocks`) instead of
@@ -48,8 +56,9 @@ class SegmentedCorpus:
             limit = min(limit, document_tokens)
         segments = []
         for start in range(0, len(texts), batch_size):
-            encoded = tokenizer(texts[start : start + batch_size], add_special_tokens=False,
-                                truncation=True, max_length=limit)["input_ids"]
+            encoded = tokenizer(
+                texts[start : start + batch_size], add_special_tokens=False, truncation=True, max_length=limit
+            )["input_ids"]
             segments.extend(segment_ids(ids, segment_length, max_segments) for ids in encoded)
         return cls(list(doc_ids), segments)
 

@@ -58,8 +58,9 @@ def greedy_fill(sentences: list[list[int]], content_length: int, max_blocks: int
     return blocks or [[]]
 
 
-def sentence_blocks(tokenizer: PreTrainedTokenizerBase, texts: list[str], block_length: int, max_blocks: int = 0,
-                    batch_size: int = 64) -> list[list[list[int]]]:
+def sentence_blocks(
+    tokenizer: PreTrainedTokenizerBase, texts: list[str], block_length: int, max_blocks: int = 0, batch_size: int = 64
+) -> list[list[list[int]]]:
     """Every document as greedy-filled sentence blocks of content token ids; a block becomes
     ``[CLS] content [SEP]`` of at most ``block_length`` tokens when encoded (L_s = ``block_length``)."""
     if block_length < 3:

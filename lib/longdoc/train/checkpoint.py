@@ -64,7 +64,7 @@ class Checkpointer:
         if self.directory is None or not Path(self.directory).is_dir():
             return []
         prefix = STATE_FILE.replace(".pt", f".rank{rank()}.step")
-        return sorted(int(p.name[len(prefix):-3]) for p in Path(self.directory).glob(f"{prefix}*.pt"))
+        return sorted(int(p.name[len(prefix) : -3]) for p in Path(self.directory).glob(f"{prefix}*.pt"))
 
     def due(self, step: int) -> bool:
         if self.directory is None:

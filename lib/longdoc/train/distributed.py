@@ -32,4 +32,3 @@ def gather_ids(tensor: torch.Tensor) -> torch.Tensor:
     parts = [torch.empty_like(tensor) for _ in range(world_size())]
     dist.all_gather(parts, tensor.contiguous())
     return torch.cat(parts, dim=0)
-

@@ -46,10 +46,18 @@ class TrainConfig:
     cache_size: int = 0  # SeDR's Late-Cache Negative: training instances kept as extra negatives (0: none)
 
     def __post_init__(self) -> None:
-        if (self.epochs < 1 or self.batch_size < 1 or self.hard_negatives < 0 or self.steps < 0 or self.eval_every < 0
-                or self.cache_size < 0):
-            raise ValueError("epochs >= 1, batch_size >= 1 and hard_negatives, steps, eval_every, cache_size >= 0 are "
-                             f"required: {self}")
+        if (
+            self.epochs < 1
+            or self.batch_size < 1
+            or self.hard_negatives < 0
+            or self.steps < 0
+            or self.eval_every < 0
+            or self.cache_size < 0
+        ):
+            raise ValueError(
+                "epochs >= 1, batch_size >= 1 and hard_negatives, steps, eval_every, cache_size >= 0 are "
+                f"required: {self}"
+            )
 
 
 class _Sampler:
@@ -58,7 +66,8 @@ class _Sampler:
     def __init__(self, qrels: dict, negatives: dict, corpus: SegmentedCorpus, seed: int):
         self.index = {d: i for i, d in enumerate(corpus.doc_ids)}
         self.positives = {
-            q: sorted(self.index[d] for d, r in judged.items() if r > 0 and d in self.index) for q, judged in qrels.items()
+            q: sorted(self.index[d] for d, r in judged.items() if r > 0 and d in self.index)
+            for q, judged in qrels.items()
         }
         self.positives = {q: p for q, p in self.positives.items() if p}
         self.negatives = {q: [self.index[d] for d in negatives.get(q, []) if d in self.index] for q in self.positives}
@@ -132,10 +141,21 @@ def train_biencoder(
         # each document's query: its positive's, or the one whose hard negative it is
         mine = torch.cat([torch.arange(len(local)), torch.arange(len(local)).repeat_interleave(config.hard_negatives)])
         owner = torch.cat([mine + r * len(local) for r in range(world)])
-        loss = late(all_queries, all_docs, all_mask, labels.to(device), all_qids, all_numbers.to(device),
-                    owner.to(device)) * world
+        loss = (
+            late(all_queries, all_docs, all_mask, labels.to(device), all_qids, all_numbers.to(device), owner.to(device))
+            * world
+        )
         return loss, loss.item() / world
 
-    return run_steps(model, qids, config, step_loss, description=f"training {model.name}", dev_eval=dev_eval,
-                     progress=progress, checkpoint=checkpoint, accelerator=accelerator,
-                     state={"sampler": RandomState(sampler.rng), "late_cache": late})
+    return run_steps(
+        model,
+        qids,
+        config,
+        step_loss,
+        description=f"training {model.name}",
+        dev_eval=dev_eval,
+        progress=progress,
+        checkpoint=checkpoint,
+        accelerator=accelerator,
+        state={"sampler": RandomState(sampler.rng), "late_cache": late},
+    )

@@ -36,9 +36,15 @@ def pair_batch(matcher: SiameseMatcher, corpus: SegmentedCorpus, index: dict[str
     return batch, sources, targets
 
 
-def train_matcher(matcher: SiameseMatcher, corpus: SegmentedCorpus, pairs: list[DocumentPair], config: TrainConfig,
-                  dev_eval: Callable[[SiameseMatcher, int], float] | None = None, progress: bool = True,
-                  checkpoint: Checkpointer | None = None) -> TrainResult:
+def train_matcher(
+    matcher: SiameseMatcher,
+    corpus: SegmentedCorpus,
+    pairs: list[DocumentPair],
+    config: TrainConfig,
+    dev_eval: Callable[[SiameseMatcher, int], float] | None = None,
+    progress: bool = True,
+    checkpoint: Checkpointer | None = None,
+) -> TrainResult:
     """Fine-tune ``matcher`` in place on labelled ``pairs`` (documents of ``corpus``); on return it holds
     the weights of the best dev evaluation (the first of equal scores)."""
     if not pairs:
@@ -55,5 +61,13 @@ def train_matcher(matcher: SiameseMatcher, corpus: SegmentedCorpus, pairs: list[
         loss = pair_bce_loss(cosines, torch.tensor([p.label for p in local], device=device))
         return loss, loss.item()
 
-    return run_steps(matcher, pairs, config, step_loss, description=f"training {matcher.name} (pairs)",
-                     dev_eval=dev_eval, progress=progress, checkpoint=checkpoint)
+    return run_steps(
+        matcher,
+        pairs,
+        config,
+        step_loss,
+        description=f"training {matcher.name} (pairs)",
+        dev_eval=dev_eval,
+        progress=progress,
+        checkpoint=checkpoint,
+    )

@@ -66,19 +66,35 @@ def two_learning_rates(config: NciTrainConfig) -> Callable:
         groups = []
         for part, learning_rate in ((True, config.encoder_learning_rate), (False, config.decoder_learning_rate)):
             named = [(n, p) for n, p in model.named_parameters() if n.startswith("encoder.") == part]
-            groups += [{"params": [p for n, p in named if not any(k in n for k in NO_DECAY)], "lr": learning_rate,
-                        "weight_decay": config.weight_decay},
-                       {"params": [p for n, p in named if any(k in n for k in NO_DECAY)], "lr": learning_rate,
-                        "weight_decay": 0.0}]
+            groups += [
+                {
+                    "params": [p for n, p in named if not any(k in n for k in NO_DECAY)],
+                    "lr": learning_rate,
+                    "weight_decay": config.weight_decay,
+                },
+                {
+                    "params": [p for n, p in named if any(k in n for k in NO_DECAY)],
+                    "lr": learning_rate,
+                    "weight_decay": 0.0,
+                },
+            ]
         optimizer = torch.optim.AdamW([g for g in groups if g["params"]])
-        return optimizer, get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
+        return optimizer, get_linear_schedule_with_warmup(
+            optimizer, int(config.warmup_ratio * total_steps), total_steps
+        )
 
     return build
 
 
-def train_nci(model: NciModel, examples: list[tuple[str, int]], identifiers: list[list[int]], config: NciTrainConfig,
-              dev_eval: Callable[[NciModel, int], float] | None = None, progress: bool = True,
-              checkpoint: Checkpointer | None = None) -> TrainResult:
+def train_nci(
+    model: NciModel,
+    examples: list[tuple[str, int]],
+    identifiers: list[list[int]],
+    config: NciTrainConfig,
+    dev_eval: Callable[[NciModel, int], float] | None = None,
+    progress: bool = True,
+    checkpoint: Checkpointer | None = None,
+) -> TrainResult:
     """Train ``model`` in place on ``examples`` (query text, document number), the document numbers
     indexing ``identifiers`` (token sequences ending in EOS); on return it holds the weights of the
     best dev evaluation. Each history record carries the mean cross-entropy and consistency terms."""
@@ -91,11 +107,24 @@ def train_nci(model: NciModel, examples: list[tuple[str, int]], identifiers: lis
         inputs = model.query_inputs(queries)
         decoder_inputs, labels = identifier_batch([identifiers[number] for _, number in local])
         views = 2 if config.alpha > 0 else 1
-        out = wrapped(input_ids=inputs["input_ids"].repeat(views, 1).to(device),
-                      attention_mask=inputs["attention_mask"].repeat(views, 1).to(device),
-                      decoder_input_ids=decoder_inputs.repeat(views, 1).to(device))
-        losses = nci_loss(out.logits, out.decoder_hidden_states[-1], labels.to(device), config.alpha, config.temperature)
+        out = wrapped(
+            input_ids=inputs["input_ids"].repeat(views, 1).to(device),
+            attention_mask=inputs["attention_mask"].repeat(views, 1).to(device),
+            decoder_input_ids=decoder_inputs.repeat(views, 1).to(device),
+        )
+        losses = nci_loss(
+            out.logits, out.decoder_hidden_states[-1], labels.to(device), config.alpha, config.temperature
+        )
         return losses["loss"], losses["loss"].item()
 
-    return run_steps(model, examples, config, step_loss, description=f"training {model.name}", dev_eval=dev_eval,
-                     progress=progress, checkpoint=checkpoint, optimizer_factory=two_learning_rates(config))
+    return run_steps(
+        model,
+        examples,
+        config,
+        step_loss,
+        description=f"training {model.name}",
+        dev_eval=dev_eval,
+        progress=progress,
+        checkpoint=checkpoint,
+        optimizer_factory=two_learning_rates(config),
+    )

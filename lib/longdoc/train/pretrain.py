@@ -51,9 +51,17 @@ class PretrainConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1 or self.steps < 0 or self.head_warmup_steps < 0 or self.masked_blocks < 0:
-            raise ValueError(f"epochs >= 1, batch_size >= 1, steps >= 0, head_warmup_steps >= 0 and masked_blocks >= 0 "
-                             f"are required: {self}")
+        if (
+            self.epochs < 1
+            or self.batch_size < 1
+            or self.steps < 0
+            or self.head_warmup_steps < 0
+            or self.masked_blocks < 0
+        ):
+            raise ValueError(
+                f"epochs >= 1, batch_size >= 1, steps >= 0, head_warmup_steps >= 0 and masked_blocks >= 0 "
+                f"are required: {self}"
+            )
         for name in ("mlm_ratio", "lmae_ratio"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
@@ -68,7 +76,9 @@ class PretrainResult:
     config: dict = field(default_factory=dict)
 
 
-def _document_batches(documents: list[int], config: PretrainConfig, world: int, rank: int) -> Iterator[tuple[int, list[int]]]:
+def _document_batches(
+    documents: list[int], config: PretrainConfig, world: int, rank: int
+) -> Iterator[tuple[int, list[int]]]:
     """``(epoch, this process's documents)`` for ever, one seeded shuffle per epoch."""
     global_batch = config.batch_size * world
     epoch = 0
@@ -82,8 +92,13 @@ def _document_batches(documents: list[int], config: PretrainConfig, world: int, 
                 yield epoch, local
 
 
-def pretrain_encoder(task: LongtrieverPretraining, corpus: SegmentedCorpus, config: PretrainConfig,
-                         progress: bool = True, checkpoint: Checkpointer | None = None) -> PretrainResult:
+def pretrain_encoder(
+    task: LongtrieverPretraining,
+    corpus: SegmentedCorpus,
+    config: PretrainConfig,
+    progress: bool = True,
+    checkpoint: Checkpointer | None = None,
+) -> PretrainResult:
     """Pre-train ``task.encoder`` in place on the documents of ``corpus`` (never on queries).
     ``checkpoint``: save the run's state there, and resume from a state found there."""
     set_seed(config.seed)
@@ -97,8 +112,10 @@ def pretrain_encoder(task: LongtrieverPretraining, corpus: SegmentedCorpus, conf
     generator = torch.Generator(device=accelerator.device).manual_seed(config.seed + rank)
     result = PretrainResult(head_pretrained=task.head_pretrained, config=asdict(config))
     heads = task.head_parameters()
-    phases = [("head", config.head_warmup_steps, heads, config.head_learning_rate),
-              ("full", total_steps, list(task.parameters()), config.learning_rate)]
+    phases = [
+        ("head", config.head_warmup_steps, heads, config.head_learning_rate),
+        ("full", total_steps, list(task.parameters()), config.learning_rate),
+    ]
     saved = checkpoint.load() if checkpoint is not None else None
     if saved is not None and (saved["config"] != asdict(config) or saved["world"] != world):
         raise ValueError(f"{checkpoint.directory}: a saved state of another run (config or process count differs)")
@@ -110,8 +127,12 @@ def pretrain_encoder(task: LongtrieverPretraining, corpus: SegmentedCorpus, conf
         for _ in range(saved["batches"]):  # the same data order from where the run stopped
             next(batches)
     consumed = 0 if saved is None else saved["batches"]
-    bar = tqdm(total=config.head_warmup_steps + total_steps, initial=done["head"] + done["full"],
-               desc=f"pre-training {task.encoder.name}", disable=not (progress and accelerator.is_main_process))
+    bar = tqdm(
+        total=config.head_warmup_steps + total_steps,
+        initial=done["head"] + done["full"],
+        desc=f"pre-training {task.encoder.name}",
+        disable=not (progress and accelerator.is_main_process),
+    )
     task.train()
     for phase, steps, trained, learning_rate in phases:
         if not steps or done[phase] >= steps:
@@ -120,8 +141,9 @@ def pretrain_encoder(task: LongtrieverPretraining, corpus: SegmentedCorpus, conf
             parameter.requires_grad_(phase == "full")
         for parameter in trained:
             parameter.requires_grad_(True)
-        optimizer, scheduler = adamw_with_warmup(task, learning_rate, config.weight_decay, config.warmup_ratio, steps,
-                                                 trainable_only=True)
+        optimizer, scheduler = adamw_with_warmup(
+            task, learning_rate, config.weight_decay, config.warmup_ratio, steps, trainable_only=True
+        )
         # the scheduler stays outside prepare(): Accelerate would step it once per process and step,
         # ending the warm-up and decay n_devices times too early
         wrapped, optimizer = accelerator.prepare(task, optimizer)
@@ -145,10 +167,21 @@ def pretrain_encoder(task: LongtrieverPretraining, corpus: SegmentedCorpus, conf
             bar.set_postfix(phase=phase, loss=f"{record['loss']:.3f}")
             done[phase] = step
             if checkpoint is not None and checkpoint.due(done["head"] + done["full"]):
-                checkpoint.save({"step": done["head"] + done["full"], "config": asdict(config), "world": world,
-                                 "model": task.state_dict(), "phase": phase,
-                                 "done": dict(done), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                                 "generator": generator.get_state(), "history": result.history, "batches": consumed})
+                checkpoint.save(
+                    {
+                        "step": done["head"] + done["full"],
+                        "config": asdict(config),
+                        "world": world,
+                        "model": task.state_dict(),
+                        "phase": phase,
+                        "done": dict(done),
+                        "optimizer": optimizer.state_dict(),
+                        "scheduler": scheduler.state_dict(),
+                        "generator": generator.get_state(),
+                        "history": result.history,
+                        "batches": consumed,
+                    }
+                )
     for parameter in task.parameters():
         parameter.requires_grad_(True)
     bar.close()

@@ -58,7 +58,6 @@ class TrainResult:
     steps_per_epoch: int = 0
 
 
-
 StepLoss = Callable[[nn.Module, list, torch.device], "tuple[torch.Tensor, float]"]
 
 
@@ -68,10 +67,20 @@ def evaluation_steps(eval_every: int, steps_per_epoch: int, total_steps: int) ->
     return set(range(every, total_steps + 1, every)) | {total_steps}
 
 
-def run_steps(model: nn.Module, items: Sequence, config, step_loss: StepLoss, *, description: str,
-              dev_eval: Callable[[nn.Module, int], float] | None = None, progress: bool = True,
-              checkpoint: Checkpointer | None = None, state: dict[str, Stateful] | None = None,
-              optimizer_factory: Callable | None = None, accelerator: Accelerator | None = None):
+def run_steps(
+    model: nn.Module,
+    items: Sequence,
+    config,
+    step_loss: StepLoss,
+    *,
+    description: str,
+    dev_eval: Callable[[nn.Module, int], float] | None = None,
+    progress: bool = True,
+    checkpoint: Checkpointer | None = None,
+    state: dict[str, Stateful] | None = None,
+    optimizer_factory: Callable | None = None,
+    accelerator: Accelerator | None = None,
+):
     """Train ``model`` in place on ``items``; on return it holds the weights of the best dev evaluation
     (its last weights without ``dev_eval``). Returns a :class:`TrainResult`.
 
@@ -89,8 +98,11 @@ def run_steps(model: nn.Module, items: Sequence, config, step_loss: StepLoss, *,
     steps_per_epoch = max(1, len(items) // global_batch if world > 1 else math.ceil(len(items) / global_batch))
     total_steps = config.steps or steps_per_epoch * config.epochs
     evaluate_at = evaluation_steps(config.eval_every, steps_per_epoch, total_steps)
-    optimizer, scheduler = (optimizer_factory(model, total_steps) if optimizer_factory else
-                            adamw_with_warmup(model, config.learning_rate, config.weight_decay, config.warmup_ratio, total_steps))
+    optimizer, scheduler = (
+        optimizer_factory(model, total_steps)
+        if optimizer_factory
+        else adamw_with_warmup(model, config.learning_rate, config.weight_decay, config.warmup_ratio, total_steps)
+    )
     # the scheduler stays outside prepare(): Accelerate would step it once per process and step,
     # ending the warm-up and decay n_devices times too early
     wrapped, optimizer = accelerator.prepare(model, optimizer)
@@ -106,12 +118,16 @@ def run_steps(model: nn.Module, items: Sequence, config, step_loss: StepLoss, *,
         accelerator.unwrap_model(wrapped).load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
-        step, epoch, position, losses, best_state = (saved[k] for k in ("step", "epoch", "position", "losses", "best_state"))
+        step, epoch, position, losses, best_state = (
+            saved[k] for k in ("step", "epoch", "position", "losses", "best_state")
+        )
         result.history, result.best_step, result.best_dev = saved["history"], saved["best_step"], saved["best_dev"]
         result.train_seconds = saved["train_seconds"]
         for name, obj in stateful.items():
             obj.load_state_dict(saved["state"][name])
-    bar = tqdm(total=total_steps, initial=step, desc=description, disable=not (progress and accelerator.is_main_process))
+    bar = tqdm(
+        total=total_steps, initial=step, desc=description, disable=not (progress and accelerator.is_main_process)
+    )
     while step < total_steps:
         if position == 0:
             epoch += 1
@@ -139,8 +155,12 @@ def run_steps(model: nn.Module, items: Sequence, config, step_loss: StepLoss, *,
             bar.update(1)
             bar.set_postfix(loss=f"{logged:.3f}", epoch=epoch)
             if step in evaluate_at:
-                record = {"step": step, "epoch": epoch, "train_loss": sum(losses) / len(losses),
-                          "learning_rate": scheduler.get_last_lr()[0]}
+                record = {
+                    "step": step,
+                    "epoch": epoch,
+                    "train_loss": sum(losses) / len(losses),
+                    "learning_rate": scheduler.get_last_lr()[0],
+                }
                 losses = []
                 if dev_eval is not None:
                     record["dev"] = float(dev_eval(accelerator.unwrap_model(wrapped), step))
@@ -149,13 +169,25 @@ def run_steps(model: nn.Module, items: Sequence, config, step_loss: StepLoss, *,
                         best_state = copy.deepcopy(accelerator.unwrap_model(wrapped).state_dict())
                 result.history.append(record)
             if checkpoint is not None and checkpoint.due(step):
-                checkpoint.save({
-                    "config": asdict(config), "world": world, "model": accelerator.unwrap_model(wrapped).state_dict(),
-                    "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step,
-                    "epoch": epoch, "position": position, "losses": losses, "best_state": best_state,
-                    "history": result.history, "best_step": result.best_step, "best_dev": result.best_dev,
-                    "train_seconds": result.train_seconds,
-                    "state": {name: obj.state_dict() for name, obj in stateful.items()}})
+                checkpoint.save(
+                    {
+                        "config": asdict(config),
+                        "world": world,
+                        "model": accelerator.unwrap_model(wrapped).state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "scheduler": scheduler.state_dict(),
+                        "step": step,
+                        "epoch": epoch,
+                        "position": position,
+                        "losses": losses,
+                        "best_state": best_state,
+                        "history": result.history,
+                        "best_step": result.best_step,
+                        "best_dev": result.best_dev,
+                        "train_seconds": result.train_seconds,
+                        "state": {name: obj.state_dict() for name, obj in stateful.items()},
+                    }
+                )
         position = 0
     bar.close()
     if best_state is not None:

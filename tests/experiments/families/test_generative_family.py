@@ -25,7 +25,9 @@ def test_training_examples_by_kind(tiny_dataset):
     spec = QuerySpec(terms=8, windows=2)
     number = {d: i for i, d in enumerate(data.doc_ids)}
     labelled = training_examples(data, QuerySpec(document_as_query=False, generated=False), None)
-    assert sorted(labelled) == sorted((data.queries[q], number[d]) for q, judged in data.qrels["train"].items() for d in judged)
+    assert sorted(labelled) == sorted(
+        (data.queries[q], number[d]) for q, judged in data.qrels["train"].items() for d in judged
+    )
     assert len(labelled) == 12  # the train split only: dev and test queries are never training examples
     as_query = training_examples(data, QuerySpec(train_queries=False, generated=False, terms=8, windows=2), None)
     assert len(as_query) == 3 * len(data.doc_ids)
@@ -64,22 +66,34 @@ def test_brute_force_is_exact_cosine():
 
 def test_an_nci_run_trains_decodes_and_caches(tiny_dataset, tiny_backbone, isolated_outputs):
     data = load_beir(tiny_dataset)
-    spec = NciSpec(decoder_layers=1, adaptor_layers=1, adaptor_rank=2, query_length=16,
-                   identifiers=IdentifierSpec(k=3, c=4, embedding_length=32),
-                   queries=QuerySpec(terms=8, windows=1, generation=QueryGenerationConfig(
-                       queries_per_document=2, input_length=16, max_query_length=6, train_steps=2, batch_size=4)))
+    spec = NciSpec(
+        decoder_layers=1,
+        adaptor_layers=1,
+        adaptor_rank=2,
+        query_length=16,
+        identifiers=IdentifierSpec(k=3, c=4, embedding_length=32),
+        queries=QuerySpec(
+            terms=8,
+            windows=1,
+            generation=QueryGenerationConfig(
+                queries_per_document=2, input_length=16, max_query_length=6, train_steps=2, batch_size=4
+            ),
+        ),
+    )
     train = NciTrainConfig(steps=6, batch_size=4, eval_every=3)
     fit = finetune_nci(data, spec, train, DecodingConfig(beam_size=3), tiny_backbone, "cls", progress=False)
     assert sorted(int(s) for s in fit.history["curve"]) == [3, 6] and fit.history["examples"] > 24 * 2
     identifiers = nci_identifiers(fit)
     assert len(identifiers) == len(data.doc_ids) and len(set(identifiers)) == len(data.doc_ids)
     runs, timing = decode_nci(fit, data, DecodingConfig(beam_size=4))
-    assert set(runs) == {"dev", "test"} and all(1 <= len(hits) <= 4 and set(hits) <= set(data.doc_ids)
-                                                for hits in runs["test"].values())
+    assert set(runs) == {"dev", "test"} and all(
+        1 <= len(hits) <= 4 and set(hits) <= set(data.doc_ids) for hits in runs["test"].values()
+    )
     again = finetune_nci(data, spec, train, DecodingConfig(beam_size=3), tiny_backbone, "cls", progress=False)
     assert again.directory == fit.directory  # cached
     loose, _ = decode_nci(fit, data, DecodingConfig(beam_size=4, constrained=False))
     assert set(loose["test"]) == set(runs["test"])
     from longdoc.experiments.cache import CACHE_DIR  # noqa: F401  (patched by isolated_outputs)
+
     decodes = sorted(p.name for p in (isolated_outputs / "cache" / "nci_decode").iterdir())
     assert len(decodes) == 2  # the unconstrained decoding is its own run, not the constrained one again

@@ -38,9 +38,11 @@ def test_document_ranking_equals_brute_force_and_leaves_the_source_out():
 
 def test_subsampled_matching_dataset_keeps_whole_pairs_and_links():
     corpus = {d: Document(d, "", f"text {d}") for d in "abcdefgh"}
-    pairs = {"train": [DocumentPair("a", "b", 1), DocumentPair("a", "c", 0)],
-             "dev": [DocumentPair("d", "e", 1), DocumentPair("d", "f", 0)],
-             "test": [DocumentPair("g", "h", 1), DocumentPair("g", "a", 0)]}
+    pairs = {
+        "train": [DocumentPair("a", "b", 1), DocumentPair("a", "c", 0)],
+        "dev": [DocumentPair("d", "e", 1), DocumentPair("d", "f", 0)],
+        "test": [DocumentPair("g", "h", 1), DocumentPair("g", "a", 0)],
+    }
     data = MatchingDataset("toy", corpus, pairs, {"test": {"g": {"h", "b", "a"}}})
     assert data.ranking_qrels("test") == {"g": {"h": 1, "b": 1}}  # a: g's negative pair, not a relevant page
     small = data.subsample(4, seed=1)
@@ -53,13 +55,18 @@ def test_a_pretrained_smith_loads_into_fewer_blocks_and_another_combine_mode(tin
     torch.manual_seed(0)
     saved = Smith(SmithConfig(backbone=tiny_backbone, segment_length=8, max_segments=4, document_layers=1))
     saved.save(tmp_path / "pretrained")
-    config = SmithConfig(backbone=tiny_backbone, segment_length=8, max_segments=2, document_layers=1, combine="attention")
+    config = SmithConfig(
+        backbone=tiny_backbone, segment_length=8, max_segments=2, document_layers=1, combine="attention"
+    )
     model = load_into(Smith, config, tmp_path / "pretrained")
     assert torch.equal(model.block_position_embeddings.weight, saved.block_position_embeddings.weight[:2])
     assert torch.equal(model.document_dense.weight, saved.document_dense.weight)
     assert model.config.combine == "attention"
-    longer = load_into(Smith, SmithConfig(backbone=tiny_backbone, segment_length=8, max_segments=6, document_layers=1),
-                       tmp_path / "pretrained")
+    longer = load_into(
+        Smith,
+        SmithConfig(backbone=tiny_backbone, segment_length=8, max_segments=6, document_layers=1),
+        tmp_path / "pretrained",
+    )
     assert torch.equal(longer.block_position_embeddings.weight[:4], saved.block_position_embeddings.weight)
 
 
@@ -68,7 +75,9 @@ def test_matcher_training_lowers_the_pair_loss(tiny_backbone):
     topics = [[2001 + i % 2 * 50 + j for j in range(6)] for i in range(8)]  # two topics: even and odd documents
     corpus = SegmentedCorpus(ids, [[t[:3], t[3:]] for t in topics])
     pairs = [DocumentPair(ids[i], ids[j], int(i % 2 == j % 2)) for i in range(8) for j in range(i + 1, 8)]
-    matcher = build_matcher("SMITH", SmithConfig(backbone=tiny_backbone, segment_length=8, max_segments=2, document_layers=1), 0)
+    matcher = build_matcher(
+        "SMITH", SmithConfig(backbone=tiny_backbone, segment_length=8, max_segments=2, document_layers=1), 0
+    )
     config = TrainConfig(steps=20, batch_size=8, hard_negatives=0, learning_rate=3e-3, warmup_ratio=0.0)
     result = train_matcher(matcher, corpus, pairs, config, dev_eval=lambda m, step: -float(step), progress=False)
     assert result.best_step == 4  # evaluated after each pass of 4 steps; the first of a falling dev score is kept

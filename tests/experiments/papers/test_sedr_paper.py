@@ -11,12 +11,24 @@ from longdoc.experiments.papers import sedr as sedr_study
 
 
 def sedr_params(**changes):
-    return dict(seeds=[0], learning_rates=[1e-3], hard_negatives=1, cache_size=3, negative_depth=4,
-                negative_depth_without_cache=6, sweep_cache_sizes=[0, 3, 6], sweep_negative_depths=[2, 4]) | changes
+    return (
+        dict(
+            seeds=[0],
+            learning_rates=[1e-3],
+            hard_negatives=1,
+            cache_size=3,
+            negative_depth=4,
+            negative_depth_without_cache=6,
+            sweep_cache_sizes=[0, 3, 6],
+            sweep_negative_depths=[2, 4],
+        )
+        | changes
+    )
 
 
-def test_a_warm_started_row_reads_the_warm_start_backbone_and_mines_with_it(tiny_dataset, tiny_backbone, isolated_outputs,
-                                                                           tiny_study):
+def test_a_warm_started_row_reads_the_warm_start_backbone_and_mines_with_it(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study
+):
     study = tiny_study(tiny_dataset, tiny_backbone, **sedr_params())
     systems = {s.name: s for s in sedr_study.main_systems(study)}
     names = sedr_study.names(study)
@@ -46,7 +58,9 @@ def test_table2_rows_train_their_own_architectures(tiny_dataset, tiny_backbone, 
     assert [r.spec.encoder.interaction for r in rows] == ["none", "head", "global", "sit"]
     models = {r.spec.encoder.interaction: study.fit(r).model() for r in rows}
     assert hasattr(models["head"], "segment_layer") and hasattr(models["global"], "global_projections")
-    assert not any(hasattr(models[k], "segment_layer") or hasattr(models[k], "global_projections") for k in ("none", "sit"))
+    assert not any(
+        hasattr(models[k], "segment_layer") or hasattr(models[k], "global_projections") for k in ("none", "sit")
+    )
     sizes = {k: sum(p.numel() for p in m.parameters()) for k, m in models.items()}
     assert sizes["none"] == sizes["sit"] < min(sizes["head"], sizes["global"])
     fit = study.fit(rows[-1])  # its dev-best index was kept: the best model's own vectors
@@ -55,14 +69,25 @@ def test_table2_rows_train_their_own_architectures(tiny_dataset, tiny_backbone, 
     assert np.allclose(vectors, fresh, atol=1e-5) and (owners == fresh_owners).all()
     assert index_info(fit)["vectors"] == len(vectors) and index_info(fit)["encode_seconds"] > 0
     costs = sedr_study.costs(study, rows[-1])
-    assert costs["vectors"] > len(study.data.corpus) and costs["latency ms / query"] > 0 and costs["training s / epoch"] > 0
+    assert (
+        costs["vectors"] > len(study.data.corpus)
+        and costs["latency ms / query"] > 0
+        and costs["training s / epoch"] > 0
+    )
 
 
 def test_sweep_rows_and_claims_follow_the_parameters(tiny_dataset, tiny_backbone, isolated_outputs, tiny_study):
     study = tiny_study(tiny_dataset, tiny_backbone, **sedr_params())
     caches, depths = sedr_study.sweep_systems(study)
-    assert [s.spec.protocol.cache_size for s in caches] == [0, 3, 6] and {s.spec.protocol.negative_depth for s in caches} == {4}
-    assert [s.spec.protocol.negative_depth for s in depths] == [2, 4] and {s.spec.protocol.cache_size for s in depths} == {3}
+    assert [s.spec.protocol.cache_size for s in caches] == [0, 3, 6] and {
+        s.spec.protocol.negative_depth for s in caches
+    } == {4}
+    assert [s.spec.protocol.negative_depth for s in depths] == [2, 4] and {
+        s.spec.protocol.cache_size for s in depths
+    } == {3}
     claims = sedr_study.sweep_claims(study)
     assert [c.margin for c in claims][:2] == [None, sedr_study.EQUIVALENCE_MARGIN]  # C=3 vs 0; C=6 near C=3
-    assert [(c.system, c.against, c.measure) for c in claims[2:]] == [("K = 2", "K = 4", "MRR@100"), ("K = 4", "K = 2", "R@100")]
+    assert [(c.system, c.against, c.measure) for c in claims[2:]] == [
+        ("K = 2", "K = 4", "MRR@100"),
+        ("K = 4", "K = 2", "R@100"),
+    ]

@@ -111,10 +111,18 @@ class NciSpec:
     queries: QuerySpec = field(default_factory=QuerySpec)
 
     def model_config(self, backbone: str, tokenizer: IdTokenizer) -> NciConfig:
-        return NciConfig(backbone=backbone, vocab_size=tokenizer.vocab_size, max_id_length=tokenizer.depth + 1,
-                         decoder_layers=self.decoder_layers, adaptor_layers=self.adaptor_layers,
-                         adaptor_rank=self.adaptor_rank, dropout=self.dropout, query_length=self.query_length,
-                         encoder_layers=self.encoder_layers, step_embedding=not self.identifiers.positional)
+        return NciConfig(
+            backbone=backbone,
+            vocab_size=tokenizer.vocab_size,
+            max_id_length=tokenizer.depth + 1,
+            decoder_layers=self.decoder_layers,
+            adaptor_layers=self.adaptor_layers,
+            adaptor_rank=self.adaptor_rank,
+            dropout=self.dropout,
+            query_length=self.query_length,
+            encoder_layers=self.encoder_layers,
+            step_embedding=not self.identifiers.positional,
+        )
 
 
 def _dataset_key(dataset: RetrievalDataset) -> dict:
@@ -122,8 +130,9 @@ def _dataset_key(dataset: RetrievalDataset) -> dict:
 
 
 # -- 1-2: embeddings and identifiers -------------------------------------------------------------
-def document_embeddings(dataset: RetrievalDataset, backbone: str, pooling: str, length: int = 512,
-                        progress: bool = True) -> np.ndarray:
+def document_embeddings(
+    dataset: RetrievalDataset, backbone: str, pooling: str, length: int = 512, progress: bool = True
+) -> np.ndarray:
     """``[N, d]``: the backbone's (not fine-tuned) FirstP vector of each document, corpus order."""
     encoder = EncoderConfig(backbone=backbone, segment_length=length, max_segments=1, pooling=pooling)
 
@@ -140,8 +149,9 @@ def document_embeddings(dataset: RetrievalDataset, backbone: str, pooling: str, 
     return np.load(directory / "embeddings.npy")
 
 
-def document_identifiers(dataset: RetrievalDataset, spec: IdentifierSpec, backbone: str, pooling: str,
-                         progress: bool = True) -> list[tuple[int, ...]]:
+def document_identifiers(
+    dataset: RetrievalDataset, spec: IdentifierSpec, backbone: str, pooling: str, progress: bool = True
+) -> list[tuple[int, ...]]:
     """One identifier per corpus document (corpus order). ``random``: the semantic identifiers permuted
     over the documents (seeded), so depth and branching stay those of the k-means tree."""
     embeddings = document_embeddings(dataset, backbone, pooling, spec.embedding_length, progress)
@@ -157,12 +167,17 @@ def train_pairs(dataset: RetrievalDataset, split: str) -> list[tuple[str, str]]:
     """``(document text, query)`` for every relevant (query, document) of ``split``."""
     queries, qrels = dataset.split(split)
     text = dict(zip(dataset.doc_ids, dataset.texts))
-    return [(text[d], queries[q]) for q, judged in sorted(qrels.items()) for d, r in sorted(judged.items())
-            if r > 0 and d in text]
+    return [
+        (text[d], queries[q])
+        for q, judged in sorted(qrels.items())
+        for d, r in sorted(judged.items())
+        if r > 0 and d in text
+    ]
 
 
-def generated_queries(dataset: RetrievalDataset, config: QueryGenerationConfig, backbone: str,
-                      progress: bool = True) -> tuple[dict[str, list[str]], dict]:
+def generated_queries(
+    dataset: RetrievalDataset, config: QueryGenerationConfig, backbone: str, progress: bool = True
+) -> tuple[dict[str, list[str]], dict]:
     """``({doc id: [generated queries]}, record)`` for the whole corpus (cached; shared by every system
     that reads them, BM25 + DocT5Query included). The record holds the generator's training history
     and the seconds spent training and generating."""
@@ -174,31 +189,54 @@ def generated_queries(dataset: RetrievalDataset, config: QueryGenerationConfig, 
         else:
             with seeded(config.seed):
                 generator = Doc2Query.from_backbone(backbone, config)
-            result = train_doc2query(generator, train_pairs(dataset, "train"), train_pairs(dataset, "dev"),
-                                     progress=progress, checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES))
+            result = train_doc2query(
+                generator,
+                train_pairs(dataset, "train"),
+                train_pairs(dataset, "dev"),
+                progress=progress,
+                checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES),
+            )
             history = asdict(result)
         trained = time.perf_counter() - started
         queries = generator.generate(dataset.texts, seed=config.seed, progress=progress)
         (directory / "queries.json").write_text(json.dumps(dict(zip(dataset.doc_ids, queries))))
         counts = [len(q) for q in queries]
-        (directory / "history.json").write_text(json.dumps({
-            "training": history, "train_seconds": trained, "generate_seconds": time.perf_counter() - started - trained,
-            "queries": sum(counts), "documents_without_queries": sum(c == 0 for c in counts)}))
+        (directory / "history.json").write_text(
+            json.dumps(
+                {
+                    "training": history,
+                    "train_seconds": trained,
+                    "generate_seconds": time.perf_counter() - started - trained,
+                    "queries": sum(counts),
+                    "documents_without_queries": sum(c == 0 for c in counts),
+                }
+            )
+        )
 
-    directory = cached_directory("nci_queries", build, **_dataset_key(dataset), generation=asdict(config),
-                                 backbone=portable(backbone) if Path(backbone).is_dir() else backbone)
+    directory = cached_directory(
+        "nci_queries",
+        build,
+        **_dataset_key(dataset),
+        generation=asdict(config),
+        backbone=portable(backbone) if Path(backbone).is_dir() else backbone,
+    )
     return (json.loads((directory / "queries.json").read_text()), json.loads((directory / "history.json").read_text()))
 
 
-def training_examples(dataset: RetrievalDataset, spec: QuerySpec, generated: dict[str, list[str]] | None,
-                      seed: int = 0) -> list[tuple[str, int]]:
+def training_examples(
+    dataset: RetrievalDataset, spec: QuerySpec, generated: dict[str, list[str]] | None, seed: int = 0
+) -> list[tuple[str, int]]:
     """``(query, document number)`` examples of the kinds ``spec`` names."""
     number = {d: i for i, d in enumerate(dataset.doc_ids)}
     examples = []
     if spec.train_queries:
         queries, qrels = dataset.split("train")
-        examples += [(queries[q], number[d]) for q, judged in sorted(qrels.items()) for d, r in sorted(judged.items())
-                     if r > 0 and d in number]
+        examples += [
+            (queries[q], number[d])
+            for q, judged in sorted(qrels.items())
+            for d, r in sorted(judged.items())
+            if r > 0 and d in number
+        ]
     if spec.document_as_query:
         for doc_id, text in zip(dataset.doc_ids, dataset.texts):
             examples += [(q, number[doc_id]) for q in document_as_queries(doc_id, text, spec.terms, spec.windows, seed)]
@@ -239,22 +277,38 @@ def nci_identifiers(fit: FineTuned) -> list[tuple[int, ...]]:
     return [tuple(i) for i in json.loads((fit.directory / "identifiers.json").read_text())]
 
 
-def nci_retriever(fit: FineTuned, dataset: RetrievalDataset, decoding: DecodingConfig,
-                  model: NciModel | None = None) -> NciRetriever:
-    return NciRetriever(model or fit.model(), dataset.doc_ids, nci_identifiers(fit), IdTokenizer(**fit.history["id_tokenizer"]),
-                        decoding)
+def nci_retriever(
+    fit: FineTuned, dataset: RetrievalDataset, decoding: DecodingConfig, model: NciModel | None = None
+) -> NciRetriever:
+    return NciRetriever(
+        model or fit.model(),
+        dataset.doc_ids,
+        nci_identifiers(fit),
+        IdTokenizer(**fit.history["id_tokenizer"]),
+        decoding,
+    )
 
 
-def finetune_nci(dataset: RetrievalDataset, spec: NciSpec, train: NciTrainConfig, decoding: DecodingConfig,
-                 backbone: str, pooling: str, progress: bool = True) -> FineTuned:
+def finetune_nci(
+    dataset: RetrievalDataset,
+    spec: NciSpec,
+    train: NciTrainConfig,
+    decoding: DecodingConfig,
+    backbone: str,
+    pooling: str,
+    progress: bool = True,
+) -> FineTuned:
     """Train one NCI model with dev selection (cached); ``decoding`` is the dev evaluations'."""
     import torch
 
     def run(directory: Path, resume: Path) -> tuple[dict, dict]:
         identifiers = document_identifiers(dataset, spec.identifiers, backbone, pooling, progress)
         id_tokenizer = IdTokenizer.fit(identifiers, spec.identifiers.positional)
-        generated = (generated_queries(dataset, spec.queries.generation, backbone, progress)[0]
-                     if spec.queries.generated else None)
+        generated = (
+            generated_queries(dataset, spec.queries.generation, backbone, progress)[0]
+            if spec.queries.generated
+            else None
+        )
         examples = training_examples(dataset, spec.queries, generated, train.seed)
         config = spec.model_config(backbone, id_tokenizer)
         with seeded(train.seed):
@@ -265,21 +319,41 @@ def finetune_nci(dataset: RetrievalDataset, spec: NciSpec, train: NciTrainConfig
             return NciRetriever(m, doc_ids, identifiers, id_tokenizer, d)
 
         evaluation = NciEvaluation(dataset, retriever_of, decoding)
-        result = train_nci(model, examples, [id_tokenizer.encode(i) for i in identifiers], train, dev_eval=evaluation,
-                           progress=progress, checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES))
+        result = train_nci(
+            model,
+            examples,
+            [id_tokenizer.encode(i) for i in identifiers],
+            train,
+            dev_eval=evaluation,
+            progress=progress,
+            checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES),
+        )
         (directory / "model").mkdir()
         torch.save(model.state_dict(), directory / "model" / "model.pt")
         (directory / "model" / "config.json").write_text(json.dumps(asdict(config)))
         (directory / "identifiers.json").write_text(json.dumps(identifiers))
-        history = {"iterations": [asdict(result)], "model": asdict(config), "id_tokenizer": asdict(id_tokenizer),
-                   "examples": len(examples), "curve": evaluation.kept,
-                   "parameters": sum(p.numel() for p in model.parameters()),
-                   "adaptor_parameters": sum(p.numel() for n, p in model.named_parameters() if n.startswith("adaptor."))}
+        history = {
+            "iterations": [asdict(result)],
+            "model": asdict(config),
+            "id_tokenizer": asdict(id_tokenizer),
+            "examples": len(examples),
+            "curve": evaluation.kept,
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "adaptor_parameters": sum(p.numel() for n, p in model.named_parameters() if n.startswith("adaptor.")),
+        }
         return history, {}
 
-    return fine_tune("finetune_nci", run, load_nci, **_dataset_key(dataset), spec=asdict(spec), train=asdict(train),
-                     decoding=asdict(decoding), pooling=pooling,
-                     backbone=portable(backbone) if Path(backbone).is_dir() else backbone)
+    return fine_tune(
+        "finetune_nci",
+        run,
+        load_nci,
+        **_dataset_key(dataset),
+        spec=asdict(spec),
+        train=asdict(train),
+        decoding=asdict(decoding),
+        pooling=pooling,
+        backbone=portable(backbone) if Path(backbone).is_dir() else backbone,
+    )
 
 
 def decode_nci(fit: FineTuned, dataset: RetrievalDataset, decoding: DecodingConfig) -> tuple[dict[str, Run], dict]:
@@ -291,11 +365,13 @@ def decode_nci(fit: FineTuned, dataset: RetrievalDataset, decoding: DecodingConf
         started = time.perf_counter()
         runs = {split: retriever.search(queries, RUN_DEPTH) for split, queries in splits.items()}
         (directory / "runs.json").write_text(json.dumps(runs))
-        (directory / "timing.json").write_text(json.dumps({"seconds": time.perf_counter() - started,
-                                                           "queries": sum(map(len, splits.values()))}))
+        (directory / "timing.json").write_text(
+            json.dumps({"seconds": time.perf_counter() - started, "queries": sum(map(len, splits.values()))})
+        )
 
-    directory = cached_directory("nci_decode", build, model=portable(fit.directory), decoding=asdict(decoding),
-                                 **_dataset_key(dataset))
+    directory = cached_directory(
+        "nci_decode", build, model=portable(fit.directory), decoding=asdict(decoding), **_dataset_key(dataset)
+    )
     return json.loads((directory / "runs.json").read_text()), json.loads((directory / "timing.json").read_text())
 
 
@@ -347,17 +423,28 @@ class NciSettings:
     qg_train_steps: int
 
     def generation(self, seed: int) -> QueryGenerationConfig:
-        return QueryGenerationConfig(generator=self.qg_generator, queries_per_document=self.qg_queries,
-                                     input_length=self.qg_input_length, max_query_length=self.qg_max_length,
-                                     train_steps=self.qg_train_steps, seed=seed)
+        return QueryGenerationConfig(
+            generator=self.qg_generator,
+            queries_per_document=self.qg_queries,
+            input_length=self.qg_input_length,
+            max_query_length=self.qg_max_length,
+            train_steps=self.qg_train_steps,
+            seed=seed,
+        )
 
     def spec(self, seed: int, **changes) -> NciSpec:
         """The full NCI system (query generation seeded with ``seed``); ``changes`` override fields."""
-        fields = dict(decoder_layers=self.nci_decoder_layers, adaptor_layers=self.nci_adaptor_layers,
-                      adaptor_rank=self.nci_adaptor_rank, query_length=self.nci_query_length, alpha=self.nci_alpha,
-                      identifiers=IdentifierSpec(k=self.nci_k, c=self.nci_c),
-                      queries=QuerySpec(terms=self.doc_query_terms, windows=self.doc_query_windows,
-                                        generation=self.generation(seed)))
+        fields = dict(
+            decoder_layers=self.nci_decoder_layers,
+            adaptor_layers=self.nci_adaptor_layers,
+            adaptor_rank=self.nci_adaptor_rank,
+            query_length=self.nci_query_length,
+            alpha=self.nci_alpha,
+            identifiers=IdentifierSpec(k=self.nci_k, c=self.nci_c),
+            queries=QuerySpec(
+                terms=self.doc_query_terms, windows=self.doc_query_windows, generation=self.generation(seed)
+            ),
+        )
         return NciSpec(**(fields | changes))
 
     def decoding(self) -> DecodingConfig:
@@ -370,10 +457,15 @@ class NciSettings:
 
     def train_config(self, learning_rate: float, seed: int, alpha: float) -> NciTrainConfig:
         """The NCI budget; the decoder takes ``DECODER_LEARNING_RATE_SHARE`` of the encoder's rate."""
-        return NciTrainConfig(steps=self.nci_train_steps, batch_size=self.nci_batch_size,
-                              encoder_learning_rate=learning_rate,
-                              decoder_learning_rate=learning_rate * DECODER_LEARNING_RATE_SHARE, alpha=alpha,
-                              eval_every=max(1, self.nci_train_steps // self.nci_dev_evals), seed=seed)
+        return NciTrainConfig(
+            steps=self.nci_train_steps,
+            batch_size=self.nci_batch_size,
+            encoder_learning_rate=learning_rate,
+            decoder_learning_rate=learning_rate * DECODER_LEARNING_RATE_SHARE,
+            alpha=alpha,
+            eval_every=max(1, self.nci_train_steps // self.nci_dev_evals),
+            seed=seed,
+        )
 
 
 class GenerativeFamily(Family):
@@ -404,8 +496,15 @@ class Generative(Spec):
 
     def fit(self, study, learning_rate: float, seed: int) -> FineTuned:
         options = study.settings(NciSettings)
-        return finetune_nci(study.data, self.nci, options.train_config(learning_rate, seed, self.nci.alpha),
-                            options.dev_decoding(), options.backbone, options.pooling, progress=study.progress)
+        return finetune_nci(
+            study.data,
+            self.nci,
+            options.train_config(learning_rate, seed, self.nci.alpha),
+            options.dev_decoding(),
+            options.backbone,
+            options.pooling,
+            progress=study.progress,
+        )
 
     def summary(self, fit: FineTuned, seed: int) -> dict:
         return fit.summary(seed, extra=("examples",))
@@ -425,8 +524,14 @@ class Ensemble(Spec):
 
     def evaluate(self, study, seeds: list[int]) -> tuple[list, list[RunOutcome]]:
         members = [study.results[m.name] if m.name in study.results else study.run(m, seeds[:1]) for m in self.members]
-        return seeds[:1], [RunOutcome({"test": ensemble_run([m.test_runs[0] for m in members]),
-                                       "dev": ensemble_run([m.dev_runs[0] for m in members])})]
+        return seeds[:1], [
+            RunOutcome(
+                {
+                    "test": ensemble_run([m.test_runs[0] for m in members]),
+                    "dev": ensemble_run([m.dev_runs[0] for m in members]),
+                }
+            )
+        ]
 
 
 @dataclass(frozen=True)
@@ -439,7 +544,15 @@ class ExpandedBM25(Spec):
 
     def evaluate(self, study, seeds: list[int]) -> tuple[list, list[RunOutcome]]:
         options = study.settings(NciSettings)
-        generated, _ = generated_queries(study.data, options.generation(study.seeds[0]), options.backbone, study.progress)
+        generated, _ = generated_queries(
+            study.data, options.generation(study.seeds[0]), options.backbone, study.progress
+        )
         retriever = BM25Retriever().index(study.data.doc_ids, expanded_corpus(study.data, generated))
-        return [None], [RunOutcome({split: retriever.search(queries, RUN_DEPTH)
-                                    for split, queries in evaluation_queries(study.data).items()})]
+        return [None], [
+            RunOutcome(
+                {
+                    split: retriever.search(queries, RUN_DEPTH)
+                    for split, queries in evaluation_queries(study.data).items()
+                }
+            )
+        ]

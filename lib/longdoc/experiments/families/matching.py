@@ -61,8 +61,10 @@ class MatchingFamily(Family):
     def check(self, study) -> None:
         devices = study.settings(ProcessSettings).n_devices
         if devices != 1:
-            raise ValueError(f"parameter n_devices={devices}: the matching notebooks train in one process (one GPU) "
-                             "so far; set n_devices=1")
+            raise ValueError(
+                f"parameter n_devices={devices}: the matching notebooks train in one process (one GPU) "
+                "so far; set n_devices=1"
+            )
 
     def load(self, study) -> MatchingDataset:
         options = study.options
@@ -89,8 +91,9 @@ class PairOutcome:
         """The decision threshold that is best on dev."""
         return accuracy_threshold(labels(data, "dev"), self.scores["dev"])
 
-    def metrics(self, data: MatchingDataset, split: str, measures: list[str] | None = None,
-                threshold: float | None = None) -> dict[str, float]:
+    def metrics(
+        self, data: MatchingDataset, split: str, measures: list[str] | None = None, threshold: float | None = None
+    ) -> dict[str, float]:
         """The run's classification measures on ``split`` at the dev-chosen threshold (or ``threshold``;
         0 is the paper's σ(6 cos) = 0.5), ranking measures on test, and the threshold."""
         if threshold is None:
@@ -134,17 +137,34 @@ def block_corpus(encoder, dataset: MatchingDataset) -> SegmentedCorpus:
     or consecutive token windows (the others); cut once per process and shape."""
     config = encoder.config
     filling = getattr(config, "sentence_filling", False)
-    key = (dataset.name, dataset.checksum, len(dataset.corpus), encoder.tokenizer.name_or_path, len(encoder.tokenizer),
-           config.segment_length, config.max_segments, config.document_tokens, filling)
+    key = (
+        dataset.name,
+        dataset.checksum,
+        len(dataset.corpus),
+        encoder.tokenizer.name_or_path,
+        len(encoder.tokenizer),
+        config.segment_length,
+        config.max_segments,
+        config.document_tokens,
+        filling,
+    )
     if key not in _BLOCKED:
         ids = list(dataset.corpus)
-        _BLOCKED[key] = SegmentedCorpus.build(encoder.tokenizer, ids, dataset.texts(ids), config.segment_length,
-                                              config.max_segments, config.document_tokens, sentence_filling=filling)
+        _BLOCKED[key] = SegmentedCorpus.build(
+            encoder.tokenizer,
+            ids,
+            dataset.texts(ids),
+            config.segment_length,
+            config.max_segments,
+            config.document_tokens,
+            sentence_filling=filling,
+        )
     return _BLOCKED[key]
 
 
-def document_ranking(vectors: np.ndarray, owners: np.ndarray, doc_ids: list[str], sources: list[str],
-                     k: int = RANKING_DEPTH) -> Run:
+def document_ranking(
+    vectors: np.ndarray, owners: np.ndarray, doc_ids: list[str], sources: list[str], k: int = RANKING_DEPTH
+) -> Run:
     """Each source document's top ``k`` other documents by the matcher's similarity (the largest
     cosine over pairs of their vectors), through a flat FAISS inner-product index; the source itself
     is left out of its own list."""
@@ -191,15 +211,19 @@ class MatchingEvaluation(DevEvaluation):
         self.corpus = corpus
         number = {d: i for i, d in enumerate(corpus.doc_ids)}
         self.pairs = {split: dataset.split(split) for split in EVALUATION_SPLITS}
-        self.numbers = {split: ([number[p.source] for p in pairs], [number[p.target] for p in pairs])
-                        for split, pairs in self.pairs.items()}
+        self.numbers = {
+            split: ([number[p.source] for p in pairs], [number[p.target] for p in pairs])
+            for split, pairs in self.pairs.items()
+        }
         self.ranking_sources = sorted(dataset.ranking_qrels("test"))
 
     def evaluate(self, matcher: SiameseMatcher, step: int) -> tuple[float, dict]:
         started = time.perf_counter()
         vectors, owners = matcher.encoder.encode_corpus(self.corpus, progress=False)
         seconds = time.perf_counter() - started
-        scores = {split: stored_pair_cosines(vectors, owners, *self.numbers[split]).tolist() for split in EVALUATION_SPLITS}
+        scores = {
+            split: stored_pair_cosines(vectors, owners, *self.numbers[split]).tolist() for split in EVALUATION_SPLITS
+        }
         scores["ranking"] = document_ranking(vectors, owners, self.corpus.doc_ids, self.ranking_sources)
         dev_labels = [p.label for p in self.pairs["dev"]]
         threshold = accuracy_threshold(dev_labels, scores["dev"])
@@ -227,8 +251,11 @@ def load_into(model_class, encoder: EncoderConfig, directory: Path):
     fresh values; parameters the saved model lacks (a combine mode's attention) keep theirs too."""
     import torch
 
-    model = model_class(replace(encoder, backbone=str(directory / "backbone"), random_init=False)
-                        if hasattr(encoder, "random_init") else replace(encoder, backbone=str(directory / "backbone")))
+    model = model_class(
+        replace(encoder, backbone=str(directory / "backbone"), random_init=False)
+        if hasattr(encoder, "random_init")
+        else replace(encoder, backbone=str(directory / "backbone"))
+    )
     extra = directory / "extra_parameters.pt"
     if extra.exists():
         own = model.state_dict()
@@ -244,8 +271,14 @@ def load_into(model_class, encoder: EncoderConfig, directory: Path):
     return model
 
 
-def finetune_matcher(model_name: str, dataset: MatchingDataset, encoder: EncoderConfig, train: TrainConfig,
-                     init: str | Path | None = None, progress: bool = True) -> FineTuned:
+def finetune_matcher(
+    model_name: str,
+    dataset: MatchingDataset,
+    encoder: EncoderConfig,
+    train: TrainConfig,
+    init: str | Path | None = None,
+    progress: bool = True,
+) -> FineTuned:
     """Fine-tune a matcher on the train pairs with dev selection; cached under a key of everything that
     determines it (dataset checksum, configs, starting checkpoint, code). ``init``: a saved model
     directory to start from (a pre-trained SMITH), else the backbone. Its outputs are the dev-best
@@ -262,16 +295,33 @@ def finetune_matcher(model_name: str, dataset: MatchingDataset, encoder: Encoder
             training = dict.fromkeys(d for p in dataset.split("train") for d in (p.source, p.target))
             start = matcher.encoder.center_block_head([corpus.segments[number[d]] for d in training])
         evaluation = MatchingEvaluation(dataset, corpus)
-        result = train_matcher(matcher, corpus, dataset.split("train"), train, dev_eval=evaluation, progress=progress,
-                               checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES))
+        result = train_matcher(
+            matcher,
+            corpus,
+            dataset.split("train"),
+            train,
+            dev_eval=evaluation,
+            progress=progress,
+            checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES),
+        )
         matcher.encoder.save(directory / "model")
         best = evaluation.kept[result.best_step]
-        return {"iterations": [asdict(result)], "encode_seconds": best["encode_seconds"], "start": start}, best["scores"]
+        return {"iterations": [asdict(result)], "encode_seconds": best["encode_seconds"], "start": start}, best[
+            "scores"
+        ]
 
-    return fine_tune("finetune_matching", run, lambda path: SiameseMatcher(load_encoder(model_name, path)),
-                     model=model_name, dataset=dataset.name, data_checksum=dataset.checksum,
-                     subsample=dataset.manifest.get("subsample"), encoder=encoder_key(encoder), train=asdict(train),
-                     init=portable(init) if init else None)
+    return fine_tune(
+        "finetune_matching",
+        run,
+        lambda path: SiameseMatcher(load_encoder(model_name, path)),
+        model=model_name,
+        dataset=dataset.name,
+        data_checksum=dataset.checksum,
+        subsample=dataset.manifest.get("subsample"),
+        encoder=encoder_key(encoder),
+        train=asdict(train),
+        init=portable(init) if init else None,
+    )
 
 
 # -- rows ------------------------------------------------------------------------------------------
@@ -291,17 +341,26 @@ class Matcher(Spec):
     def start(self, study) -> Path | None:
         if self.pretrain is None:
             return None
-        return pretrained(pretraining_documents(study.data), self.pretrain_encoder or self.encoder, self.pretrain,
-                          progress=study.progress)
+        return pretrained(
+            pretraining_documents(study.data),
+            self.pretrain_encoder or self.encoder,
+            self.pretrain,
+            progress=study.progress,
+        )
 
     def pretraining(self, study) -> dict | None:
         init = self.start(study)
         return pretraining_summary(init) if init else None
 
     def fit(self, study, learning_rate: float, seed: int) -> FineTuned:
-        return finetune_matcher(self.model, study.data, self.encoder,
-                                study.settings(BudgetSettings).train_config(learning_rate, seed),
-                                init=self.start(study), progress=study.progress)
+        return finetune_matcher(
+            self.model,
+            study.data,
+            self.encoder,
+            study.settings(BudgetSettings).train_config(learning_rate, seed),
+            init=self.start(study),
+            progress=study.progress,
+        )
 
     def outcome(self, study, fit: FineTuned) -> PairOutcome:
         return PairOutcome(fit.outputs)

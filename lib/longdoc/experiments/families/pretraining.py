@@ -45,18 +45,30 @@ class PretrainingSettings:
     def config(self, seed: int, **objective) -> PretrainConfig:
         """A pre-training under this budget, seeded with ``seed`` (the study's first: pre-trained once,
         fitted once per seed), with the objective's fields (masking ratios, masked blocks, ...)."""
-        return PretrainConfig(steps=self.pretrain_steps, batch_size=self.pretrain_batch_size,
-                              learning_rate=self.pretrain_learning_rate, head_warmup_steps=self.head_warmup_steps,
-                              seed=seed, **objective)
+        return PretrainConfig(
+            steps=self.pretrain_steps,
+            batch_size=self.pretrain_batch_size,
+            learning_rate=self.pretrain_learning_rate,
+            head_warmup_steps=self.head_warmup_steps,
+            seed=seed,
+            **objective,
+        )
 
 
 def unjudged_documents(dataset: RetrievalDataset) -> tuple[list[str], list[str]]:
     """The documents that no dev or test query judges relevant (ids, texts)."""
-    judged = {d for split in ("dev", "test") for docs in dataset.qrels.get(split, {}).values()
-              for d, r in docs.items() if r > 0}
+    judged = {
+        d
+        for split in ("dev", "test")
+        for docs in dataset.qrels.get(split, {}).values()
+        for d, r in docs.items()
+        if r > 0
+    }
     kept = [(d, t) for d, t in zip(dataset.doc_ids, dataset.texts) if d not in judged]
     if not kept:
-        raise ValueError(f"pretrain_corpus='{UNJUDGED}': every document of {dataset.name} is judged by a dev or test query")
+        raise ValueError(
+            f"pretrain_corpus='{UNJUDGED}': every document of {dataset.name} is judged by a dev or test query"
+        )
     return [d for d, _ in kept], [t for _, t in kept]
 
 
@@ -69,7 +81,9 @@ class Documents:
     texts: list
 
 
-def pretraining_texts(source: str | Path | RetrievalDataset | Documents, dataset: RetrievalDataset | None = None) -> tuple[list[str], list[str]]:
+def pretraining_texts(
+    source: str | Path | RetrievalDataset | Documents, dataset: RetrievalDataset | None = None
+) -> tuple[list[str], list[str]]:
     """Documents to pre-train on: a dataset (loaded, ``manpages`` or a BEIR directory; its corpus only,
     never its queries), ``"unjudged"`` (``dataset``'s documents that no dev/test query judges) or a
     ``.txt`` file whose documents are separated by blank lines."""
@@ -101,11 +115,18 @@ def pretraining_task(encoder: LongtrieverConfig | SmithConfig, pretrain: Pretrai
         model = Smith(encoder)
         return model, SmithPretraining(model, pretrain.mlm_ratio, pretrain.masked_blocks, pretrain.block_prediction)
     model = Longtriever(encoder)
-    return model, LongtrieverPretraining(model, pretrain.mlm_ratio, pretrain.lmae_ratio, pretrain.lmae, pretrain.decoder_init)
+    return model, LongtrieverPretraining(
+        model, pretrain.mlm_ratio, pretrain.lmae_ratio, pretrain.lmae, pretrain.decoder_init
+    )
 
 
-def pretrained(source: str | Path | RetrievalDataset | Documents, encoder: LongtrieverConfig | SmithConfig,
-               pretrain: PretrainConfig, dataset: RetrievalDataset | None = None, progress: bool = True) -> Path:
+def pretrained(
+    source: str | Path | RetrievalDataset | Documents,
+    encoder: LongtrieverConfig | SmithConfig,
+    pretrain: PretrainConfig,
+    dataset: RetrievalDataset | None = None,
+    progress: bool = True,
+) -> Path:
     """The directory of a Longtriever or SMITH pre-trained on ``source``'s documents (built once, cached).
     New parameters are drawn under ``pretrain.seed``: the same seed gives the same weights whatever
     ran before in the process."""
@@ -120,18 +141,33 @@ def pretrained(source: str | Path | RetrievalDataset | Documents, encoder: Longt
     def build(directory: Path, resume: Path) -> None:
         with seeded(pretrain.seed):
             model, task = pretraining_task(encoder, pretrain)
-        corpus = SegmentedCorpus.build(model.tokenizer, ids, texts, encoder.segment_length, encoder.max_segments,
-                                       encoder.document_tokens, sentence_filling=getattr(encoder, "sentence_filling", False))
+        corpus = SegmentedCorpus.build(
+            model.tokenizer,
+            ids,
+            texts,
+            encoder.segment_length,
+            encoder.max_segments,
+            encoder.document_tokens,
+            sentence_filling=getattr(encoder, "sentence_filling", False),
+        )
         start = model.center_block_head(corpus.segments) if isinstance(model, Smith) else {}
-        result = pretrain_encoder(task, corpus, pretrain, progress=progress,
-                                  checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES))
+        result = pretrain_encoder(
+            task, corpus, pretrain, progress=progress, checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES)
+        )
         model.save(directory / "model")
         (directory / "history.json").write_text(json.dumps(asdict(result) | {"start": start}, indent=2))
 
     subsample = source.manifest.get("subsample") if isinstance(source, RetrievalDataset) else None
-    directory = cached_directory("pretrain", build, corpus=name, corpus_checksum=checksum, subsample=subsample,
-                                 documents=len(ids), encoder={"class": type(encoder).__name__, **asdict(encoder)},
-                                 pretrain=asdict(pretrain))
+    directory = cached_directory(
+        "pretrain",
+        build,
+        corpus=name,
+        corpus_checksum=checksum,
+        subsample=subsample,
+        documents=len(ids),
+        encoder={"class": type(encoder).__name__, **asdict(encoder)},
+        pretrain=asdict(pretrain),
+    )
     return directory / "model"
 
 
@@ -145,7 +181,9 @@ def pretraining_summary(model_directory: Path) -> dict:
     saved = pretraining_history(model_directory)
     summary = {"MLM head pre-trained": saved["head_pretrained"], "documents per step": saved["config"]["batch_size"]}
     if saved.get("start"):
-        summary["block cosine at start (centred)"] = f"{saved['start']['block cosine before centring']:.4f} → {saved['start']['after']:.4f}"
+        summary["block cosine at start (centred)"] = (
+            f"{saved['start']['block cosine before centring']:.4f} → {saved['start']['after']:.4f}"
+        )
     for phase in ("head", "full"):
         rows = [r for r in saved["history"] if r["phase"] == phase]
         if not rows:

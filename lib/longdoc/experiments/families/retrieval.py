@@ -104,18 +104,40 @@ _SEGMENTED: dict[tuple, SegmentedCorpus] = {}  # in-process: a study segments it
 def segment_corpus(model: BiEncoder, dataset: RetrievalDataset) -> SegmentedCorpus:
     """The dataset's documents cut into the model's blocks (tokenized once per process and shape)."""
     config = model.config
-    key = (dataset.name, dataset.checksum, repr(dataset.manifest.get("subsample")), len(dataset.corpus),
-           model.tokenizer.name_or_path, len(model.tokenizer), config.segment_length, config.max_segments,
-           config.document_tokens, getattr(config, "sentence_filling", False))
+    key = (
+        dataset.name,
+        dataset.checksum,
+        repr(dataset.manifest.get("subsample")),
+        len(dataset.corpus),
+        model.tokenizer.name_or_path,
+        len(model.tokenizer),
+        config.segment_length,
+        config.max_segments,
+        config.document_tokens,
+        getattr(config, "sentence_filling", False),
+    )
     if key not in _SEGMENTED:
-        _SEGMENTED[key] = SegmentedCorpus.build(model.tokenizer, dataset.doc_ids, dataset.texts, config.segment_length,
-                                                config.max_segments, config.document_tokens,
-                                                sentence_filling=getattr(config, "sentence_filling", False))
+        _SEGMENTED[key] = SegmentedCorpus.build(
+            model.tokenizer,
+            dataset.doc_ids,
+            dataset.texts,
+            config.segment_length,
+            config.max_segments,
+            config.document_tokens,
+            sentence_filling=getattr(config, "sentence_filling", False),
+        )
     return _SEGMENTED[key]
 
 
-def dense_run(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str, str], k: int = RUN_DEPTH,
-              index_factory: str = "Flat", progress: bool = True, keep: dict | None = None) -> Run:
+def dense_run(
+    model: BiEncoder,
+    corpus: SegmentedCorpus,
+    queries: dict[str, str],
+    k: int = RUN_DEPTH,
+    index_factory: str = "Flat",
+    progress: bool = True,
+    keep: dict | None = None,
+) -> Run:
     """Encode the corpus, search (:class:`~longdoc.index.dense_retriever.DenseRetriever`, the model's
     score). Under several processes they share the encoding and the first one searches: it returns the
     run, the others an empty one. ``keep``, a dict, receives the corpus ``vectors``, their ``owners`` and
@@ -126,8 +148,9 @@ def dense_run(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str, str]
     return retriever.search(queries, k)
 
 
-def model_negatives(model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str, str], qrels: dict,
-                    depth: int = 100) -> dict[str, list[str]]:
+def model_negatives(
+    model: BiEncoder, corpus: SegmentedCorpus, queries: dict[str, str], qrels: dict, depth: int = 100
+) -> dict[str, list[str]]:
     """Hard negatives mined by the model itself (ANCE/STAR; Longtriever's second and third iterations)."""
     return negatives_from_run(dense_run(model, corpus, queries, depth, progress=False), qrels, depth)
 
@@ -144,13 +167,21 @@ def miner_run(miner: FineTuned, dataset: RetrievalDataset, depth: int = MINING_D
         run = dense_run(model, segment_corpus(model, dataset), dataset.split("train")[0], depth, progress=False)
         (directory / "run.json").write_text(json.dumps(run))
 
-    directory = cached_directory("mining", build, miner=portable(miner.directory), dataset=dataset.name,
-                                 data_checksum=dataset.checksum, subsample=dataset.manifest.get("subsample"), depth=depth)
+    directory = cached_directory(
+        "mining",
+        build,
+        miner=portable(miner.directory),
+        dataset=dataset.name,
+        data_checksum=dataset.checksum,
+        subsample=dataset.manifest.get("subsample"),
+        depth=depth,
+    )
     return json.loads((directory / "run.json").read_text())
 
 
-def zero_shot(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig, seed: int = 0,
-              progress: bool = True) -> dict[str, Run]:
+def zero_shot(
+    model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig, seed: int = 0, progress: bool = True
+) -> dict[str, Run]:
     """Runs of a model that is not fine-tuned (the backbone as it is), on the dev and test queries."""
 
     def build(directory: Path) -> None:
@@ -160,9 +191,16 @@ def zero_shot(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig
         runs = {split: {q: run[q] for q in queries} for split, queries in evaluation_queries(dataset).items()}
         (directory / "runs.json").write_text(json.dumps(runs))
 
-    directory = cached_directory("zero_shot", build, model=model_name, dataset=dataset.name,
-                                 data_checksum=dataset.checksum, subsample=dataset.manifest.get("subsample"),
-                                 encoder=encoder_key(encoder), seed=seed)
+    directory = cached_directory(
+        "zero_shot",
+        build,
+        model=model_name,
+        dataset=dataset.name,
+        data_checksum=dataset.checksum,
+        subsample=dataset.manifest.get("subsample"),
+        encoder=encoder_key(encoder),
+        seed=seed,
+    )
     return json.loads((directory / "runs.json").read_text())
 
 
@@ -203,10 +241,19 @@ def encoder_key(encoder: EncoderConfig) -> dict:
     return {"class": type(encoder).__name__, **fields}
 
 
-def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig, train: TrainConfig,
-             negatives: str = "none", negative_depth: int = 100, iterations: int = 1,
-             init: str | Path | None = None, progress: bool = True, n_devices: int = 1,
-             miner: FineTuned | None = None) -> FineTuned:
+def finetune(
+    model_name: str,
+    dataset: RetrievalDataset,
+    encoder: EncoderConfig,
+    train: TrainConfig,
+    negatives: str = "none",
+    negative_depth: int = 100,
+    iterations: int = 1,
+    init: str | Path | None = None,
+    progress: bool = True,
+    n_devices: int = 1,
+    miner: FineTuned | None = None,
+) -> FineTuned:
     """Fine-tune a model on the train split with dev selection; cached under a key of everything that
     determines it (dataset checksum, configs, negatives, iterations, starting checkpoint, processes,
     code). Its outputs are the dev-best checkpoint's ``{"dev": run, "test": run}``.
@@ -233,17 +280,30 @@ def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig,
         raise ValueError(f"n_devices must be >= 1, got {n_devices}")
     evaluation_queries(dataset)  # fail early without a dev split
     train_queries, train_qrels = dataset.split("train")
-    common = dict(model_name=model_name, dataset=dataset, encoder=encoder, train=train, negatives=negatives,
-                  negative_depth=negative_depth, init=init, progress=progress, n_devices=n_devices, miner=miner)
+    common = dict(
+        model_name=model_name,
+        dataset=dataset,
+        encoder=encoder,
+        train=train,
+        negatives=negatives,
+        negative_depth=negative_depth,
+        init=init,
+        progress=progress,
+        n_devices=n_devices,
+        miner=miner,
+    )
 
     def run(directory: Path, resume: Path) -> None:
         if iterations == 1:
             start, history = init, []
             if negatives == "bm25":
-                mined = negatives_from_run(bm25_run(dataset, train_queries, negative_depth), train_qrels, negative_depth)
+                mined = negatives_from_run(
+                    bm25_run(dataset, train_queries, negative_depth), train_qrels, negative_depth
+                )
             elif negatives == "miner":
-                mined = negatives_from_run(miner_run(miner, dataset, max(negative_depth, MINING_DEPTH)), train_qrels,
-                                           negative_depth)
+                mined = negatives_from_run(
+                    miner_run(miner, dataset, max(negative_depth, MINING_DEPTH)), train_qrels, negative_depth
+                )
             else:
                 mined = {}
         else:
@@ -251,18 +311,36 @@ def finetune(model_name: str, dataset: RetrievalDataset, encoder: EncoderConfig,
             start, history = previous.directory / "model", previous.history["iterations"]
             model = previous.model()
             mined = model_negatives(model, segment_corpus(model, dataset), train_queries, train_qrels, negative_depth)
-        job = FinetuneJob(model_name, asdict(encoder), asdict(train), str(start) if start else None, mined, history,
-                          negatives if iterations == 1 else "model", progress)
+        job = FinetuneJob(
+            model_name,
+            asdict(encoder),
+            asdict(train),
+            str(start) if start else None,
+            mined,
+            history,
+            negatives if iterations == 1 else "model",
+            progress,
+        )
         if n_devices == 1:
             run_finetune_job(job, dataset, directory, resume)
         else:
             launch_finetune_job(job, dataset, directory, resume, n_devices)
 
     return fine_tune(
-        "finetune", run, lambda path: load_encoder(model_name, path), model=model_name, dataset=dataset.name,
-        data_checksum=dataset.checksum, subsample=dataset.manifest.get("subsample"), encoder=encoder_key(encoder),
-        train=asdict(train), negatives=negatives, negative_depth=negative_depth, iterations=iterations,
-        init=portable(init) if init else None, processes=n_devices,
+        "finetune",
+        run,
+        lambda path: load_encoder(model_name, path),
+        model=model_name,
+        dataset=dataset.name,
+        data_checksum=dataset.checksum,
+        subsample=dataset.manifest.get("subsample"),
+        encoder=encoder_key(encoder),
+        train=asdict(train),
+        negatives=negatives,
+        negative_depth=negative_depth,
+        iterations=iterations,
+        init=portable(init) if init else None,
+        processes=n_devices,
         **({"miner": portable(miner.directory)} if miner is not None else {}),
     )
 
@@ -284,12 +362,22 @@ class FinetuneJob:
 def run_finetune_job(job: FinetuneJob, dataset: RetrievalDataset, directory: Path, resume: Path) -> None:
     """Train, keep the dev-best checkpoint, and (the first process) write model, history and runs."""
     train = TrainConfig(**job.train)
-    model = build_encoder(job.model_name, encoder_class(job.model_name).config_class(**job.encoder), train.seed, job.start)
+    model = build_encoder(
+        job.model_name, encoder_class(job.model_name).config_class(**job.encoder), train.seed, job.start
+    )
     corpus = segment_corpus(model, dataset)
     evaluation = RetrievalEvaluation(dataset, corpus)
-    result = train_biencoder(model, dataset.queries, dataset.split("train")[1], corpus, job.mined, train,
-                             dev_eval=evaluation, progress=job.progress,
-                             checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES))
+    result = train_biencoder(
+        model,
+        dataset.queries,
+        dataset.split("train")[1],
+        corpus,
+        job.mined,
+        train,
+        dev_eval=evaluation,
+        progress=job.progress,
+        checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES),
+    )
     if rank() == 0:
         model.save(directory / "model")
         history = {"iterations": job.history + [asdict(result) | {"negatives": job.negatives}]}
@@ -311,8 +399,13 @@ def save_index(model: BiEncoder, corpus: SegmentedCorpus, best: dict, directory:
         started = time.perf_counter()
         vectors, owners = model.encode_corpus(corpus, progress=False)
         best = {"vectors": vectors, "owners": owners, "encode_seconds": time.perf_counter() - started}
-    info = {"vectors": int(len(best["vectors"])), "dim": int(best["vectors"].shape[1]), "bytes": int(best["vectors"].nbytes),
-            "encode_seconds": best["encode_seconds"], "kept": best["vectors"].nbytes <= INDEX_LIMIT_BYTES}
+    info = {
+        "vectors": int(len(best["vectors"])),
+        "dim": int(best["vectors"].shape[1]),
+        "bytes": int(best["vectors"].nbytes),
+        "encode_seconds": best["encode_seconds"],
+        "kept": best["vectors"].nbytes <= INDEX_LIMIT_BYTES,
+    }
     if info["kept"]:
         np.savez(directory / "index.npz", vectors=best["vectors"], owners=best["owners"])
     (directory / "index.json").write_text(json.dumps(info))
@@ -335,7 +428,9 @@ def index_info(fit: FineTuned) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def launch_finetune_job(job: FinetuneJob, dataset: RetrievalDataset, directory: Path, resume: Path, n_devices: int) -> None:
+def launch_finetune_job(
+    job: FinetuneJob, dataset: RetrievalDataset, directory: Path, resume: Path, n_devices: int
+) -> None:
     """``torchrun --standalone --nproc_per_node n_devices -m longdoc.experiments.families.worker`` on
     ``job``; each process loads the dataset again (checked against this one's checksum)."""
     import subprocess
@@ -343,17 +438,32 @@ def launch_finetune_job(job: FinetuneJob, dataset: RetrievalDataset, directory: 
 
     from longdoc.io import atomic_write
 
-    spec = {"job": asdict(job), "dataset": dataset_reference(dataset), "directory": str(directory), "resume": str(resume)}
+    spec = {
+        "job": asdict(job),
+        "dataset": dataset_reference(dataset),
+        "directory": str(directory),
+        "resume": str(resume),
+    }
     job_file = resume / "job.json"
     with atomic_write(job_file) as handle:
         json.dump(spec, handle)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_devices}",
-               "-m", "longdoc.experiments.families.worker", str(job_file)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={n_devices}",
+        "-m",
+        "longdoc.experiments.families.worker",
+        str(job_file),
+    ]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as workers:
         for line in workers.stdout:  # into the notebook, not the kernel's terminal
             print(line, end="", flush=True)
     if workers.returncode != 0:
-        raise RuntimeError(f"fine-tuning in {n_devices} processes failed (exit {workers.returncode}): {' '.join(command)}")
+        raise RuntimeError(
+            f"fine-tuning in {n_devices} processes failed (exit {workers.returncode}): {' '.join(command)}"
+        )
 
 
 def dataset_reference(dataset: RetrievalDataset) -> dict:
@@ -361,8 +471,13 @@ def dataset_reference(dataset: RetrievalDataset) -> dict:
     subsample = dataset.manifest.get("subsample") or {}
     if "dataset_parameter" not in dataset.manifest:
         raise ValueError(f"{dataset.name}: not loaded by load_dataset, so other processes cannot load it")
-    return {"name": dataset.manifest["dataset_parameter"], "max_docs": subsample.get("max_docs", 0),
-            "seed": subsample.get("seed", 0), "checksum": dataset.checksum, "documents": len(dataset.corpus)}
+    return {
+        "name": dataset.manifest["dataset_parameter"],
+        "max_docs": subsample.get("max_docs", 0),
+        "seed": subsample.get("seed", 0),
+        "checksum": dataset.checksum,
+        "documents": len(dataset.corpus),
+    }
 
 
 # -- rows ------------------------------------------------------------------------------------------
@@ -415,13 +530,16 @@ class Dense(Spec):
         return self.protocol is not None
 
     def evaluate(self, study, seeds: list[int]) -> tuple[list, list[RunOutcome]]:
-        return [None], [RunOutcome(zero_shot(self.model, study.data, self.encoder, study.seeds[0], progress=study.progress))]
+        return [None], [
+            RunOutcome(zero_shot(self.model, study.data, self.encoder, study.seeds[0], progress=study.progress))
+        ]
 
     def start(self, study) -> Path | None:
         if self.pretrain is None:
             return None
-        return pretrained(self.pretrain_corpus or study.data, self.encoder, self.pretrain, dataset=study.data,
-                          progress=study.progress)
+        return pretrained(
+            self.pretrain_corpus or study.data, self.encoder, self.pretrain, dataset=study.data, progress=study.progress
+        )
 
     def pretraining(self, study) -> dict | None:
         init = self.start(study)
@@ -438,12 +556,17 @@ class Dense(Spec):
     def starting_encoder(self, study) -> EncoderConfig:
         """The row's encoder, reading the warm start's backbone where it has one."""
         start = self.warm_start_fit(study)
-        return self.encoder if start is None else replace(self.encoder, backbone=str(start.directory / "model" / "backbone"))
+        return (
+            self.encoder
+            if start is None
+            else replace(self.encoder, backbone=str(start.directory / "model" / "backbone"))
+        )
 
     def starting_model(self, study, seed: int | None = None) -> BiEncoder:
         """The model before fine-tuning (for the in-batch probe)."""
-        return build_encoder(self.model, self.starting_encoder(study), study.seeds[0] if seed is None else seed,
-                             self.start(study))
+        return build_encoder(
+            self.model, self.starting_encoder(study), study.seeds[0] if seed is None else seed, self.start(study)
+        )
 
     def fit(self, study, learning_rate: float, seed: int) -> FineTuned:
         protocol = self.protocol
@@ -452,10 +575,19 @@ class Dense(Spec):
         miner = self.warm_start_fit(study) if protocol.negatives == "warm start" else None
         if protocol.negatives == "warm start" and miner is None:
             raise ValueError(f"{self.model}: 'warm start' negatives need a warm_start system")
-        return finetune(self.model, study.data, self.starting_encoder(study), train,
-                        negatives="miner" if miner is not None else protocol.negatives,
-                        negative_depth=protocol.negative_depth, iterations=protocol.iterations,
-                        init=self.start(study), progress=study.progress, n_devices=budget.n_devices, miner=miner)
+        return finetune(
+            self.model,
+            study.data,
+            self.starting_encoder(study),
+            train,
+            negatives="miner" if miner is not None else protocol.negatives,
+            negative_depth=protocol.negative_depth,
+            iterations=protocol.iterations,
+            init=self.start(study),
+            progress=study.progress,
+            n_devices=budget.n_devices,
+            miner=miner,
+        )
 
     def outcome(self, study, fit: FineTuned) -> RunOutcome:
         return RunOutcome(fit.outputs)
@@ -484,18 +616,26 @@ class ExactSearch(Spec):
         documents = np.empty_like(vectors)
         documents[owners] = vectors  # one vector per document
         model = fit.model()
-        return RunOutcome({split: exact_cosine_run(model.encode_queries(list(queries.values())), documents,
-                                                   study.data.doc_ids, list(queries))
-                           for split, queries in evaluation_queries(study.data).items()})
+        return RunOutcome(
+            {
+                split: exact_cosine_run(
+                    model.encode_queries(list(queries.values())), documents, study.data.doc_ids, list(queries)
+                )
+                for split, queries in evaluation_queries(study.data).items()
+            }
+        )
 
 
-def exact_cosine_run(query_vectors: np.ndarray, doc_vectors: np.ndarray, doc_ids: list[str], qids: list[str],
-                     k: int = RUN_DEPTH) -> Run:
+def exact_cosine_run(
+    query_vectors: np.ndarray, doc_vectors: np.ndarray, doc_ids: list[str], qids: list[str], k: int = RUN_DEPTH
+) -> Run:
     """Exact cosine similarity between every query and every document (one vector each)."""
     import torch
 
     queries = torch.nn.functional.normalize(torch.from_numpy(np.asarray(query_vectors, dtype=np.float32)), dim=1)
     docs = torch.nn.functional.normalize(torch.from_numpy(np.asarray(doc_vectors, dtype=np.float32)), dim=1)
     scores, best = (queries @ docs.T).topk(min(k, len(doc_ids)), dim=1)
-    return {qid: {doc_ids[d]: float(s) for s, d in zip(scores[row].tolist(), best[row].tolist())}
-            for row, qid in enumerate(qids)}
+    return {
+        qid: {doc_ids[d]: float(s) for s, d in zip(scores[row].tolist(), best[row].tolist())}
+        for row, qid in enumerate(qids)
+    }

@@ -37,9 +37,15 @@ def baseline_names(study: Study) -> dict[str, str]:
     encoding = study.settings(EncoderSettings)
     n, m, long = encoding.max_blocks, encoding.block_size, firstp_long_length(study)
     other = other_pooling(encoding.pooling)
-    return {"bm25": "BM25", "zero_shot": f"zero-shot FirstP 1×{long}",
-            "zero_shot_other": f"zero-shot FirstP 1×{long}, {other} pooling", "first_block": f"FirstP 1×{m}",
-            "first_long": f"FirstP 1×{long}", "maxp": f"MaxP {n}×{m}", "maxp_other": f"MaxP {n}×{m}, {other} pooling"}
+    return {
+        "bm25": "BM25",
+        "zero_shot": f"zero-shot FirstP 1×{long}",
+        "zero_shot_other": f"zero-shot FirstP 1×{long}, {other} pooling",
+        "first_block": f"FirstP 1×{m}",
+        "first_long": f"FirstP 1×{long}",
+        "maxp": f"MaxP {n}×{m}",
+        "maxp_other": f"MaxP {n}×{m}, {other} pooling",
+    }
 
 
 def passage_baselines(study: Study) -> list[System]:
@@ -49,8 +55,10 @@ def passage_baselines(study: Study) -> list[System]:
     return [
         System(names["bm25"], BM25(), paper_name="BM25"),
         System(names["zero_shot"], Dense("FirstP", encoding.encoder("FirstP", segment_length=long), protocol=None)),
-        System(names["zero_shot_other"],
-               Dense("FirstP", encoding.encoder("FirstP", segment_length=long, pooling=other), protocol=None)),
+        System(
+            names["zero_shot_other"],
+            Dense("FirstP", encoding.encoder("FirstP", segment_length=long, pooling=other), protocol=None),
+        ),
         System(names["first_block"], Dense("FirstP", encoding.encoder("FirstP")), paper_name="FirstP"),
         System(names["first_long"], Dense("FirstP", encoding.encoder("FirstP", segment_length=long))),
         System(names["maxp"], Dense("MaxP", encoding.encoder("MaxP")), paper_name="MaxP"),
@@ -62,8 +70,10 @@ def baseline_pairs(study: Study) -> list[tuple[str, str]]:
     """The comparisons of notebook 01: every row against BM25, MaxP against FirstP (first block) and
     MaxP under the study's start rule against the other rule."""
     names = baseline_names(study)
-    return ([(name, "BM25") for key, name in names.items() if key != "bm25"]
-            + [(names["maxp"], names["first_block"]), (names["maxp"], names["maxp_other"])])
+    return [(name, "BM25") for key, name in names.items() if key != "bm25"] + [
+        (names["maxp"], names["first_block"]),
+        (names["maxp"], names["maxp_other"]),
+    ]
 
 
 def passage_claims(study: Study) -> list[Claim]:
@@ -74,8 +84,16 @@ def passage_claims(study: Study) -> list[Claim]:
         return paper_value("retrieval_baselines", system=system)
 
     return [
-        Claim("dense retrieval over the first block beats BM25", names["first_block"], "BM25",
-              f"{v('BERT-Passage (first 512 tokens)'):.3f} vs {v('BM25'):.3f} (Longtriever Tables 1–2)"),
-        Claim("MaxP beats FirstP over the first block", names["maxp"], names["first_block"],
-              f"{v('STAR(MaxP)'):.3f} vs {v('STAR (first 512 tokens)'):.3f} (SeDR Table 1)"),
+        Claim(
+            "dense retrieval over the first block beats BM25",
+            names["first_block"],
+            "BM25",
+            f"{v('BERT-Passage (first 512 tokens)'):.3f} vs {v('BM25'):.3f} (Longtriever Tables 1–2)",
+        ),
+        Claim(
+            "MaxP beats FirstP over the first block",
+            names["maxp"],
+            names["first_block"],
+            f"{v('STAR(MaxP)'):.3f} vs {v('STAR (first 512 tokens)'):.3f} (SeDR Table 1)",
+        ),
     ]

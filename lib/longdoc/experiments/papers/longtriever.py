@@ -56,8 +56,13 @@ class IterativeSettings:
 def table1_protocol(hard_negatives: int, iterations: int) -> Protocol:
     """Section 4.2 / Table 1: one iteration with BM25 negatives, then iterations with the model's own
     negatives (the paper: three in all, after MS MARCO passage fine-tuning, which we skip)."""
-    return Protocol(f"{hard_negatives} BM25 negative(s) per query, then {iterations - 1} iteration(s) with the model's "
-                    "own negatives (Longtriever Table 1)", "bm25", hard_negatives, iterations)
+    return Protocol(
+        f"{hard_negatives} BM25 negative(s) per query, then {iterations - 1} iteration(s) with the model's "
+        "own negatives (Longtriever Table 1)",
+        "bm25",
+        hard_negatives,
+        iterations,
+    )
 
 
 def paper_mrr(name: str) -> float:
@@ -72,11 +77,17 @@ def pretrain_config(study: Study, **changes) -> PretrainConfig:
     return study.settings(PretrainingSettings).config(study.seeds[0], **(fields | changes))
 
 
-def longtriever(study: Study, name: str | None = None, pretrain: PretrainConfig | None = None, **encoder_changes) -> System:
+def longtriever(
+    study: Study, name: str | None = None, pretrain: PretrainConfig | None = None, **encoder_changes
+) -> System:
     """Longtriever pre-trained with the study's budget (LMAE + MLM), then fine-tuned (Table 2's protocol)."""
     encoding = study.settings(EncoderSettings)
-    spec = Dense("Longtriever", encoding.encoder("Longtriever", **encoder_changes), pretrain=pretrain or pretrain_config(study),
-                 pretrain_corpus=study.settings(LongtrieverSettings).pretrain_corpus)
+    spec = Dense(
+        "Longtriever",
+        encoding.encoder("Longtriever", **encoder_changes),
+        pretrain=pretrain or pretrain_config(study),
+        pretrain_corpus=study.settings(LongtrieverSettings).pretrain_corpus,
+    )
     return System(name or f"Longtriever {encoding.max_blocks}×{encoding.block_size}", spec, paper_name="Longtriever")
 
 
@@ -87,13 +98,22 @@ def main_systems(study: Study) -> list[System]:
     n, m = encoding.max_blocks, encoding.block_size
     schedule = study.settings(IterativeSettings)
     row = longtriever(study)
-    iterative = replace(row, name=f"{row.name}, Table 1 protocol", paper_name="Longtriever (iterative)", settings_from=row,
-                        spec=replace(row.spec, protocol=table1_protocol(schedule.hard_negatives, schedule.iterations)))
+    iterative = replace(
+        row,
+        name=f"{row.name}, Table 1 protocol",
+        paper_name="Longtriever (iterative)",
+        settings_from=row,
+        spec=replace(row.spec, protocol=table1_protocol(schedule.hard_negatives, schedule.iterations)),
+    )
     return passage_baselines(study) + [
         System(f"PARADE {n}×{m}", Dense("PARADE", encoding.encoder("PARADE")), paper_name="PARADE"),
-        System(f"Hi-Transformer {n}×{m}", Dense("Hi-Transformer", encoding.encoder("Hi-Transformer")),
-               paper_name="Hi-Transformer"),
-        row, iterative,
+        System(
+            f"Hi-Transformer {n}×{m}",
+            Dense("Hi-Transformer", encoding.encoder("Hi-Transformer")),
+            paper_name="Hi-Transformer",
+        ),
+        row,
+        iterative,
     ]
 
 
@@ -105,17 +125,34 @@ def main_claims(study: Study) -> list[Claim]:
     iterations = study.settings(IterativeSettings).iterations
     v = paper_mrr
     return [
-        Claim("Longtriever beats BERT-Passage (the first block only)", lt, first,
-              f"{v('Longtriever'):.3f} vs {v('FirstP'):.3f} (Table 2)"),
+        Claim(
+            "Longtriever beats BERT-Passage (the first block only)",
+            lt,
+            first,
+            f"{v('Longtriever'):.3f} vs {v('FirstP'):.3f} (Table 2)",
+        ),
         Claim("Longtriever beats BERT-PARADE", lt, parade, f"{v('Longtriever'):.3f} vs {v('PARADE'):.3f} (Table 2)"),
-        Claim("Longtriever beats Hi-Transformer", lt, hit, f"{v('Longtriever'):.3f} vs {v('Hi-Transformer'):.3f} (Table 2)"),
+        Claim(
+            "Longtriever beats Hi-Transformer",
+            lt,
+            hit,
+            f"{v('Longtriever'):.3f} vs {v('Hi-Transformer'):.3f} (Table 2)",
+        ),
         Claim("BERT-PARADE beats BERT-Passage", parade, first, f"{v('PARADE'):.3f} vs {v('FirstP'):.3f} (Table 2)"),
-        Claim("Longtriever (Table 1 protocol) beats BM25", iterative, "BM25",
-              f"{v('Longtriever (iterative)'):.3f} vs {v('BM25'):.3f} (Table 1)"),
-        Claim(f"BM25 then self-mined negatives beat one in-batch iteration (ours: {iterations} iterations, "
-              f"{iterations}× the fine-tuning steps)", iterative, lt,
-              f"{v('Longtriever (iterative)'):.3f} (Table 1: 3 iterations after MS MARCO passage fine-tuning) vs "
-              f"{v('Longtriever'):.3f} (Table 2)"),
+        Claim(
+            "Longtriever (Table 1 protocol) beats BM25",
+            iterative,
+            "BM25",
+            f"{v('Longtriever (iterative)'):.3f} vs {v('BM25'):.3f} (Table 1)",
+        ),
+        Claim(
+            f"BM25 then self-mined negatives beat one in-batch iteration (ours: {iterations} iterations, "
+            f"{iterations}× the fine-tuning steps)",
+            iterative,
+            lt,
+            f"{v('Longtriever (iterative)'):.3f} (Table 1: 3 iterations after MS MARCO passage fine-tuning) vs "
+            f"{v('Longtriever'):.3f} (Table 2)",
+        ),
     ]
 
 
@@ -148,7 +185,9 @@ def losses_fell(study: Study, system: System) -> tuple[bool, str]:
     return all(fall >= LOSS_FALL for fall in falls.values()), text
 
 
-def pretraining_moves_the_start(study: Study, probes: pd.DataFrame, pretrained: list[System], plain: str) -> Precondition:
+def pretraining_moves_the_start(
+    study: Study, probes: pd.DataFrame, pretrained: list[System], plain: str
+) -> Precondition:
     """Pre-training can only matter if it works at this budget: each of its losses falls by at least
     10%, and each pre-trained start beats the start without pre-training on the dev in-batch probe
     (higher accuracy and lower loss; 128 queries, no margin). Pre-training runs once (first seed), as
@@ -160,10 +199,15 @@ def pretraining_moves_the_start(study: Study, probes: pd.DataFrame, pretrained: 
         a = probes.loc[system.name]
         better = bool(a["accuracy"] > b["accuracy"] and a["loss"] < b["loss"])
         holds = holds and fell and better
-        parts.append(f"{system.name}: losses {falls}; probe accuracy {a['accuracy']:.3f} vs {b['accuracy']:.3f}, "
-                     f"loss {a['loss']:.2f} vs {b['loss']:.2f}")
-    return Precondition(holds, f"pre-training works (losses −{LOSS_FALL:.0%}, probe above '{plain}'; one pre-training "
-                               f"run per row): " + "; ".join(parts))
+        parts.append(
+            f"{system.name}: losses {falls}; probe accuracy {a['accuracy']:.3f} vs {b['accuracy']:.3f}, "
+            f"loss {a['loss']:.2f} vs {b['loss']:.2f}"
+        )
+    return Precondition(
+        holds,
+        f"pre-training works (losses −{LOSS_FALL:.0%}, probe above '{plain}'; one pre-training "
+        f"run per row): " + "; ".join(parts),
+    )
 
 
 def ablation_claims(study: Study, systems: list[System], probes: pd.DataFrame) -> list[Claim]:
@@ -174,11 +218,21 @@ def ablation_claims(study: Study, systems: list[System], probes: pd.DataFrame) -
     rows = {system.name: system for system in systems}
     both = pretraining_moves_the_start(study, probes, [rows[lmae], rows[mlm]], plain)
     return [
-        Claim("pre-training (LMAE + MLM) helps", lmae, plain, f"{v[lmae]:.3f} vs {v[plain]:.3f}",
-              precondition=pretraining_moves_the_start(study, probes, [rows[lmae]], plain)),
+        Claim(
+            "pre-training (LMAE + MLM) helps",
+            lmae,
+            plain,
+            f"{v[lmae]:.3f} vs {v[plain]:.3f}",
+            precondition=pretraining_moves_the_start(study, probes, [rows[lmae]], plain),
+        ),
         Claim("LMAE adds to MLM pre-training", lmae, mlm, f"{v[lmae]:.3f} vs {v[mlm]:.3f}", precondition=both),
-        Claim("MLM pre-training helps", mlm, plain, f"{v[mlm]:.3f} vs {v[plain]:.3f}",
-              precondition=pretraining_moves_the_start(study, probes, [rows[mlm]], plain)),
+        Claim(
+            "MLM pre-training helps",
+            mlm,
+            plain,
+            f"{v[mlm]:.3f} vs {v[plain]:.3f}",
+            precondition=pretraining_moves_the_start(study, probes, [rows[mlm]], plain),
+        ),
         Claim("the [DOC] token helps", plain, no_doc, f"{v[plain]:.3f} vs {v[no_doc]:.3f}"),
         Claim("the inter-block encoder helps", no_doc, no_inter, f"{v[no_doc]:.3f} vs {v[no_inter]:.3f}"),
     ]
@@ -208,32 +262,55 @@ def block_size_systems(study: Study) -> list[System]:
     for size in sweep.sweep_block_sizes:
         blocks = math.ceil(tokens / (size - 2))
         encoder = encoding.encoder("Longtriever", segment_length=size, max_segments=blocks, document_tokens=tokens)
-        rows.append(replace(base, name=f"M = {size} (N = {blocks})", spec=replace(base.spec, encoder=encoder),
-                            settings_from=base))
+        rows.append(
+            replace(
+                base, name=f"M = {size} (N = {blocks})", spec=replace(base.spec, encoder=encoder), settings_from=base
+            )
+        )
     return rows
 
 
 def lmae_ratio_systems(study: Study) -> list[System]:
     """Figure 3b: the full Longtriever pre-trained at each LMAE masking ratio (MLM ratio fixed)."""
     base = longtriever(study)
-    return [replace(base, name=f"LMAE ratio {ratio}", settings_from=base,
-                    spec=replace(base.spec, pretrain=replace(base.spec.pretrain, lmae_ratio=ratio)))
-            for ratio in study.settings(LmaeRatioSweep).sweep_lmae_ratios]
+    return [
+        replace(
+            base,
+            name=f"LMAE ratio {ratio}",
+            settings_from=base,
+            spec=replace(base.spec, pretrain=replace(base.spec.pretrain, lmae_ratio=ratio)),
+        )
+        for ratio in study.settings(LmaeRatioSweep).sweep_lmae_ratios
+    ]
 
 
-def rising_claims(names: list[str], statement: str, paper: str, precondition: Precondition | None = None) -> list[Claim]:
+def rising_claims(
+    names: list[str], statement: str, paper: str, precondition: Precondition | None = None
+) -> list[Claim]:
     """A trend claim as consecutive pairs: each point beats the one before it."""
-    return [Claim(f"{statement}: {later} above {earlier}", later, earlier, paper, precondition=precondition)
-            for earlier, later in zip(names, names[1:])]
+    return [
+        Claim(f"{statement}: {later} above {earlier}", later, earlier, paper, precondition=precondition)
+        for earlier, later in zip(names, names[1:])
+    ]
 
 
-def ratio_claims(study: Study, systems: list[System], probes: pd.DataFrame, plain: str = "without pre-training") -> list[Claim]:
+def ratio_claims(
+    study: Study, systems: list[System], probes: pd.DataFrame, plain: str = "without pre-training"
+) -> list[Claim]:
     """Figure 3b's claim, a peak at 0.5: the 0.5 point beats every other point; testable only if
     pre-training works at every ratio compared."""
     by_ratio = {system.spec.pretrain.lmae_ratio: system for system in systems}
     if 0.5 not in by_ratio:
         return []
     peak = by_ratio[0.5]
-    return [Claim(f"LMAE ratio 0.5 beats {ratio}", peak.name, system.name, "Figure 3b: peak at 0.5",
-                  precondition=pretraining_moves_the_start(study, probes, [peak, system], plain))
-            for ratio, system in by_ratio.items() if ratio != 0.5]
+    return [
+        Claim(
+            f"LMAE ratio 0.5 beats {ratio}",
+            peak.name,
+            system.name,
+            "Figure 3b: peak at 0.5",
+            precondition=pretraining_moves_the_start(study, probes, [peak, system], plain),
+        )
+        for ratio, system in by_ratio.items()
+        if ratio != 0.5
+    ]

@@ -38,8 +38,10 @@ from longdoc.experiments.systems import System
 from longdoc.experiments.verdicts import Claim
 
 PAPER = "nci"
-PAPER_MEASURES = {"NQ320k": ["Success@1", "Success@10", "Success@100", "MRR@100"],
-                  "TriviaQA": ["Success@5", "Success@20", "Success@100", "RPrec"]}
+PAPER_MEASURES = {
+    "NQ320k": ["Success@1", "Success@10", "Success@100", "MRR@100"],
+    "TriviaQA": ["Success@5", "Success@20", "Success@100", "RPrec"],
+}
 CLAIM_MEASURE = "MRR@100"
 
 
@@ -84,25 +86,39 @@ def dsi(study: Study) -> NciSpec:
     for every depth (with a learned step embedding), no PAWA, no consistency loss, trained on the labelled
     queries and each document's first terms (DSI's indexing), semantic identifiers."""
     base = nci_spec(study)
-    return replace(base, adaptor_layers=0, alpha=0.0, identifiers=replace(base.identifiers, positional=False),
-                   queries=replace(base.queries, windows=0, generated=False))
+    return replace(
+        base,
+        adaptor_layers=0,
+        alpha=0.0,
+        identifiers=replace(base.identifiers, positional=False),
+        queries=replace(base.queries, windows=0, generated=False),
+    )
 
 
 def main_systems(study: Study) -> list[System]:
     full = nci(study)
     firstp = Dense("FirstP", study.settings(EncoderSettings).encoder("FirstP"))
-    rows = [System("BM25", BM25(), paper_name="BM25"),
-            System("BM25+DocT5Query", ExpandedBM25(), paper_name="BM25+DocT5Query"),
-            System("FirstP (FAISS)", firstp, paper_name="FirstP (FAISS)"),
-            System("FirstP brute force", ExactSearch(firstp), paper_name="FirstP brute force"),
-            System("DSI", Generative(dsi(study)), paper_name="DSI"),
-            full]
+    rows = [
+        System("BM25", BM25(), paper_name="BM25"),
+        System("BM25+DocT5Query", ExpandedBM25(), paper_name="BM25+DocT5Query"),
+        System("FirstP (FAISS)", firstp, paper_name="FirstP (FAISS)"),
+        System("FirstP brute force", ExactSearch(firstp), paper_name="FirstP brute force"),
+        System("DSI", Generative(dsi(study)), paper_name="DSI"),
+        full,
+    ]
     ensemble = study.settings(EnsembleSettings).nci_ensemble
     if ensemble > 1:
         spec = full.spec.nci
-        members = [full] + [replace(full, name=f"NCI (k-means seed {seed})", settings_from=full, paper_name="",
-                                    spec=Generative(replace(spec, identifiers=replace(spec.identifiers, seed=seed))))
-                            for seed in range(1, ensemble)]
+        members = [full] + [
+            replace(
+                full,
+                name=f"NCI (k-means seed {seed})",
+                settings_from=full,
+                paper_name="",
+                spec=Generative(replace(spec, identifiers=replace(spec.identifiers, seed=seed))),
+            )
+            for seed in range(1, ensemble)
+        ]
         rows.append(System("NCI ensemble", Ensemble(tuple(members)), paper_name="NCI ensemble"))
     return rows
 
@@ -111,23 +127,44 @@ def main_claims(study: Study, systems: list[System]) -> list[Claim]:
     names = {s.name for s in systems}
 
     def quoted(a: str, b: str) -> str:
-        return "NQ320k: " + f"{paper_value(a):.2f} vs {paper_value(b):.2f} MRR@100" if not pd.isna(paper_value(b)) else (
-            f"NQ320k: {paper_value(a, 'Success@1'):.2f} vs {paper_value(b, 'Success@1'):.2f} Recall@1")
+        return (
+            "NQ320k: " + f"{paper_value(a):.2f} vs {paper_value(b):.2f} MRR@100"
+            if not pd.isna(paper_value(b))
+            else (f"NQ320k: {paper_value(a, 'Success@1'):.2f} vs {paper_value(b, 'Success@1'):.2f} Recall@1")
+        )
 
-    claims = [Claim("NCI beats DSI (on Recall@1, the one measure DSI reports with MRR absent)", "NCI", "DSI",
-                    quoted("NCI", "DSI"), "Success@1"),
-              Claim("NCI beats BM25 + DocT5Query", "NCI", "BM25+DocT5Query", quoted("NCI", "BM25+DocT5Query")),
-              Claim("NCI beats BM25", "NCI", "BM25", quoted("NCI", "BM25")),
-              Claim("NCI beats dense FirstP (FAISS)", "NCI", "FirstP (FAISS)", quoted("NCI", "FirstP (FAISS)")),
-              Claim("query generation helps BM25 (BM25 + DocT5Query > BM25)", "BM25+DocT5Query", "BM25",
-                    quoted("BM25+DocT5Query", "BM25"))]
+    claims = [
+        Claim(
+            "NCI beats DSI (on Recall@1, the one measure DSI reports with MRR absent)",
+            "NCI",
+            "DSI",
+            quoted("NCI", "DSI"),
+            "Success@1",
+        ),
+        Claim("NCI beats BM25 + DocT5Query", "NCI", "BM25+DocT5Query", quoted("NCI", "BM25+DocT5Query")),
+        Claim("NCI beats BM25", "NCI", "BM25", quoted("NCI", "BM25")),
+        Claim("NCI beats dense FirstP (FAISS)", "NCI", "FirstP (FAISS)", quoted("NCI", "FirstP (FAISS)")),
+        Claim(
+            "query generation helps BM25 (BM25 + DocT5Query > BM25)",
+            "BM25+DocT5Query",
+            "BM25",
+            quoted("BM25+DocT5Query", "BM25"),
+        ),
+    ]
     if "NCI ensemble" in names:
         claims.append(Claim("the ensemble beats one NCI model", "NCI ensemble", "NCI", quoted("NCI ensemble", "NCI")))
     return claims
 
 
-ABLATIONS = ("w/o query generation", "w/o DocT5Query", "w/o document as query", "w/o PAWA decoder", "w/o semantic id",
-             "w/o regularization", "w/o constrained beam search")
+ABLATIONS = (
+    "w/o query generation",
+    "w/o DocT5Query",
+    "w/o document as query",
+    "w/o PAWA decoder",
+    "w/o semantic id",
+    "w/o regularization",
+    "w/o constrained beam search",
+)
 
 
 def ablation_systems(study: Study) -> list[System]:
@@ -142,26 +179,50 @@ def ablation_systems(study: Study) -> list[System]:
         "w/o semantic id": replace(spec, identifiers=replace(spec.identifiers, kind="random")),
         "w/o regularization": replace(spec, alpha=0.0),
     }
-    rows = [full] + [replace(full, name=name, spec=Generative(changed), settings_from=full, paper_name=name)
-                     for name, changed in changes.items()]
+    rows = [full] + [
+        replace(full, name=name, spec=Generative(changed), settings_from=full, paper_name=name)
+        for name, changed in changes.items()
+    ]
     unconstrained = replace(study.settings(NciSettings).decoding(), constrained=False)
-    rows.append(replace(full, name="w/o constrained beam search", spec=Generative(spec, unconstrained),
-                        settings_from=full, paper_name="w/o constrained beam search"))
+    rows.append(
+        replace(
+            full,
+            name="w/o constrained beam search",
+            spec=Generative(spec, unconstrained),
+            settings_from=full,
+            paper_name="w/o constrained beam search",
+        )
+    )
     return rows
 
 
 def ablation_claims() -> list[Claim]:
-    return [Claim(f"removing a component hurts: NCI > {name}", "NCI", name,
-                  f"NQ320k: {paper_value('NCI', table='Table 3'):.2f} vs {paper_value(name, table='Table 3'):.2f} MRR@100",
-                  CLAIM_MEASURE) for name in ABLATIONS]
+    return [
+        Claim(
+            f"removing a component hurts: NCI > {name}",
+            "NCI",
+            name,
+            f"NQ320k: {paper_value('NCI', table='Table 3'):.2f} vs {paper_value(name, table='Table 3'):.2f} MRR@100",
+            CLAIM_MEASURE,
+        )
+        for name in ABLATIONS
+    ]
 
 
 def sweep_systems(study: Study, field: str, values: list, name, main) -> list[System]:
     """NCI with one ``NciSpec`` field swept: the study's value is NCI itself (its learning rate chosen on
     dev), every other value keeps NCI's learning rate."""
     full = nci(study)
-    return [replace(full, name=name(v), spec=Generative(replace(full.spec.nci, **{field: v})), paper_name=name(v),
-                    settings_from=None if v == main else full) for v in values]
+    return [
+        replace(
+            full,
+            name=name(v),
+            spec=Generative(replace(full.spec.nci, **{field: v})),
+            paper_name=name(v),
+            settings_from=None if v == main else full,
+        )
+        for v in values
+    ]
 
 
 def adaptor_name(layers: int) -> str:
@@ -170,8 +231,13 @@ def adaptor_name(layers: int) -> str:
 
 def adaptor_systems(study: Study) -> list[System]:
     """Table 4: NCI with M3 adaptor layers (each keeps NCI's learning rate)."""
-    return sweep_systems(study, "adaptor_layers", study.settings(AdaptorSweep).sweep_adaptor_layers, adaptor_name,
-                         study.settings(NciSettings).nci_adaptor_layers)
+    return sweep_systems(
+        study,
+        "adaptor_layers",
+        study.settings(AdaptorSweep).sweep_adaptor_layers,
+        adaptor_name,
+        study.settings(NciSettings).nci_adaptor_layers,
+    )
 
 
 def adaptor_claims(study: Study) -> list[Claim]:
@@ -184,10 +250,16 @@ def adaptor_claims(study: Study) -> list[Claim]:
             continue
         ours, other = paper_value(adaptor_name(main), table="Table 4"), paper_value(adaptor_name(m), table="Table 4")
         if pd.isna(ours) or pd.isna(other):
-            better, worse = (adaptor_name(main), adaptor_name(m)) if (m < main) == (main <= 4) else (adaptor_name(m), adaptor_name(main))
+            better, worse = (
+                (adaptor_name(main), adaptor_name(m))
+                if (m < main) == (main <= 4)
+                else (adaptor_name(m), adaptor_name(main))
+            )
             paper = "Table 4's trend: more layers help up to M3 = 4, more than 4 overfit"
         else:
-            better, worse = (adaptor_name(main), adaptor_name(m)) if ours >= other else (adaptor_name(m), adaptor_name(main))
+            better, worse = (
+                (adaptor_name(main), adaptor_name(m)) if ours >= other else (adaptor_name(m), adaptor_name(main))
+            )
             paper = f"NQ320k: {better}: {max(ours, other):.2f} vs {worse}: {min(ours, other):.2f} MRR@100"
         claims.append(Claim(f"{better} beats {worse}", better, worse, paper, CLAIM_MEASURE))
     return claims
@@ -199,16 +271,26 @@ def alpha_name(alpha: float) -> str:
 
 def alpha_systems(study: Study) -> list[System]:
     """Table 6: NCI with consistency weight α (each keeps NCI's learning rate)."""
-    return sweep_systems(study, "alpha", study.settings(AlphaSweep).sweep_alphas, alpha_name,
-                         study.settings(NciSettings).nci_alpha)
+    return sweep_systems(
+        study, "alpha", study.settings(AlphaSweep).sweep_alphas, alpha_name, study.settings(NciSettings).nci_alpha
+    )
 
 
 def alpha_claims(study: Study) -> list[Claim]:
     main = study.settings(NciSettings).nci_alpha
-    return [Claim(f"α = {main:g} beats α = {a:g}" + (" (regularisation helps)" if a == 0 else ""), alpha_name(main),
-                  alpha_name(a), f"NQ320k: {paper_value(alpha_name(0.15), table='Table 6'):.2f} vs " + (
-                      f"{paper_value(alpha_name(a), table='Table 6'):.2f}" if has_paper_row(alpha_name(a), "Table 6") else "—")
-                  + " MRR@100", CLAIM_MEASURE) for a in study.settings(AlphaSweep).sweep_alphas if a != main]
+    return [
+        Claim(
+            f"α = {main:g} beats α = {a:g}" + (" (regularisation helps)" if a == 0 else ""),
+            alpha_name(main),
+            alpha_name(a),
+            f"NQ320k: {paper_value(alpha_name(0.15), table='Table 6'):.2f} vs "
+            + (f"{paper_value(alpha_name(a), table='Table 6'):.2f}" if has_paper_row(alpha_name(a), "Table 6") else "—")
+            + " MRR@100",
+            CLAIM_MEASURE,
+        )
+        for a in study.settings(AlphaSweep).sweep_alphas
+        if a != main
+    ]
 
 
 def capacity_name(layers: int) -> str:
@@ -218,9 +300,16 @@ def capacity_name(layers: int) -> str:
 def capacity_systems(study: Study) -> list[System]:
     """Figure 3: NCI with the backbone's first L encoder layers (the paper: T5 small, base, large)."""
     full = nci(study)
-    return [replace(full, name=capacity_name(n), spec=Generative(replace(full.spec.nci, encoder_layers=n)), paper_name="",
-                    settings_from=full)
-            for n in study.settings(EfficiencySettings).sweep_encoder_layers]
+    return [
+        replace(
+            full,
+            name=capacity_name(n),
+            spec=Generative(replace(full.spec.nci, encoder_layers=n)),
+            paper_name="",
+            settings_from=full,
+        )
+        for n in study.settings(EfficiencySettings).sweep_encoder_layers
+    ]
 
 
 # -- the paper's numbers -------------------------------------------------------------------------
@@ -239,8 +328,9 @@ def paper_beside(table: pd.DataFrame, systems: list[System], paper_table: str) -
     members = [m for s in systems if isinstance(s.spec, Ensemble) for m in s.spec.members]
     paper_name = {s.name: s.paper_name for s in systems} | {m.name: m.paper_name for m in members}
     measures = {dataset: wanted[:2] if dataset == "TriviaQA" else wanted for dataset, wanted in PAPER_MEASURES.items()}
-    return paper_beside_by_collection(table, {name: paper_name.get(name, "") for name in table.index}, PAPER,
-                                      paper_table, measures, scale=1 / 100)
+    return paper_beside_by_collection(
+        table, {name: paper_name.get(name, "") for name in table.index}, PAPER, paper_table, measures, scale=1 / 100
+    )
 
 
 def split_counts(study: Study) -> pd.DataFrame:
@@ -248,8 +338,11 @@ def split_counts(study: Study) -> pd.DataFrame:
     for split in ("train", "dev", "test"):
         queries, qrels = study.split(split)
         relevant = [sum(r > 0 for r in judged.values()) for judged in qrels.values()]
-        rows[split] = {"queries": len(queries), "relevant documents per query": sum(relevant) / max(len(relevant), 1),
-                       "queries with several relevant documents": sum(n > 1 for n in relevant)}
+        rows[split] = {
+            "queries": len(queries),
+            "relevant documents per query": sum(relevant) / max(len(relevant), 1),
+            "queries with several relevant documents": sum(n > 1 for n in relevant),
+        }
     frame = pd.DataFrame(rows).T
     frame["corpus documents"] = len(study.data.doc_ids)
     return frame
@@ -260,17 +353,22 @@ def generation_summary(study: Study) -> pd.DataFrame:
     spec = nci_spec(study)
     backbone = study.settings(NciSettings).backbone
     generated, record = generated_queries(study.data, spec.queries.generation, backbone, study.progress)
-    kinds = {"labelled train queries": replace(spec.queries, document_as_query=False, generated=False),
-             "document as query": replace(spec.queries, train_queries=False, generated=False),
-             "generated queries": replace(spec.queries, train_queries=False, document_as_query=False)}
+    kinds = {
+        "labelled train queries": replace(spec.queries, document_as_query=False, generated=False),
+        "document as query": replace(spec.queries, train_queries=False, generated=False),
+        "generated queries": replace(spec.queries, train_queries=False, document_as_query=False),
+    }
     examples = {kind: len(training_examples(study.data, q, generated)) for kind, q in kinds.items()}
     training = record.get("training") or {}
     dev = [h["dev"] for h in training.get("history", []) if "dev" in h]
-    rows = {"generator": spec.queries.generation.generator or "trained here from the backbone on the train pairs",
-            "generated queries": record["queries"], "documents without a generated query": record["documents_without_queries"],
-            "generator training seconds": round(record["train_seconds"], 1),
-            "generation seconds": round(record["generate_seconds"], 1),
-            "generator dev loss (last evaluation)": round(-dev[-1], 3) if dev else "—"}
+    rows = {
+        "generator": spec.queries.generation.generator or "trained here from the backbone on the train pairs",
+        "generated queries": record["queries"],
+        "documents without a generated query": record["documents_without_queries"],
+        "generator training seconds": round(record["train_seconds"], 1),
+        "generation seconds": round(record["generate_seconds"], 1),
+        "generator dev loss (last evaluation)": round(-dev[-1], 3) if dev else "—",
+    }
     rows |= {f"training examples: {kind}": n for kind, n in examples.items()}
     return pd.DataFrame({"value": {k: str(v) for k, v in rows.items()}})
 
@@ -279,8 +377,10 @@ def parameter_counts(study: Study, systems: list[System]) -> pd.DataFrame:
     rows = {}
     for system in systems:
         fit = study.fit(system)
-        rows[system.name] = {"parameters (M)": fit.history["parameters"] / 1e6,
-                             "adaptor parameters (M)": fit.history["adaptor_parameters"] / 1e6}
+        rows[system.name] = {
+            "parameters (M)": fit.history["parameters"] / 1e6,
+            "adaptor parameters (M)": fit.history["adaptor_parameters"] / 1e6,
+        }
     return pd.DataFrame(rows).T
 
 
@@ -290,14 +390,20 @@ def learning_curve_frames(study: Study, systems: list[System]) -> dict[str, pd.D
     for system in systems:
         fit = study.fit(system)
         batch, examples = fit.last["config"]["batch_size"], fit.history["examples"]
-        rows = [{"step": int(step), "epoch": int(step) * batch / examples, **values}
-                for step, values in fit.history["curve"].items()]
+        rows = [
+            {"step": int(step), "epoch": int(step) * batch / examples, **values}
+            for step, values in fit.history["curve"].items()
+        ]
         curves[system.name] = pd.DataFrame(rows).sort_values("step")
     return curves
 
 
-def curve_table(curves: dict[str, pd.DataFrame], measures: tuple = ("Success@1", "Success@10", "MRR@100")) -> pd.DataFrame:
-    frames = [curve.assign(system=name).set_index(["system", "step"])[["epoch", *measures]] for name, curve in curves.items()]
+def curve_table(
+    curves: dict[str, pd.DataFrame], measures: tuple = ("Success@1", "Success@10", "MRR@100")
+) -> pd.DataFrame:
+    frames = [
+        curve.assign(system=name).set_index(["system", "step"])[["epoch", *measures]] for name, curve in curves.items()
+    ]
     return pd.concat(frames)
 
 
@@ -305,8 +411,15 @@ def capacity_claims(study: Study, systems: list[System]) -> list[Claim]:
     """Figure 3: the smallest capacity ends lower than the largest."""
     by_size = sorted(systems, key=lambda s: s.spec.nci.encoder_layers)
     small, large = by_size[0].name, by_size[-1].name
-    return [Claim(f"a larger model retrieves better at the same budget ({large} > {small})", large, small,
-                  "Figure 3: small ends lower than base and large (curves only)", CLAIM_MEASURE)]
+    return [
+        Claim(
+            f"a larger model retrieves better at the same budget ({large} > {small})",
+            large,
+            small,
+            "Figure 3: small ends lower than base and large (curves only)",
+            CLAIM_MEASURE,
+        )
+    ]
 
 
 def decoding_costs(study: Study, system: System, queries: int = 64, batch: int = 16) -> pd.DataFrame:
@@ -351,13 +464,18 @@ def decoding_costs(study: Study, system: System, queries: int = 64, batch: int =
                 config = replace(options.decoding(), beam_size=beam, constrained=constrained, batch_size=size)
                 retriever = nci_retriever(fit, study.data, config, model)
                 seconds[constrained, size] = per_query(lambda part, r=retriever, b=beam: r.search(part, b), size)
-        rows.append({"beam": beam, "latency ms (1 query)": 1000 * seconds[True, 1],
-                     f"throughput queries/s (batches of {batch})": 1 / seconds[True, batch],
-                     "constrained ÷ unconstrained (1 query)": seconds[True, 1] / seconds[False, 1],
-                     f"constrained ÷ unconstrained (batches of {batch})": seconds[True, batch] / seconds[False, batch],
-                     "batched ÷ one at a time (per query)": seconds[True, batch] / seconds[True, 1],
-                     "NCI ÷ FirstP + FAISS (latency)": seconds[True, 1] / dense_seconds,
-                     "FirstP + FAISS ms (1 query)": 1000 * dense_seconds})
+        rows.append(
+            {
+                "beam": beam,
+                "latency ms (1 query)": 1000 * seconds[True, 1],
+                f"throughput queries/s (batches of {batch})": 1 / seconds[True, batch],
+                "constrained ÷ unconstrained (1 query)": seconds[True, 1] / seconds[False, 1],
+                f"constrained ÷ unconstrained (batches of {batch})": seconds[True, batch] / seconds[False, batch],
+                "batched ÷ one at a time (per query)": seconds[True, batch] / seconds[True, 1],
+                "NCI ÷ FirstP + FAISS (latency)": seconds[True, 1] / dense_seconds,
+                "FirstP + FAISS ms (1 query)": 1000 * dense_seconds,
+            }
+        )
     return pd.DataFrame(rows).set_index("beam")
 
 
@@ -383,9 +501,17 @@ def semantic_id_analysis(study: Study, system: System, top: int = 10) -> dict:
     identifiers = dict(zip(study.data.doc_ids, nci_identifiers(fit)))
     depths = pd.Series([len(i) for i in identifiers.values()])
     leaves = pd.Series([i[:-1] for i in identifiers.values()]).value_counts()
-    tree = pd.DataFrame({"value": {"documents": len(identifiers), "top-level clusters": len({i[0] for i in identifiers.values()}),
-                                   "identifier digits (min / mean / max)": f"{depths.min()} / {depths.mean():.2f} / {depths.max()}",
-                                   "largest leaf": int(leaves.max()), "k, c": f"{spec.identifiers.k}, {spec.identifiers.c}"}})
+    tree = pd.DataFrame(
+        {
+            "value": {
+                "documents": len(identifiers),
+                "top-level clusters": len({i[0] for i in identifiers.values()}),
+                "identifier digits (min / mean / max)": f"{depths.min()} / {depths.mean():.2f} / {depths.max()}",
+                "largest leaf": int(leaves.max()),
+                "k, c": f"{spec.identifiers.k}, {spec.identifiers.c}",
+            }
+        }
+    )
     qrels = {q: judged for split in ("train", "dev", "test") for q, judged in study.split(split)[1].items()}
     agreement = relevant_prefix_agreement(qrels, identifiers, seed=study.seeds[0])
     runs, _ = decode_nci(fit, study.data, options.decoding())
@@ -393,23 +519,40 @@ def semantic_id_analysis(study: Study, system: System, top: int = 10) -> dict:
     qids = [q for q in test_queries if runs["test"].get(q)]
     from longdoc.models.biencoder import EncoderConfig
 
-    query_encoder = EncoderConfig(backbone=options.backbone, max_segments=1, pooling=options.pooling,
-                                  max_query_length=options.nci_query_length)
+    query_encoder = EncoderConfig(
+        backbone=options.backbone, max_segments=1, pooling=options.pooling, max_query_length=options.nci_query_length
+    )
     vectors = build_encoder("FirstP", query_encoder, study.seeds[0]).encode_queries([test_queries[q] for q in qids])
     top_docs = {q: ranking(runs["test"][q])[:top] for q in qids}
     overlap = prefix_overlap(top_docs, identifiers, vectors, qids, seed=study.seeds[0])
     groups = query_groups(vectors, qids)
     digits, penalty = study.settings(AnalysisSettings).prefix_digits, options.nci_length_penalty
-    frames = {g: {test_queries[q]: retrieved_prefixes(sorted(runs["test"][q].items(), key=lambda x: -x[1])[:top], identifiers,
-                                                      digits, penalty) for q in members} for g, members in groups.items()}
-    groups_table = pd.DataFrame([{"group": g, "query": query, "top prefixes": ", ".join(frame["prefix"].head(5))}
-                                 for g, queries in frames.items() for query, frame in queries.items()])
-    embeddings = document_embeddings(study.data, options.backbone, options.pooling, spec.identifiers.embedding_length,
-                                     study.progress)
+    frames = {
+        g: {
+            test_queries[q]: retrieved_prefixes(
+                sorted(runs["test"][q].items(), key=lambda x: -x[1])[:top], identifiers, digits, penalty
+            )
+            for q in members
+        }
+        for g, members in groups.items()
+    }
+    groups_table = pd.DataFrame(
+        [
+            {"group": g, "query": query, "top prefixes": ", ".join(frame["prefix"].head(5))}
+            for g, queries in frames.items()
+            for query, frame in queries.items()
+        ]
+    )
+    embeddings = document_embeddings(
+        study.data, options.backbone, options.pooling, spec.identifiers.embedding_length, study.progress
+    )
     position = {d: i for i, d in enumerate(study.data.doc_ids)}
     marked = {g: [position[d] for q in members for d in top_docs[q][:3]] for g, members in groups.items()}
     pairs = agreement["relevant pairs"]
-    share, background = agreement["relevant pairs sharing the first digit"], agreement["random pairs sharing the first digit"]
+    share, background = (
+        agreement["relevant pairs sharing the first digit"],
+        agreement["random pairs sharing the first digit"],
+    )
     if pairs:
         half = 1.96 * np.sqrt(max(share * (1 - share), 1e-12) / pairs)
         first = HOLDS if share - half > background else REVERSED if share + half < background else NOT_SHOWN
@@ -417,14 +560,31 @@ def semantic_id_analysis(study: Study, system: System, top: int = 10) -> dict:
     else:
         first, first_text = NOT_SHOWN, "no test query has two relevant documents"
     second = HOLDS if overlap["95% CI low"] > 0 else REVERSED if overlap["95% CI high"] < 0 else NOT_SHOWN
-    verdicts = pd.DataFrame([
-        {"claim": "documents relevant to the same query share identifier prefixes (more than random pairs)",
-         "ours": first_text, "verdict": first},
-        {"claim": "similar queries retrieve documents with close identifiers; dissimilar ones do not overlap",
-         "ours": f"first-digit overlap {overlap['similar pairs: mean overlap']:.3f} (similar) vs "
-                 f"{overlap['dissimilar pairs: mean overlap']:.3f} (dissimilar), Δ {overlap['difference']:+.3f} "
-                 f"[{overlap['95% CI low']:+.3f}, {overlap['95% CI high']:+.3f}]", "verdict": second}])
-    return {"tree": tree, "agreement": pd.DataFrame({"value": agreement}), "overlap": pd.DataFrame({"value": overlap}),
-            "groups": frames, "groups_table": groups_table, "points": tsne_points(embeddings, seed=study.seeds[0]),
-            "clusters": [identifiers[d][0] for d in study.data.doc_ids], "marked": marked, "verdicts": verdicts,
-            "text": f"NCI (seed {study.seeds[0]}) on {len(qids)} test queries with results."}
+    verdicts = pd.DataFrame(
+        [
+            {
+                "claim": "documents relevant to the same query share identifier prefixes (more than random pairs)",
+                "ours": first_text,
+                "verdict": first,
+            },
+            {
+                "claim": "similar queries retrieve documents with close identifiers; dissimilar ones do not overlap",
+                "ours": f"first-digit overlap {overlap['similar pairs: mean overlap']:.3f} (similar) vs "
+                f"{overlap['dissimilar pairs: mean overlap']:.3f} (dissimilar), Δ {overlap['difference']:+.3f} "
+                f"[{overlap['95% CI low']:+.3f}, {overlap['95% CI high']:+.3f}]",
+                "verdict": second,
+            },
+        ]
+    )
+    return {
+        "tree": tree,
+        "agreement": pd.DataFrame({"value": agreement}),
+        "overlap": pd.DataFrame({"value": overlap}),
+        "groups": frames,
+        "groups_table": groups_table,
+        "points": tsne_points(embeddings, seed=study.seeds[0]),
+        "clusters": [identifiers[d][0] for d in study.data.doc_ids],
+        "marked": marked,
+        "verdicts": verdicts,
+        "text": f"NCI (seed {study.seeds[0]}) on {len(qids)} test queries with results.",
+    }

@@ -82,16 +82,25 @@ class LayerSweep:
 
 def smith_encoder(study: Study, **changes) -> SmithConfig:
     p = study.settings(SmithSettings)
-    fields = dict(backbone=p.backbone, segment_length=p.sentence_block_length, max_segments=p.max_sentence_blocks,
-                  sentence_layers=p.sentence_layers, document_layers=p.document_layers, precision=p.precision)
+    fields = dict(
+        backbone=p.backbone,
+        segment_length=p.sentence_block_length,
+        max_segments=p.max_sentence_blocks,
+        sentence_layers=p.sentence_layers,
+        document_layers=p.document_layers,
+        precision=p.precision,
+    )
     return SmithConfig(**(fields | changes))
 
 
 def smith_pretraining(study: Study, block_prediction: bool) -> PretrainConfig:
     """SMITH-WP (``block_prediction=False``) or SMITH-WP+SP pre-training under the study's budget."""
-    return study.settings(PretrainingSettings).config(study.seeds[0], mlm_ratio=SMITH_MLM_RATIO,
-                                                      masked_blocks=study.settings(SmithSettings).masked_blocks,
-                                                      block_prediction=block_prediction)
+    return study.settings(PretrainingSettings).config(
+        study.seeds[0],
+        mlm_ratio=SMITH_MLM_RATIO,
+        masked_blocks=study.settings(SmithSettings).masked_blocks,
+        block_prediction=block_prediction,
+    )
 
 
 def tokens(encoder) -> int:
@@ -105,18 +114,33 @@ def smith_wp_sp(study: Study, name: str = "SMITH-WP+SP", settings_from: System |
 
 def main_systems(study: Study) -> list[System]:
     p, encoding = study.settings(SmithSettings), study.settings(EncoderSettings)
-    rows = [System(f"MatchBERT-{n}", Matcher("MatchBERT", encoding.encoder("FirstP", segment_length=n, pooling="cls")),
-                   paper_name="MatchBERT")
-            for n in p.matchbert_lengths]
+    rows = [
+        System(
+            f"MatchBERT-{n}",
+            Matcher("MatchBERT", encoding.encoder("FirstP", segment_length=n, pooling="cls")),
+            paper_name="MatchBERT",
+        )
+        for n in p.matchbert_lengths
+    ]
     smith = smith_encoder(study)
     scratch = tuple(study.settings(ScratchSettings).scratch_learning_rates)
     han = HanConfig(backbone=p.backbone, segment_length=p.sentence_block_length, max_segments=p.max_sentence_blocks)
     rows.append(System("HAN", Matcher("HAN", han), paper_name="HAN", learning_rates=scratch))
-    short = smith_encoder(study, segment_length=p.short_block_length, max_segments=p.short_max_blocks, sentence_layers=0)
+    short = smith_encoder(
+        study, segment_length=p.short_block_length, max_segments=p.short_max_blocks, sentence_layers=0
+    )
     rows.append(System("SMITH-Short", Matcher("SMITH", short), paper_name="SMITH-Short"))
-    rows.append(System("SMITH-NP", Matcher("SMITH", replace(smith, random_init=True)), paper_name="SMITH-NP",
-                       learning_rates=scratch))
-    rows.append(System("SMITH-WP", Matcher("SMITH", smith, pretrain=smith_pretraining(study, False)), paper_name="SMITH-WP"))
+    rows.append(
+        System(
+            "SMITH-NP",
+            Matcher("SMITH", replace(smith, random_init=True)),
+            paper_name="SMITH-NP",
+            learning_rates=scratch,
+        )
+    )
+    rows.append(
+        System("SMITH-WP", Matcher("SMITH", smith, pretrain=smith_pretraining(study, False)), paper_name="SMITH-WP")
+    )
     rows.append(smith_wp_sp(study))
     rows.append(System("Longtriever", Matcher("Longtriever", encoding.encoder("Longtriever"))))
     rows.append(System("SeDR", Matcher("SeDR", encoding.encoder("SeDR"))))
@@ -127,7 +151,9 @@ def single_seed(systems: list[System]) -> list[System]:
     """Rows that no Table 5 claim compares (the shorter MatchBERT rows, Longtriever, SeDR): under the
     ``cpu`` budget they run the first seed only, the claims' rows every seed."""
     matchbert = [s for s in systems if s.spec.model == "MatchBERT"]
-    return [s for s in systems if s.spec.model in ("Longtriever", "SeDR") or (s in matchbert and s is not matchbert[-1])]
+    return [
+        s for s in systems if s.spec.model in ("Longtriever", "SeDR") or (s in matchbert and s is not matchbert[-1])
+    ]
 
 
 def paper_value(system: str, measure: str = "Accuracy", dataset: str = "Wiki65K", table: str = "Table 5") -> float:
@@ -139,25 +165,62 @@ def main_claims(study: Study, systems: list[System]) -> list[Claim]:
     names = [s.name for s in systems]
     longest_matchbert = [n for n in names if n.startswith("MatchBERT")][-1]
     short = next(s for s in systems if s.name == "SMITH-Short")
-    same_length = [s.name for s in systems
-                   if s.spec.model == "MatchBERT" and s.spec.encoder.segment_length >= tokens(short.spec.encoder)]
+    same_length = [
+        s.name
+        for s in systems
+        if s.spec.model == "MatchBERT" and s.spec.encoder.segment_length >= tokens(short.spec.encoder)
+    ]
     flat = same_length[0] if same_length else longest_matchbert
 
     def quoted(a: str, b: str) -> str:
-        return "; ".join(f"{d}: {paper_value(a, dataset=d):.4f} vs {paper_value(b, dataset=d):.4f}" for d in ("Wiki65K", "AAN104K"))
+        return "; ".join(
+            f"{d}: {paper_value(a, dataset=d):.4f} vs {paper_value(b, dataset=d):.4f}" for d in ("Wiki65K", "AAN104K")
+        )
 
     return [
-        Claim("masked sentence-block prediction adds to word prediction (WP+SP > WP)", "SMITH-WP+SP", "SMITH-WP",
-              quoted("SMITH-WP+SP", "SMITH-WP"), "Accuracy"),
-        Claim("pre-training helps (WP > NP; here WP continues from the backbone, NP starts random)", "SMITH-WP", "SMITH-NP",
-              quoted("SMITH-WP", "SMITH-NP"), "Accuracy"),
-        Claim("pre-training helps (WP+SP > NP; here WP+SP continues from the backbone, NP starts random)", "SMITH-WP+SP", "SMITH-NP", quoted("SMITH-WP+SP", "SMITH-NP"), "Accuracy"),
-        Claim(f"SMITH over longer inputs beats MatchBERT (WP+SP > {longest_matchbert}; WP+SP is also pre-trained on "
-              "this corpus, MatchBERT is not)", "SMITH-WP+SP", longest_matchbert, quoted("SMITH-WP+SP", "MatchBERT"), "Accuracy"),
-        Claim(f"the hierarchy helps at the same start (SMITH-Short > {flat}: both from the backbone, no pre-training)",
-              "SMITH-Short", flat, quoted("SMITH-Short", "MatchBERT"), "Accuracy"),
-        Claim("longer inputs beat SMITH-Short (WP+SP > Short)", "SMITH-WP+SP", "SMITH-Short",
-              quoted("SMITH-WP+SP", "SMITH-Short"), "Accuracy"),
+        Claim(
+            "masked sentence-block prediction adds to word prediction (WP+SP > WP)",
+            "SMITH-WP+SP",
+            "SMITH-WP",
+            quoted("SMITH-WP+SP", "SMITH-WP"),
+            "Accuracy",
+        ),
+        Claim(
+            "pre-training helps (WP > NP; here WP continues from the backbone, NP starts random)",
+            "SMITH-WP",
+            "SMITH-NP",
+            quoted("SMITH-WP", "SMITH-NP"),
+            "Accuracy",
+        ),
+        Claim(
+            "pre-training helps (WP+SP > NP; here WP+SP continues from the backbone, NP starts random)",
+            "SMITH-WP+SP",
+            "SMITH-NP",
+            quoted("SMITH-WP+SP", "SMITH-NP"),
+            "Accuracy",
+        ),
+        Claim(
+            f"SMITH over longer inputs beats MatchBERT (WP+SP > {longest_matchbert}; WP+SP is also pre-trained on "
+            "this corpus, MatchBERT is not)",
+            "SMITH-WP+SP",
+            longest_matchbert,
+            quoted("SMITH-WP+SP", "MatchBERT"),
+            "Accuracy",
+        ),
+        Claim(
+            f"the hierarchy helps at the same start (SMITH-Short > {flat}: both from the backbone, no pre-training)",
+            "SMITH-Short",
+            flat,
+            quoted("SMITH-Short", "MatchBERT"),
+            "Accuracy",
+        ),
+        Claim(
+            "longer inputs beat SMITH-Short (WP+SP > Short)",
+            "SMITH-WP+SP",
+            "SMITH-Short",
+            quoted("SMITH-WP+SP", "SMITH-Short"),
+            "Accuracy",
+        ),
         Claim("WP+SP beats HAN", "SMITH-WP+SP", "HAN", quoted("SMITH-WP+SP", "HAN (NAACL16)"), "Accuracy"),
     ]
 
@@ -170,10 +233,17 @@ def length_systems(study: Study, main: System) -> list[System]:
     """Figure 4: SMITH-WP+SP reading at most 2 .. N sentence blocks (fine-tuning and evaluation; the
     pre-trained model is the main row's, as the paper varies the looped blocks of one model)."""
     encoder = main.spec.encoder
-    return [replace(main, name=length_name(n, study), settings_from=main,
-                    spec=replace(main.spec, encoder=replace(encoder, max_segments=n), pretrain_encoder=encoder))
-            if n != encoder.max_segments else replace(main, name=length_name(n, study))
-            for n in study.settings(LengthSweep).sweep_max_sentence_blocks]
+    return [
+        replace(
+            main,
+            name=length_name(n, study),
+            settings_from=main,
+            spec=replace(main.spec, encoder=replace(encoder, max_segments=n), pretrain_encoder=encoder),
+        )
+        if n != encoder.max_segments
+        else replace(main, name=length_name(n, study))
+        for n in study.settings(LengthSweep).sweep_max_sentence_blocks
+    ]
 
 
 def layer_name(layers: int) -> str:
@@ -182,26 +252,46 @@ def layer_name(layers: int) -> str:
 
 def layer_systems(study: Study, main: System) -> list[System]:
     """Table 6: SMITH-WP+SP with L1 sentence-level layers, each pre-trained with its own L1."""
-    return [smith_wp_sp(study, layer_name(n), settings_from=main if n != main.spec.encoder.sentence_layers else None,
-                        sentence_layers=n) for n in study.settings(LayerSweep).sweep_sentence_layers]
+    return [
+        smith_wp_sp(
+            study,
+            layer_name(n),
+            settings_from=main if n != main.spec.encoder.sentence_layers else None,
+            sentence_layers=n,
+        )
+        for n in study.settings(LayerSweep).sweep_sentence_layers
+    ]
 
 
 def combine_systems(study: Study, main: System) -> list[System]:
     """Table 7: SMITH-WP+SP fine-tuned with each combine mode (one pre-trained model: the combine
     layers are fine-tuning parameters)."""
     encoder = main.spec.encoder
-    return [replace(main, name=mode, settings_from=main,
-                    spec=replace(main.spec, encoder=replace(encoder, combine=mode), pretrain_encoder=encoder))
-            if mode != encoder.combine else replace(main, name=mode)
-            for mode in COMBINE_MODES]
+    return [
+        replace(
+            main,
+            name=mode,
+            settings_from=main,
+            spec=replace(main.spec, encoder=replace(encoder, combine=mode), pretrain_encoder=encoder),
+        )
+        if mode != encoder.combine
+        else replace(main, name=mode)
+        for mode in COMBINE_MODES
+    ]
 
 
-def paper_beside(table: pd.DataFrame, systems: list[System], paper_table: str, measures: list[str],
-                 by: str = "paper_name") -> pd.DataFrame:
+def paper_beside(
+    table: pd.DataFrame, systems: list[System], paper_table: str, measures: list[str], by: str = "paper_name"
+) -> pd.DataFrame:
     """The paper's values (both collections) beside ``table``'s rows (one per system, in order): by each
     system's ``paper_name`` (Table 5) or by our row name (``by="name"``: Tables 6 and 7)."""
-    return paper_beside_by_collection(table, {s.name: getattr(s, by) for s in systems}, PAPER, paper_table,
-                                      {dataset: measures for dataset in ("Wiki65K", "AAN104K")})
+    return paper_beside_by_collection(
+        table,
+        {s.name: getattr(s, by) for s in systems},
+        PAPER,
+        paper_table,
+        {dataset: measures for dataset in ("Wiki65K", "AAN104K")},
+    )
 
 
 def costs(study: Study) -> pd.DataFrame:
@@ -210,9 +300,11 @@ def costs(study: Study) -> pd.DataFrame:
     for name, result in study.results.items():
         fit = result.fits[0]
         steps = max(1, fit.last["config"]["steps"])
-        rows[name] = {"parameters (M)": sum(p.numel() for p in fit.model().parameters()) / 1e6,
-                      "training s/step": fit.last["train_seconds"] / steps,
-                      "corpus encoding s": fit.history.get("encode_seconds")}
+        rows[name] = {
+            "parameters (M)": sum(p.numel() for p in fit.model().parameters()) / 1e6,
+            "training s/step": fit.last["train_seconds"] / steps,
+            "corpus encoding s": fit.history.get("encode_seconds"),
+        }
     return pd.DataFrame(rows).T
 
 
@@ -233,10 +325,19 @@ def pretraining_table(study, systems: list[System]) -> pd.DataFrame:
 def dev_and_test(study, names: list[str], measures: list[str] = ("Accuracy", "F1")) -> pd.DataFrame:
     """Dev (what the paper reports for Figure 4 and Tables 6-7) and test, side by side."""
     dev, test = study.table(names, split="dev"), study.table(names, split="test")
-    frame = pd.concat([dev[list(measures)].add_prefix("dev "), test[[*measures, "MRR@100", "R@10"]].add_prefix("test ")], axis=1)
-    frame.insert(len(measures), "dev Accuracy at σ = 0.5", [  # the paper's fixed threshold, cos = 0: not tuned on dev
-        pd.Series([o.metrics(study.data, "dev", threshold=0.0)["Accuracy"] for o in study.results[n].outcomes]).mean()
-        for n in names])
+    frame = pd.concat(
+        [dev[list(measures)].add_prefix("dev "), test[[*measures, "MRR@100", "R@10"]].add_prefix("test ")], axis=1
+    )
+    frame.insert(
+        len(measures),
+        "dev Accuracy at σ = 0.5",
+        [  # the paper's fixed threshold, cos = 0: not tuned on dev
+            pd.Series(
+                [o.metrics(study.data, "dev", threshold=0.0)["Accuracy"] for o in study.results[n].outcomes]
+            ).mean()
+            for n in names
+        ],
+    )
     frame["seeds"] = test["seeds"]
     return frame
 
@@ -247,11 +348,19 @@ def sweep_claims(first: str, others: list[str], statement: str, paper: str) -> l
 
 def combine_claims() -> list[Claim]:
     """Table 7: normal beats the three other modes; attention beats sum- and mean-concat."""
-    def quoted(a: str, b: str) -> str:
-        return "; ".join(f"{d} dev: {paper_value('SMITH-WP+SP ' + a, dataset=d, table='Table 7'):.4f} vs "
-                         f"{paper_value('SMITH-WP+SP ' + b, dataset=d, table='Table 7'):.4f}" for d in ("Wiki65K", "AAN104K"))
 
-    claims = [Claim(f"normal beats {mode}", "normal", mode, quoted("normal", mode), "Accuracy")
-              for mode in ("sum-concat", "mean-concat", "attention")]
-    return claims + [Claim(f"attention beats {mode}", "attention", mode, quoted("attention", mode), "Accuracy")
-                     for mode in ("sum-concat", "mean-concat")]
+    def quoted(a: str, b: str) -> str:
+        return "; ".join(
+            f"{d} dev: {paper_value('SMITH-WP+SP ' + a, dataset=d, table='Table 7'):.4f} vs "
+            f"{paper_value('SMITH-WP+SP ' + b, dataset=d, table='Table 7'):.4f}"
+            for d in ("Wiki65K", "AAN104K")
+        )
+
+    claims = [
+        Claim(f"normal beats {mode}", "normal", mode, quoted("normal", mode), "Accuracy")
+        for mode in ("sum-concat", "mean-concat", "attention")
+    ]
+    return claims + [
+        Claim(f"attention beats {mode}", "attention", mode, quoted("attention", mode), "Accuracy")
+        for mode in ("sum-concat", "mean-concat")
+    ]

@@ -34,7 +34,7 @@ def _inter_layers_random(model: BiEncoder) -> None:
 
 def _aggregator_from_backbone(model: BiEncoder) -> None:
     layers = model.backbone.encoder.layer
-    model.aggregator = nn.ModuleList(copy.deepcopy(layer) for layer in layers[len(layers) - len(model.aggregator):])
+    model.aggregator = nn.ModuleList(copy.deepcopy(layer) for layer in layers[len(layers) - len(model.aggregator) :])
 
 
 def _random_pooling_query(model: BiEncoder) -> None:
@@ -46,8 +46,10 @@ def _random_order_embedding(model: BiEncoder) -> None:
 
 
 ALTERNATIVES: dict[str, dict[str, Callable[[BiEncoder], None]]] = {
-    "Longtriever": {"[DOC] ~ N(0, 1), as released": _doc_from_normal,
-                    "inter-block layers random, as released": _inter_layers_random},
+    "Longtriever": {
+        "[DOC] ~ N(0, 1), as released": _doc_from_normal,
+        "inter-block layers random, as released": _inter_layers_random,
+    },
     "PARADE": {"aggregation layers copied from the backbone's last layers": _aggregator_from_backbone},
     "Hi-Transformer": {"random pooling query": _random_pooling_query},
     "SeDR": {"segment-order embedding ~ N(0, 0.02), as released": _random_order_embedding},
@@ -77,7 +79,10 @@ def start_probes(study: Study, systems: list[System], size: int = 128, alternati
             variant = spec.starting_model(study)
             with seeded(study.seeds[0]), torch.no_grad():
                 change(variant)
-            rows[f"{system.name}: {label}"] = {"start": label, **in_batch_probe(variant, corpus, dev_queries, dev_qrels, size=size)}
+            rows[f"{system.name}: {label}"] = {
+                "start": label,
+                **in_batch_probe(variant, corpus, dev_queries, dev_qrels, size=size),
+            }
     table = pd.DataFrame(rows).T
     table["chance"] = 1.0 / table["queries"].astype(float)
     return table[["start", "queries", "accuracy", "chance", "loss", "cosine"]]
@@ -92,9 +97,13 @@ def pretraining_variants(study: Study, variants: dict[str, dict], size: int = 12
     from longdoc.experiments.papers.longtriever import longtriever, losses_fell
 
     base = longtriever(study)
-    systems = {"without pre-training": replace(base, name="without pre-training", spec=replace(base.spec, pretrain=None))}
-    systems |= {label: replace(base, name=label, spec=replace(base.spec, pretrain=replace(base.spec.pretrain, **changes)))
-                for label, changes in variants.items()}
+    systems = {
+        "without pre-training": replace(base, name="without pre-training", spec=replace(base.spec, pretrain=None))
+    }
+    systems |= {
+        label: replace(base, name=label, spec=replace(base.spec, pretrain=replace(base.spec.pretrain, **changes)))
+        for label, changes in variants.items()
+    }
     table = start_probes(study, list(systems.values()), size=size, alternatives=False)
     table["losses"] = [losses_fell(study, system)[1] if system.spec.pretrain else "" for system in systems.values()]
     return table
@@ -116,11 +125,17 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--learning-rates", nargs="+", type=float, default=None)
     args = parser.parse_args(argv)
     notebook = REPO_ROOT / "notebooks" / "11_longtriever_ablation.ipynb"
-    study = Study(notebook.stem, parameters_for(REPO_ROOT / "notebooks" / "profiles" / f"{args.profile}.yaml", notebook),
-                  RETRIEVAL)
+    study = Study(
+        notebook.stem,
+        parameters_for(REPO_ROOT / "notebooks" / "profiles" / f"{args.profile}.yaml", notebook),
+        RETRIEVAL,
+    )
     rates = args.learning_rates or [study.settings(PretrainingSettings).pretrain_learning_rate]
-    variants = {f"decoder {init}, lr {rate:g}": {"decoder_init": init, "learning_rate": rate}
-                for init in args.decoder_init for rate in rates}
+    variants = {
+        f"decoder {init}, lr {rate:g}": {"decoder_init": init, "learning_rate": rate}
+        for init in args.decoder_init
+        for rate in rates
+    }
     table = pretraining_variants(study, variants)
     print(table.to_string())
     return table
