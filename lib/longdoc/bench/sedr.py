@@ -108,10 +108,12 @@ def step_ratio(
 
         return step
 
-    cached = LateCacheNegatives(cache, never_relevant)
+    cached = LateCacheNegatives(cache, never_relevant, model.score)
     while len(cached) < cache:  # fill the queue with real (detached) instances first
         loss_with(cached)()
-    with_cache, without, _ = _median_ratio(loss_with(cached), loss_with(LateCacheNegatives(0, never_relevant)), repeats)
+    with_cache, without, _ = _median_ratio(
+        loss_with(cached), loss_with(LateCacheNegatives(0, never_relevant, model.score)), repeats
+    )
     return {
         "batch": batch,
         "cache": cache,

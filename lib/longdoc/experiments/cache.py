@@ -22,7 +22,8 @@ from longdoc.io import atomic_directory, atomic_write, sweep_stale
 CACHE_DIR = Path(os.environ.get("LONGDOC_CACHE", DATA_DIR / "cache"))
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # modules that only choose configurations (every choice is in the key itself), present, compare or
-# record results; every other module can change an artefact
+# record results (papers/: rows, claims, protocols; a Spec that fits or builds belongs in families/);
+# every other module can change an artefact
 PRESENTATION_ONLY = (
     "plots.py",
     "bench/",

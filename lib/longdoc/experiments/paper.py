@@ -31,23 +31,32 @@ def paper_results(name: str, **where) -> pd.DataFrame:
     return rows
 
 
-def paper_value(name: str, measure: str = "MRR@100", **where) -> float:
-    """One reported value: ``measure`` of the first row matching ``where`` (NaN when none does), e.g.
-    ``paper_value("sedr", system="SeDR")`` or ``paper_value("nci", our_name="NCI", table="Table 3")``."""
+_RAISE = object()
+
+
+def paper_value(name: str, measure: str = "MRR@100", default=_RAISE, **where) -> float:
+    """One reported value: ``measure`` of the first row matching ``where``, e.g. ``paper_value("sedr",
+    system="SeDR")`` or ``paper_value("nci", our_name="NCI", table="Table 3")``; a ``KeyError`` naming the
+    file and the filter when no row matches, unless a ``default`` is given (NaN: "the paper does not
+    report it")."""
     rows = paper_results(name, **where)
-    return float(rows.iloc[0][measure]) if len(rows) else float("nan")
+    if len(rows):
+        return float(rows.iloc[0][measure])
+    if default is _RAISE:
+        raise KeyError(f"data/paper_results/{name}.csv has no row with {where}")
+    return default
 
 
 def paper_beside(
     names: dict[str, str],
     rows: pd.DataFrame,
     measures: list[str],
-    scale: float = 1.0,
+    unit: float = 1.0,
     label: str = "{measure}",
     keep_missing: bool = True,
 ) -> pd.DataFrame:
     """The reported ``measures`` for our rows: ``names`` maps our row name to its ``our_name`` in
-    ``rows`` (a system's ``paper_name``); values times ``scale`` (1/100 for percentages), columns named
+    ``rows`` (a system's ``paper_name``); values divided by ``unit`` (100 for percentages), columns named
     by ``label``. Rows the paper does not report are NaN (``keep_missing``) or left out."""
     reported = rows.dropna(subset=["our_name"]).drop_duplicates("our_name").set_index("our_name")
     ours = [name for name, key in names.items() if keep_missing or key in reported.index]
@@ -56,7 +65,7 @@ def paper_beside(
     return pd.DataFrame(
         {
             label.format(measure=m): [
-                float(reported.loc[names[n], m]) * scale if names[n] in reported.index else float("nan") for n in ours
+                float(reported.loc[names[n], m]) / unit if names[n] in reported.index else float("nan") for n in ours
             ]
             for m in measures
         },
@@ -71,7 +80,7 @@ def paper_beside_by_collection(
     paper: str,
     paper_table: str,
     measures: dict[str, list[str]],
-    scale: float = 1.0,
+    unit: float = 1.0,
 ) -> pd.DataFrame:
     """``table`` with the paper's values as columns ``paper <measure> (<collection>)``: for each collection
     of ``measures`` (collection → measures), the rows of ``paper_table``; ``names`` maps each of
@@ -82,7 +91,7 @@ def paper_beside_by_collection(
             names,
             paper_results(paper, table=paper_table, dataset=dataset),
             wanted,
-            scale,
+            unit,
             label=f"paper {{measure}} ({dataset})",
         )
         for column in values:

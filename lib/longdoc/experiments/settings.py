@@ -51,7 +51,7 @@ class StudySettings:
     """What every study reads: where its record goes, its data, its seeds."""
 
     profile: str = "default"
-    dataset: str = ""  # "": a study without data (the efficiency benchmark on random weights)
+    dataset: str | None = None  # None: a study without data (the efficiency benchmark on random weights)
     max_docs: int = 0
     seeds: list | None = None  # the fitting seeds (the first one selects the settings)
     seed: int = 0  # the seed of a notebook without fitting runs

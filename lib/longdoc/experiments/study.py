@@ -73,7 +73,7 @@ class Study:
                 self.settings(kind)
         if family is not None:
             family.check(self)
-        if not self.options.dataset and "profile" in self.params:
+        if self.options.dataset is None and "profile" in self.params:
             check_record_slot(self.directory, self.options.profile, self.params, "none")
 
     @classmethod
@@ -110,7 +110,7 @@ class Study:
 
     @property
     def dataset_name(self) -> str:
-        return dataset_slug(self.data.name) if self.options.dataset else "random-weights"
+        return dataset_slug(self.data.name) if self.options.dataset is not None else "random-weights"
 
     @property
     def directory(self) -> Path:
@@ -186,12 +186,14 @@ class Study:
         else:
             selection = self.selection(system)
             fits = [spec.fit(self, selection["learning_rate"], seed) for seed in seeds]
+            summaries = [spec.summary(fit, seed) for seed, fit in zip(seeds, fits)]
+            training = [summary for summary in summaries if summary is not None]  # None: another row's training
             result = Result(
                 system,
                 seeds,
                 [spec.outcome(self, fit) for fit in fits],
                 selection,
-                [spec.summary(fit, seed) for seed, fit in zip(seeds, fits)],
+                training,
                 spec.pretraining(self),
                 fits,
             )
@@ -296,7 +298,7 @@ class Study:
             self.options.profile,
             config=self.params,
             metrics=record_metrics,
-            data_checksum=self.data.checksum if self.options.dataset else "none",
+            data_checksum=self.data.checksum if self.options.dataset is not None else "none",
             seeds=self.seeds,
             extra={"code_fingerprint": code_fingerprint(), "usage": usage, "dataset": self.dataset_name},
             overwrite=overwrite,

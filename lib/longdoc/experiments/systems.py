@@ -85,8 +85,9 @@ class Spec:
         """An untrained system's ``(seeds, outcomes)``: ``[None]`` and one outcome for a deterministic one."""
         raise NotImplementedError(f"{type(self).__name__} is trained: the study fits it")
 
-    def summary(self, fit: FineTuned, seed: int) -> dict:
-        """The training summary of one fit for the record (:meth:`FineTuned.summary`)."""
+    def summary(self, fit: FineTuned, seed: int) -> dict | None:
+        """The training summary of one fit for the record (:meth:`FineTuned.summary`; None: the fit is another
+        row's, whose summary stands there)."""
         return fit.summary(seed)
 
     def start(self, study) -> Path | None:

@@ -135,8 +135,10 @@ class BiEncoder(nn.Module):
     def score(self, queries: torch.Tensor, documents: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``[B, D]`` relevance of each query to each document of ``documents [D, S, d]`` (``mask [D, S]``:
         real vectors): the dot product with each of a document's vectors, max over them (MaxP; the plain
-        dot product for one vector; Longtriever eq. 7, SeDR eq. 9). Every loss, the probe, the dense
-        retriever and its index score through this; a late-interaction model overrides it."""
+        dot product for one vector; Longtriever eq. 7, SeDR eq. 9). The training losses, the in-batch probe
+        and the dense retriever score through this (FAISS for this default, an exhaustive index for any other),
+        so a late-interaction model overrides it; SeDR's cost and t-SNE helpers and the siamese matchers
+        assume this default."""
         return maxp_scores(queries, documents, mask)
 
     @property
@@ -179,7 +181,7 @@ class BiEncoder(nn.Module):
     @torch.no_grad()
     def encode_queries(self, texts: list[str], batch_size: int = 128, progress: bool = False) -> np.ndarray:
         """Query vectors ``[Q, d]`` (``[Q, T, d]`` for late interaction); under several processes each encodes its share of the batches and
-        all of them get every vector, in order (:func:`longdoc.train.distributed.gather_in_order`)."""
+        all of them get every vector, in order (:func:`longdoc.sharding.gather_in_order`)."""
         self.eval()
         parts = []
         starts = my_share(list(range(0, len(texts), batch_size)))

@@ -1,9 +1,9 @@
 """The encoder registry: every document encoder by the name the tables, the cache keys and the training
 processes use (one registry for the retrieval and the matching families).
 
-A new model is one module with its :class:`~longdoc.models.biencoder.BiEncoder` subclass; it joins with
-``register_encoder("Name", ModelClass)`` (in its module or its paper module), so that no file here
-changes. ``MatchBERT`` is FirstP under the name the SMITH paper gives it.
+A new model is one module with its :class:`~longdoc.models.biencoder.BiEncoder` subclass (here in
+``models/``, under the cache's code fingerprint); it joins with ``register_encoder("Name", ModelClass)``
+(in its module or its paper module), so that no file here changes. ``MatchBERT`` is FirstP under the name the SMITH paper gives it.
 """
 
 from __future__ import annotations

@@ -97,3 +97,18 @@ def test_an_nci_run_trains_decodes_and_caches(tiny_dataset, tiny_backbone, isola
 
     decodes = sorted(p.name for p in (isolated_outputs / "cache" / "nci_decode").iterdir())
     assert len(decodes) == 2  # the unconstrained decoding is its own run, not the constrained one again
+
+
+def test_exact_search_reuses_the_dense_fits_and_leaves_their_training_summary_to_that_row(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study
+):
+    from longdoc.experiments.families.retrieval import Dense, ExactSearch
+    from longdoc.experiments.settings import EncoderSettings
+    from longdoc.experiments.systems import System
+
+    study = tiny_study(tiny_dataset, tiny_backbone, seeds=[0], learning_rates=[1e-3])
+    firstp = Dense("FirstP", study.settings(EncoderSettings).encoder("FirstP"))
+    dense, exact = study.run_all([System("FirstP", firstp), System("FirstP exact", ExactSearch(firstp))])
+    assert exact.fits[0].directory == dense.fits[0].directory and exact.training == [] and dense.training
+    assert study.choices().loc["FirstP exact", "dev-best step per seed"] == ""
+    assert set(exact.test_runs[0]) == set(dense.test_runs[0])  # the same queries, searched by exact cosine

@@ -314,7 +314,7 @@ def capacity_systems(study: Study) -> list[System]:
 
 # -- the paper's numbers -------------------------------------------------------------------------
 def paper_value(name: str, measure: str = "MRR@100", table: str = "Table 1", dataset: str = "NQ320k") -> float:
-    return reported(PAPER, measure, our_name=name, table=table, dataset=dataset)
+    return reported(PAPER, measure, default=float("nan"), our_name=name, table=table, dataset=dataset)
 
 
 def has_paper_row(name: str, table: str) -> bool:
@@ -329,7 +329,7 @@ def paper_beside(table: pd.DataFrame, systems: list[System], paper_table: str) -
     paper_name = {s.name: s.paper_name for s in systems} | {m.name: m.paper_name for m in members}
     measures = {dataset: wanted[:2] if dataset == "TriviaQA" else wanted for dataset, wanted in PAPER_MEASURES.items()}
     return paper_beside_by_collection(
-        table, {name: paper_name.get(name, "") for name in table.index}, PAPER, paper_table, measures, scale=1 / 100
+        table, {name: paper_name.get(name, "") for name in table.index}, PAPER, paper_table, measures, unit=100
     )
 
 
