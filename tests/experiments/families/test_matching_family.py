@@ -98,3 +98,29 @@ def test_the_matching_study_refuses_several_processes_before_any_work():
 
     with pytest.raises(ValueError, match="n_devices=2"):
         Study("scratch", {"profile": "smoke", "n_devices": 2}, MATCHING, progress=False)
+
+
+def test_smith_keeps_its_pretrained_block_head_and_centres_one_from_the_backbone(tiny_backbone, tmp_path):
+    """The start rule centres SMITH's block head on the training documents only when fine-tuning starts
+    from the backbone; a pre-trained checkpoint keeps the head its document layers were trained with."""
+    from longdoc.experiments.families.matching import start_rule
+
+    corpus = SegmentedCorpus(
+        [f"d{i}" for i in range(4)], [[[2001 + i, 2002, 2003], [2010 + i, 2011]] for i in range(4)]
+    )
+    pairs = {
+        "train": [DocumentPair("d0", "d1", 1), DocumentPair("d2", "d3", 0)],
+        "dev": [DocumentPair("d0", "d2", 0)],
+        "test": [DocumentPair("d1", "d3", 1)],
+    }
+    data = MatchingDataset("toy", {d: Document(d, "", d) for d in corpus.doc_ids}, pairs)
+    config = SmithConfig(backbone=tiny_backbone, segment_length=8, max_segments=2, document_layers=1)
+    fresh = build_matcher("SMITH", config, 0)
+    before = fresh.encoder.block_dense.bias.clone()
+    centred = start_rule(fresh, corpus, data, pretrained=False)
+    assert not torch.equal(fresh.encoder.block_dense.bias, before) and "after" in centred
+    fresh.encoder.save(tmp_path / "pretrained")
+    resumed = build_matcher("SMITH", config, 0, init=tmp_path / "pretrained")
+    saved = resumed.encoder.block_dense.bias.clone()
+    kept = start_rule(resumed, corpus, data, pretrained=True)
+    assert torch.equal(resumed.encoder.block_dense.bias, saved) and "block cosine (head kept)" in kept

@@ -271,6 +271,19 @@ def load_into(model_class, encoder: EncoderConfig, directory: Path):
     return model
 
 
+def start_rule(matcher: SiameseMatcher, corpus: SegmentedCorpus, dataset: MatchingDataset, pretrained: bool) -> dict:
+    """SMITH's block head at the start of fine-tuning (:meth:`~longdoc.models.smith.Smith.center_block_head`):
+    centred on the training documents when fine-tuning starts from the backbone; kept as pre-training
+    left it when it starts from a pre-trained checkpoint (the document layers were trained on those
+    block vectors; re-centring them would move SMITH-WP's and WP+SP's inputs), its block cosine measured
+    for the record. Other encoders: nothing."""
+    if not isinstance(matcher.encoder, Smith):
+        return {}
+    number = {d: i for i, d in enumerate(corpus.doc_ids)}
+    training = dict.fromkeys(d for p in dataset.split("train") for d in (p.source, p.target))
+    return matcher.encoder.center_block_head([corpus.segments[number[d]] for d in training], apply=not pretrained)
+
+
 def finetune_matcher(
     model_name: str,
     dataset: MatchingDataset,
@@ -289,11 +302,7 @@ def finetune_matcher(
     def run(directory: Path, resume: Path) -> tuple[dict, dict]:
         matcher = build_matcher(model_name, encoder, train.seed, init)
         corpus = block_corpus(matcher.encoder, dataset)
-        start = {}
-        if isinstance(matcher.encoder, Smith):  # at every start: pre-training moves the first-token states
-            number = {d: i for i, d in enumerate(corpus.doc_ids)}
-            training = dict.fromkeys(d for p in dataset.split("train") for d in (p.source, p.target))
-            start = matcher.encoder.center_block_head([corpus.segments[number[d]] for d in training])
+        start = start_rule(matcher, corpus, dataset, pretrained=init is not None)
         evaluation = MatchingEvaluation(dataset, corpus)
         result = train_matcher(
             matcher,
