@@ -172,6 +172,7 @@ def test_fine_tuning_runs_in_two_processes_launched_from_the_kernel(
     spec = Dense("MaxP", study.settings(EncoderSettings).encoder("MaxP"), protocol=table1_protocol(1, 2))
     fit = spec.fit(study, 1e-3, 0)  # iteration 1 (BM25 negatives), then mined by the model
     assert [i["negatives"] for i in fit.history["iterations"]] == ["bm25", "model"]
+    assert [i["config"]["first_step"] for i in fit.history["iterations"]] == [0, 4]  # iteration 2: new queries first
     assert set(fit.outputs) == {"dev", "test"} and all(len(run) == 6 for run in fit.outputs.values())
     key = json.loads((fit.directory / "key.json").read_text())
     assert key["processes"] == 2 and key["train"]["batch_size"] == 2

@@ -127,3 +127,32 @@ def test_late_cache_negatives_train_and_join_the_loss_from_the_second_step(tiny_
         assert full_batch_loss(model, corpus, queries) < before
     assert histories[0][0] == pytest.approx(histories[6][0], rel=1e-6)
     assert histories[0][1] != pytest.approx(histories[6][1], rel=1e-3)
+
+
+def test_a_continued_run_takes_the_batches_after_its_warm_starts():
+    """``first_step``: a run that continues from another (a warm start, an earlier iteration) starts its
+    training order where that run stopped, so its first batches are new queries, not the same ones again."""
+    from torch import nn
+
+    from longdoc.train.steps import continued_order, run_steps
+
+    items = [f"q{i}" for i in range(10)]  # 3 steps per epoch of 4 (the last batch holds 2)
+
+    def batches(steps: int, first_step: int = 0) -> list[list[str]]:
+        seen = []
+        model = nn.Linear(1, 1)
+
+        def step_loss(wrapped, local, device):
+            seen.append(list(local))
+            loss = wrapped.weight.sum() * 0 + 1.0
+            return loss, 1.0
+
+        config = TrainConfig(steps=steps, batch_size=4, hard_negatives=0, seed=3, first_step=first_step)
+        run_steps(model, items, config, step_loss, description="order", progress=False)
+        return seen
+
+    fresh = batches(8)
+    for first in (0, 2, 3, 5):
+        assert batches(8 - first, first) == fresh[first:]
+    assert continued_order(0, 3) == (0, 0) and continued_order(3, 3) == (1, 0) and continued_order(4, 3) == (2, 1)
+    assert batches(3, 3)[0] != fresh[0]  # a run continued after one epoch starts on the next shuffle

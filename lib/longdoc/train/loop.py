@@ -44,6 +44,8 @@ class TrainConfig:
     eval_every: int = 0  # dev evaluation every this many steps (0: after every pass); always after the last
     seed: int = 0
     cache_size: int = 0  # SeDR's Late-Cache Negative: training instances kept as extra negatives (0: none)
+    first_step: int = 0  # steps a warm start or an earlier iteration took over the same training order: this run's
+    # batches continue after them (a continued run sees new queries first, not its warm start's again)
 
     def __post_init__(self) -> None:
         if (
@@ -53,10 +55,11 @@ class TrainConfig:
             or self.steps < 0
             or self.eval_every < 0
             or self.cache_size < 0
+            or self.first_step < 0
         ):
             raise ValueError(
-                "epochs >= 1, batch_size >= 1 and hard_negatives, steps, eval_every, cache_size >= 0 are "
-                f"required: {self}"
+                "epochs >= 1, batch_size >= 1 and hard_negatives, steps, eval_every, cache_size, first_step >= 0 "
+                f"are required: {self}"
             )
 
 

@@ -61,6 +61,14 @@ class TrainResult:
 StepLoss = Callable[[nn.Module, list, torch.device], "tuple[torch.Tensor, float]"]
 
 
+def continued_order(first_step: int, steps_per_epoch: int) -> tuple[int, int]:
+    """``(epoch, position)`` of the training order after ``first_step`` steps: the loop takes epoch ``e``'s
+    shuffle (``Random(seed + e)``) from batch ``position`` on (``(0, 0)``: a fresh run, epoch 1 from its
+    first batch)."""
+    full, position = divmod(first_step, steps_per_epoch)
+    return (full + 1, position) if position else (full, 0)
+
+
 def evaluation_steps(eval_every: int, steps_per_epoch: int, total_steps: int) -> set[int]:
     """Every ``eval_every`` steps (0: after every pass), and always after the last step."""
     every = eval_every or steps_per_epoch
@@ -111,6 +119,8 @@ def run_steps(
     if hasattr(dev_eval, "state_dict"):
         stateful["dev_eval"] = dev_eval
     best_state, step, epoch, position, losses = None, 0, 0, 0, []  # position: batches taken in this epoch
+    # a continued run (``first_step``: steps its warm start already took) starts where that order stopped
+    epoch, position = continued_order(getattr(config, "first_step", 0), steps_per_epoch)
     saved = checkpoint.load() if checkpoint is not None else None
     if saved is not None:
         if saved["config"] != asdict(config) or saved["world"] != world:

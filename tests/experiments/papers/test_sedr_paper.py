@@ -46,6 +46,7 @@ def test_a_warm_started_row_reads_the_warm_start_backbone_and_mines_with_it(
     key = json.loads((fit.directory / "key.json").read_text())
     assert key["negatives"] == "miner" and key["negative_depth"] == 4 and key["miner"].startswith("cache:finetune/")
     assert key["train"]["cache_size"] == 3 and key["train"]["hard_negatives"] == 1
+    assert key["train"]["first_step"] == 4  # its batches continue after STAR's 4 steps: new queries first
     assert key["encoder"]["backbone"].startswith("cache:finetune/")  # the checkout's place is not in the key
     no_cache = json.loads((systems[names["no_cache"]].spec.fit(study, 1e-3, 0).directory / "key.json").read_text())
     assert no_cache["train"]["cache_size"] == 0 and no_cache["negative_depth"] == 6  # the paper: top 200 without it

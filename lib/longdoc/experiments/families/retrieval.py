@@ -295,7 +295,7 @@ def finetune(
 
     def run(directory: Path, resume: Path) -> None:
         if iterations == 1:
-            start, history = init, []
+            start, history, job_train = init, [], train
             if negatives == "bm25":
                 mined = negatives_from_run(
                     bm25_run(dataset, train_queries, negative_depth), train_qrels, negative_depth
@@ -309,12 +309,13 @@ def finetune(
         else:
             previous = finetune(**common, iterations=iterations - 1)
             start, history = previous.directory / "model", previous.history["iterations"]
+            job_train = replace(train, first_step=order_end(previous))  # new queries first, not the last iteration's
             model = previous.model()
             mined = model_negatives(model, segment_corpus(model, dataset), train_queries, train_qrels, negative_depth)
         job = FinetuneJob(
             model_name,
             asdict(encoder),
-            asdict(train),
+            asdict(job_train),
             str(start) if start else None,
             mined,
             history,
@@ -409,6 +410,14 @@ def save_index(model: BiEncoder, corpus: SegmentedCorpus, best: dict, directory:
     if info["kept"]:
         np.savez(directory / "index.npz", vectors=best["vectors"], owners=best["owners"])
     (directory / "index.json").write_text(json.dumps(info))
+
+
+def order_end(fit: FineTuned) -> int:
+    """Where a fit's training order stopped (its first step plus the steps it took): a run that continues
+    from it (a later iteration, a warm-started row) starts its batches there."""
+    last = fit.last
+    config = last["config"]
+    return config.get("first_step", 0) + (config["steps"] or last["steps_per_epoch"] * config["epochs"])
 
 
 def stored_index(fit: FineTuned) -> tuple | None:
@@ -572,7 +581,10 @@ class Dense(Spec):
         protocol = self.protocol
         budget = study.settings(BudgetSettings)
         train = budget.train_config(learning_rate, seed, protocol.hard_negatives, protocol.cache_size)
-        miner = self.warm_start_fit(study) if protocol.negatives == "warm start" else None
+        warm = self.warm_start_fit(study)
+        if warm is not None:  # its training order continues after the warm start's: new queries first
+            train = replace(train, first_step=order_end(warm))
+        miner = warm if protocol.negatives == "warm start" else None
         if protocol.negatives == "warm start" and miner is None:
             raise ValueError(f"{self.model}: 'warm start' negatives need a warm_start system")
         return finetune(

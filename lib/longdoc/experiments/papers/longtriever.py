@@ -55,7 +55,8 @@ class IterativeSettings:
 
 def table1_protocol(hard_negatives: int, iterations: int) -> Protocol:
     """Section 4.2 / Table 1: one iteration with BM25 negatives, then iterations with the model's own
-    negatives (the paper: three in all, after MS MARCO passage fine-tuning, which we skip)."""
+    negatives (the paper: three in all, after MS MARCO passage fine-tuning, which we skip); each later
+    iteration's training order continues after the one before (new queries first)."""
     return Protocol(
         f"{hard_negatives} BM25 negative(s) per query, then {iterations - 1} iteration(s) with the model's "
         "own negatives (Longtriever Table 1)",

@@ -7,7 +7,8 @@ itself starts from STAR and samples one static hard negative per query from STAR
 without the late cache, 100 with it, C = 50). STAR is not built here: the harness's FirstP over the
 first block, fine-tuned with in-batch negatives (the recipe of the paper's In-Batch Neg row, whose
 value is shown beside it), plays its role. Warm-started rows continue from its weights, so they get
-its steps and their own, as SeDR and STAR(MaxP) continue from STAR in the paper; MaxP against SeDR
+its steps and their own, as SeDR and STAR(MaxP) continue from STAR in the paper (their training order
+continues after STAR's: they see new queries first, ``TrainConfig.first_step``); MaxP against SeDR
 is the equal-budget comparison. Every row reads [CLS] (STAR's ``RobertaDot`` does). FirstP, MaxP and
 SeDR each choose their learning rate on dev (the paper uses 5e-5 for all); ablation rows, Table 2's
 variants and the sweep points keep SeDR's choice ("all these variant models use Late-Cache Negative
