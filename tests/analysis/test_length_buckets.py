@@ -60,3 +60,20 @@ def test_equal_lengths_share_a_bucket():
     }
     few = length_buckets(pd.Series({"a": 5, "b": 5, "c": 5, "d": 5, "e": 10, "f": 20}), 2)
     assert set(few) == {"5–20 tokens"}  # the median is a tie: one bucket remains
+
+
+def test_gain_growth_resamples_seeds_as_well_as_queries():
+    """The claim says "over queries and seeds": a system whose seeds disagree gets a wider interval of
+    the same growth than one whose seeds agree."""
+    rng = np.random.default_rng(2)
+    queries = [f"q{i}" for i in range(60)]
+    buckets = pd.Series(["1–9 tokens"] * 30 + ["10–99 tokens"] * 30, index=queries)
+    base = rng.random(60)
+    agreeing = [dict(zip(queries, base)) for _ in range(3)]
+    # the same seed mean per query, but each seed moves the long bucket up or down as a whole
+    shifts = (-0.3, 0.0, 0.3)
+    disagreeing = [dict(zip(queries, base + np.r_[np.zeros(30), np.full(30, shift)])) for shift in shifts]
+    other = [dict(zip(queries, rng.random(60)))]
+    steady, spread = gain_growth(agreeing, other, buckets), gain_growth(disagreeing, other, buckets)
+    assert steady["growth"] == pytest.approx(spread["growth"])
+    assert spread["95% CI high"] - spread["95% CI low"] > 1.5 * (steady["95% CI high"] - steady["95% CI low"])

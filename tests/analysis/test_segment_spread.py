@@ -26,11 +26,10 @@ def test_within_document_cosine_equals_brute_force_and_between_is_its_background
             brute.append(np.mean(pairs))
     spread = segment_spread(vectors, owners)
     assert spread["within-document cosine"] == pytest.approx(np.mean(brute), abs=1e-6)
-    assert (
-        spread["within-document cosine"]
-        > spread["between-document cosine"]
-        == pytest.approx(between_document_cosine(vectors, owners), abs=1e-9)
-    )
+    different = owners[:, None] != owners[None, :]
+    exact_between = (unit @ unit.T)[different].mean()  # every pair of segments of different documents
+    assert spread["between-document cosine"] == pytest.approx(exact_between, abs=0.01)  # 20,000 sampled pairs
+    assert spread["within-document cosine"] > spread["between-document cosine"] + 0.3
 
 
 def test_tsne_gives_one_point_per_row_with_the_query_first():

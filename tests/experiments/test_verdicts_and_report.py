@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -36,13 +37,15 @@ def test_a_claim_of_no_difference_holds_only_inside_its_margin():
 
 
 class FakeStudy:
-    def __init__(self, intervals):
+    def __init__(self, intervals, seeds=None):
         self.intervals = intervals
+        names = {name for pair in intervals for name in pair}
+        self.results = {name: SimpleNamespace(seeds=(seeds or {}).get(name, [0, 1, 2])) for name in names}
 
     def compare(self, pairs, measure):
         ((a, b),) = pairs
         low, high = self.intervals[(a, b)]
-        return pd.DataFrame([{"Δ": (low + high) / 2, "95% CI low": low, "95% CI high": high, "p (paired t)": 0.01}])
+        return pd.DataFrame([{"Δ": (low + high) / 2, "95% CI low": low, "95% CI high": high, "p (bootstrap)": 0.01}])
 
 
 def test_assess_gives_one_row_per_claim_with_its_interval():
@@ -54,11 +57,22 @@ def test_assess_gives_one_row_per_claim_with_its_interval():
     ]
     table = assess(study, claims)
     assert list(table.verdict) == [HOLDS, REVERSED, NOT_TESTABLE]
-    assert table.loc[0, "ours: Δ [95% CI]"] == "+0.020 [+0.010, +0.030]"
+    assert table.loc[0, "ours: Δ [95% CI]"] == "+0.02 [+0.01, +0.03]"  # three significant digits
     assert "NOT met: probe of A" in table.loc[2, "condition"]
     text = Findings(table, "context line").markdown()
     assert "3 claim(s) of the paper: 1 holds, 1 reversed, 1 not testable at this scale." in text
+    assert "2 claim(s) tested by a 95% interval" in text and "about 0.05 would hold" in text
     assert text.count("\n| ") >= 4
+
+
+def test_a_trained_system_with_one_run_gets_no_verdict():
+    """One run: the interval covers the items only, not the seed spread; a deterministic system (no seeds)
+    needs none. An interval that only touches zero shows it at three significant digits."""
+    study = FakeStudy({("A", "BM25"): (0.00004, 0.05), ("A", "B"): (0.01, 0.03)}, seeds={"BM25": [None], "B": [0]})
+    table = assess(study, [Claim("A beats BM25", "A", "BM25"), Claim("A beats B", "A", "B")])
+    assert list(table.verdict) == [HOLDS, NOT_TESTABLE]
+    assert table.loc[0, "ours: Δ [95% CI]"] == "+0.025 [+4e-05, +0.05]" and table.loc[0, "condition"] == ""
+    assert table.loc[1, "condition"] == "NOT met: one seed of B: a trained system needs two runs or more"
 
 
 def test_markdown_table_escapes_pipes_and_formats_numbers():

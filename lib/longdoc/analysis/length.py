@@ -5,7 +5,8 @@ one where a query has several) into equal-count buckets, and each system's per-q
 over its seeds) is summarised per bucket with a 95% bootstrap interval over the bucket's queries.
 A gain of one system over another per bucket uses :func:`longdoc.eval.significance.seed_query_bootstrap`
 on the bucket's queries; whether the gain grows with length compares the longest and the shortest
-bucket (queries of the two buckets are different, so they are resampled independently).
+bucket (queries of the two buckets are different, so they are resampled independently; seeds are
+resampled as for every interval).
 """
 
 from __future__ import annotations
@@ -104,17 +105,26 @@ def gain_growth(
     a: list[dict[str, float]], b: list[dict[str, float]], buckets: pd.Series, samples: int = 10_000, seed: int = 0
 ) -> dict[str, float]:
     """(a − b on the longest bucket) − (a − b on the shortest), seed-averaged per query, with a 95%
-    interval resampling each bucket's queries independently."""
+    interval over queries and seeds: each resample draws both systems' seeds with replacement (as
+    :func:`~longdoc.eval.significance.seed_query_bootstrap`) and each bucket's queries independently."""
     order = list(dict.fromkeys(buckets.sort_values(key=lambda s: s.str.split("–").str[0].astype(int))))
     if len(order) < 2:
         raise ValueError("gain growth needs at least two length buckets")
     gain = seed_mean(a) - seed_mean(b)
-    short = gain[buckets.index[buckets == order[0]]].to_numpy()
-    long = gain[buckets.index[buckets == order[-1]]].to_numpy()
+    short_ids, long_ids = buckets.index[buckets == order[0]], buckets.index[buckets == order[-1]]
+    short, long = gain[short_ids].to_numpy(), gain[long_ids].to_numpy()
+    columns = pd.DataFrame(a).columns
+    x, y = pd.DataFrame(a)[columns].to_numpy(), pd.DataFrame(b)[columns].to_numpy()  # [seeds, queries]
     rng = np.random.default_rng(seed)
-    draws = long[rng.integers(0, len(long), size=(samples, len(long)))].mean(axis=1) - short[
-        rng.integers(0, len(short), size=(samples, len(short)))
-    ].mean(axis=1)
+    weights_x = rng.multinomial(len(x), np.full(len(x), 1 / len(x)), size=samples) / len(x)
+    weights_y = rng.multinomial(len(y), np.full(len(y), 1 / len(y)), size=samples) / len(y)
+    per_query = weights_x @ x - weights_y @ y  # [samples, queries]: seed-resampled gains
+    position = {q: i for i, q in enumerate(columns)}
+    short_columns = per_query[:, [position[q] for q in short_ids]]
+    long_columns = per_query[:, [position[q] for q in long_ids]]
+    draws = np.take_along_axis(long_columns, rng.integers(0, len(long), size=(samples, len(long))), axis=1).mean(
+        axis=1
+    ) - np.take_along_axis(short_columns, rng.integers(0, len(short), size=(samples, len(short))), axis=1).mean(axis=1)
     low, high = np.quantile(draws, [0.025, 0.975])
     return {
         "shortest": order[0],

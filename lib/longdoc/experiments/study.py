@@ -221,8 +221,8 @@ class Study:
         return pd.DataFrame(rows).T.astype({"seeds": int})
 
     def compare(self, pairs: list[tuple[str, str]], measure: str | None = None, split: str = "test") -> pd.DataFrame:
-        """For each (system, against): Δ of the means, 95% interval over items and seeds, paired t-test
-        p-value, and whether the interval excludes zero. ``measure`` defaults to the family's selection
+        """For each (system, against): Δ of the means, 95% interval over items and seeds, the same
+        bootstrap's p-value, and whether the interval excludes zero. ``measure`` defaults to the family's selection
         measure. No correction for multiple comparisons: a table of ten comparisons at 95% expects one
         interval to exclude zero by chance."""
         measure = measure or self.family.selection_measure
@@ -240,7 +240,7 @@ class Study:
                     "Δ": stats["mean_difference"],
                     "95% CI low": stats["ci_low"],
                     "95% CI high": stats["ci_high"],
-                    "p (paired t)": stats["p_value"],
+                    "p (bootstrap)": stats["p_value"],
                     "difference": difference_label(stats["ci_low"], stats["ci_high"]),
                 }
             )

@@ -60,25 +60,62 @@ def verdict(low: float, high: float, precondition: Precondition | None = None, m
     return NOT_SHOWN
 
 
+def interval_text(delta: float, low: float, high: float) -> str:
+    """Δ and its interval to three significant digits, so an interval that touches zero shows it."""
+    return f"{delta:+.3g} [{low:+.3g}, {high:+.3g}]"
+
+
+def enough_runs(study, claim: Claim) -> Precondition | None:
+    """A trained system compared on one run gets no verdict: its interval would cover the items only,
+    not the seed-to-seed spread (a deterministic system, BM25, has no seeds and needs none)."""
+    single = [
+        name
+        for name in (claim.system, claim.against)
+        if study.results[name].seeds not in ([None],) and len(study.results[name].seeds) < 2
+    ]
+    if not single:
+        return None
+    return Precondition(False, f"one seed of {', '.join(single)}: a trained system needs two runs or more")
+
+
 def assess(study, claims: list[Claim]) -> pd.DataFrame:
-    """One row per claim: the paper's numbers, our Δ with its 95% interval, p-value and verdict."""
+    """One row per claim: the paper's numbers, our Δ with its 95% interval and the same bootstrap's
+    p-value, and the verdict; a claim whose own precondition fails, or that compares a trained system
+    run with one seed, is not testable (the condition says why)."""
     rows = []
     for claim in claims:
         stats = study.compare([(claim.system, claim.against)], claim.measure).iloc[0]
+        runs = enough_runs(study, claim)
+        failed = claim.precondition if claim.precondition is not None and not claim.precondition.holds else runs
+        conditions = [
+            f"{'met' if c.holds else 'NOT met'}: {c.what}" for c in (claim.precondition, runs) if c is not None
+        ]
         rows.append(
             {
                 "claim": claim.statement,
                 "paper": claim.paper,
                 "measure": claim.measure,
-                "ours: Δ [95% CI]": f"{stats['Δ']:+.3f} [{stats['95% CI low']:+.3f}, {stats['95% CI high']:+.3f}]",
-                "p (paired t)": round(float(stats["p (paired t)"]), 4),
-                "verdict": verdict(stats["95% CI low"], stats["95% CI high"], claim.precondition, claim.margin),
-                "condition": ""
-                if claim.precondition is None
-                else f"{'met' if claim.precondition.holds else 'NOT met'}: {claim.precondition.what}",
+                "ours: Δ [95% CI]": interval_text(stats["Δ"], stats["95% CI low"], stats["95% CI high"]),
+                "p (bootstrap)": float(f"{float(stats['p (bootstrap)']):.3g}"),
+                "verdict": verdict(stats["95% CI low"], stats["95% CI high"], failed, claim.margin),
+                "condition": "; ".join(conditions),
             }
         )
     return pd.DataFrame(rows)
+
+
+CHANCE = 0.025  # a 95% two-sided interval lies above zero by chance in 2.5% of tests of a true null
+
+
+def chance_line(table: pd.DataFrame) -> str:
+    """How many "holds" (and "reversed") the interval tests of a table would give by chance alone."""
+    tested = int((table["verdict"] != NOT_TESTABLE).sum()) if "verdict" in table else 0
+    if not tested:
+        return ""
+    return (
+        f"{tested} claim(s) tested by a 95% interval, with no correction for multiple comparisons: about "
+        f"{tested * CHANCE:.2g} would hold, and as many be reversed, by chance alone."
+    )
 
 
 class Findings:
@@ -96,6 +133,9 @@ class Findings:
         if len(self.table):
             counts = ", ".join(f"{n} {v}" for v, n in self.counts().items())
             lines.append(f"**{len(self.table)} claim(s) of the paper: {counts}.**\n")
+            chance = chance_line(self.table)
+            if chance:
+                lines.append(chance + "\n")
             lines.append(markdown_table(self.table))
         return "\n".join(lines)
 
