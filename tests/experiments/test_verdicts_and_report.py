@@ -138,3 +138,16 @@ def test_a_notebook_without_its_record_keeps_its_section_from_the_previous_repor
     assert "| 10_longtriever_main (carried over) | 1 | 1 | 0 | 0 | 0 |" in again
     out.write_text(again)
     assert report.render("cpu", root=root, link_base=tmp_path, out=out) == again  # carrying twice changes nothing
+
+
+def test_the_report_header_names_the_seeds_each_row_ran():
+    from longdoc.experiments.report import seeds_used
+
+    one = {"seeds": [0, 1, 2], "metrics": {"systems": {"BM25": {"seeds": [None]}, "A": {"seeds": [0, 1, 2]}}}}
+    assert seeds_used(one) == "seeds [0, 1, 2] (every trained row)"
+    mixed = {
+        "seeds": [0, 1, 2],
+        "metrics": {"systems": {"A": {"seeds": [0, 1, 2]}, "B": {"seeds": [0]}, "C": {"seeds": [0]}}},
+    }
+    assert seeds_used(mixed) == "seeds [0, 1, 2]: A; [0]: B, C"
+    assert seeds_used({"seeds": [0], "metrics": {}}) == "seeds [0]"

@@ -155,7 +155,7 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
         part = [
             f"## {notebook_title(r['notebook'])}",
             "",
-            f"`{r['notebook']}` on {r.get('dataset', '')}; seeds {r.get('seeds')}; record "
+            f"`{r['notebook']}` on {r.get('dataset', '')}; {seeds_used(r)}; record "
             f"`{Path(r['_path']).relative_to(root.parent).as_posix() if root.parent in Path(r['_path']).parents else r['_path']}`.",
             "",
         ]
@@ -189,6 +189,21 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
     for key in sorted(sections):
         lines += sections[key]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def seeds_used(record: dict) -> str:
+    """The seeds the record's rows really ran (a row may run fewer than the study's ``seeds``); a system
+    without training has none."""
+    runs: dict[tuple, list[str]] = {}
+    for name, system in (record.get("metrics", {}).get("systems") or {}).items():
+        seeds = tuple(s for s in system.get("seeds", []) if s is not None)
+        if seeds:
+            runs.setdefault(seeds, []).append(name)
+    if not runs:
+        return f"seeds {record.get('seeds')}"
+    if len(runs) == 1:
+        return f"seeds {list(next(iter(runs)))} (every trained row)"
+    return "seeds " + "; ".join(f"{list(seeds)}: {', '.join(names)}" for seeds, names in runs.items())
 
 
 VERDICT_ORDER = ("holds", "not shown at this scale", "reversed", "not testable at this scale")
