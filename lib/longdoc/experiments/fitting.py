@@ -68,14 +68,17 @@ class FineTuned:
 
     def summary(self, seed: int, extra: tuple[str, ...] = ()) -> dict:
         """The training summary of the record (the same keys for every family, no timing: the same seed
-        gives the same record), with ``extra`` history fields."""
+        gives the same record), with ``extra`` history fields; a trainer that logs named loss terms
+        (NCI's) adds them per dev evaluation as ``train_terms``."""
         last = self.last
+        terms = [[h["step"], {k: round(v, 4) for k, v in h["terms"].items()}] for h in last["history"] if "terms" in h]
         return {
             "seed": seed,
             "best_step": last["best_step"],
             "best_dev": last["best_dev"],
             "dev_curve": [[h["step"], round(h["dev"], 4)] for h in last["history"] if "dev" in h],
             "iterations": len(self.history["iterations"]),
+            **({"train_terms": terms} if terms else {}),
             **{name: self.history[name] for name in extra},
         }
 

@@ -19,7 +19,10 @@ prefix-aware weight-adaptive (PAWA) decoder that generates a document's semantic
   constant instead of the query; here ``A_i`` is low-rank (2·d·d·r parameters: 2.4M at d = 384,
   r = 8) and reads ``e`` as the paper says. ``V_i``'s projection starts at zero, so a new PAWA decoder
   computes exactly the plain decoder's logits; ``adaptor_layers = 0`` is the plain decoder (the "w/o
-  PAWA" row, DSI).
+  PAWA" row, DSI). The low-rank term is scaled by ``1/√(d·r)`` (:attr:`PrefixAdaptor.scale`; the paper
+  states no scale): unscaled, ``h_i U_i`` has entries of about 0.58·|h_i| and AdamW made
+  ``|h_i A_i − h_i|`` as large as ``|h_i|`` within a few dozen steps at d = 384, which slowed learning
+  below the plain decoder's (``python -m longdoc.bench.nci_pawa`` measures both).
 
 :class:`NciModel` is a ``transformers`` ``PreTrainedModel`` with ``GenerationMixin``, so decoding is
 ``transformers``' own beam search (:mod:`longdoc.index.nci_retriever`). It keeps a key-value cache
@@ -196,7 +199,10 @@ class DecodingCache:
 
 
 class PrefixAdaptor(nn.Module):
-    """Eq. 4's AdaptiveDecoder: M3 causal layers over ``[e, r_1, ...]`` and the low-rank ``U_i, V_i``."""
+    """Eq. 4's AdaptiveDecoder: M3 causal layers over ``[e, r_1, ...]`` and the low-rank ``U_i, V_i``.
+
+    ``scale`` (``1/√(d·r)``) multiplies ``(h U_i) V_iᵀ`` so that the adaptation grows at the same pace
+    whatever d and r are (not in the paper; see the module docstring)."""
 
     def __init__(self, d: int, heads: int, feed_forward: int, layers: int, rank: int, dropout: float):
         super().__init__()
@@ -207,6 +213,7 @@ class PrefixAdaptor(nn.Module):
         nn.init.zeros_(self.to_v.weight)
         nn.init.zeros_(self.to_v.bias)
         self.rank = rank
+        self.scale = (d * rank) ** -0.5
 
     def forward(self, inputs: torch.Tensor, hidden: torch.Tensor, cache: DecodingCache | None) -> torch.Tensor:
         """``h_i A_i`` for the given steps: ``inputs`` are the steps' adaptor inputs (``e`` first when
@@ -221,7 +228,7 @@ class PrefixAdaptor(nn.Module):
         batch, steps, d = hidden.shape
         u = self.to_u(states).view(batch, steps, d, self.rank)
         v = self.to_v(states).view(batch, steps, d, self.rank)
-        return hidden + torch.einsum("btr,btdr->btd", torch.einsum("btd,btdr->btr", hidden, u), v)
+        return hidden + self.scale * torch.einsum("btr,btdr->btd", torch.einsum("btd,btdr->btr", hidden, u), v)
 
 
 @dataclass
@@ -328,8 +335,8 @@ class NciModel(PreTrainedModel, GenerationMixin):
         attention_mask: torch.Tensor,
         cache: DecodingCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(logits [B, T, V], classifier inputs h_i A_i [B, T, d])`` of the given steps: every step at
-        once under teacher forcing, or the next step(s) after those in ``cache``."""
+        """``(logits [B, T, V], classifier inputs h_i A_i [B, T, d], decoder states h_i [B, T, d])`` of the
+        given steps: every step at once under teacher forcing, or the next step(s) after those in ``cache``."""
         first_step = cache is None or cache.get_seq_length() == 0
         projected = cache.memory if cache is not None else self.project_memory(memory, attention_mask)
         embeddings = self.embedding(decoder_input_ids)
@@ -338,7 +345,7 @@ class NciModel(PreTrainedModel, GenerationMixin):
             offset = 0 if cache is None else cache.get_seq_length()
             positions = torch.arange(offset, offset + embeddings.shape[1], device=embeddings.device)
             decoder_inputs = embeddings + self.steps(positions.clamp(max=self.nci.max_id_length - 1))
-        hidden = self.decoder_hidden(decoder_inputs, projected, cache)
+        hidden = plain = self.decoder_hidden(decoder_inputs, projected, cache)
         if self.adaptor is not None:
             inputs = embeddings
             if first_step:  # e, the query embedding, in the start token's place
@@ -346,7 +353,7 @@ class NciModel(PreTrainedModel, GenerationMixin):
                 query = (memory * mask).sum(1) / mask.sum(1).clamp(min=1)
                 inputs = torch.cat([query[:, None], embeddings[:, 1:]], dim=1)
             hidden = self.adaptor(inputs, hidden, cache)
-        return hidden @ self.embedding.weight.T, hidden
+        return hidden @ self.embedding.weight.T, hidden, plain
 
     def forward(
         self,
@@ -370,10 +377,10 @@ class NciModel(PreTrainedModel, GenerationMixin):
                 if stacked is None
                 else [(stacked[:, n, 0], stacked[:, n, 1], mask) for n in range(stacked.shape[1])]
             )
-        logits, states = self.decode(decoder_input_ids, memory, attention_mask, cache)
+        logits, states, plain = self.decode(decoder_input_ids, memory, attention_mask, cache)
         return Seq2SeqLMOutput(
             logits=logits,
-            decoder_hidden_states=(states,),  # states: the classifier inputs h_i A_i
+            decoder_hidden_states=(plain, states),  # the decoder states h_i, then the classifier inputs h_i A_i
             past_key_values=cache if use_cache else None,
         )
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from accelerate.utils import set_seed
 from transformers import get_linear_schedule_with_warmup
 
@@ -33,6 +34,7 @@ class NciTrainConfig:
     decoder_learning_rate: float = 1e-4  # the paper's (decoder and PAWA adaptor)
     alpha: float = 0.15  # α of eq. 6 (0: no consistency regularisation, one pass)
     temperature: float = 1.0  # τ of eq. 5
+    normalized_states: bool = False  # eq. 5 over unit-length states (cosine): not the paper's, for measuring
     warmup_ratio: float = 0.1
     weight_decay: float = 1e-4  # the released code's
     max_grad_norm: float = 1.0
@@ -56,6 +58,15 @@ def identifier_batch(tokens: list[list[int]]) -> tuple[torch.Tensor, torch.Tenso
         labels[row, : len(sequence)] = torch.tensor(sequence)
         inputs[row, 1 : len(sequence)] = torch.tensor(sequence[:-1])
     return inputs, labels
+
+
+def diagnostics(plain: torch.Tensor, adapted: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+    """Over the identifier's real steps: the PAWA adaptor's relative change ``|h A − h| / |h|`` and the
+    classifier input's norm ``|h A|`` (what eq. 5's dot products grow with)."""
+    real = labels != IGNORE
+    with torch.no_grad():
+        change = (adapted - plain).norm(dim=-1) / plain.norm(dim=-1).clamp(min=1e-12)
+        return {"adaptor_change": float(change[real].mean()), "state_norm": float(adapted.norm(dim=-1)[real].mean())}
 
 
 NO_DECAY = ("bias", "LayerNorm", "norm")  # BERT's LayerNorm and the decoder's own *_norm layers
@@ -97,7 +108,8 @@ def train_nci(
 ) -> TrainResult:
     """Train ``model`` in place on ``examples`` (query text, document number), the document numbers
     indexing ``identifiers`` (token sequences ending in EOS); on return it holds the weights of the
-    best dev evaluation. Each history record carries the mean cross-entropy and consistency terms."""
+    best dev evaluation. Each history record carries the mean of every loss term, the adaptor's relative
+    change and the states' norm (:func:`diagnostics`) since the previous record."""
     if any(not 0 <= number < len(identifiers) for _, number in examples):
         raise ValueError(f"an example names a document number outside 0..{len(identifiers) - 1}")
     set_seed(config.seed)
@@ -112,10 +124,17 @@ def train_nci(
             attention_mask=inputs["attention_mask"].repeat(views, 1).to(device),
             decoder_input_ids=decoder_inputs.repeat(views, 1).to(device),
         )
+        plain, states = out.decoder_hidden_states
+        labels = labels.to(device)
         losses = nci_loss(
-            out.logits, out.decoder_hidden_states[-1], labels.to(device), config.alpha, config.temperature
+            out.logits,
+            F.normalize(states, dim=-1) if config.normalized_states else states,
+            labels,
+            config.alpha,
+            config.temperature,
         )
-        return losses["loss"], losses["loss"].item()
+        logged = {name: value.item() for name, value in losses.items()}
+        return losses["loss"], logged | diagnostics(plain, states, labels.repeat(views, 1))
 
     return run_steps(
         model,

@@ -58,7 +58,13 @@ class TrainResult:
     steps_per_epoch: int = 0
 
 
-StepLoss = Callable[[nn.Module, list, torch.device], "tuple[torch.Tensor, float]"]
+StepLoss = Callable[[nn.Module, list, torch.device], "tuple[torch.Tensor, float | dict[str, float]]"]
+
+
+def mean_terms(logged: list) -> dict[str, float]:
+    """The mean of each logged term over the steps since the last record (a bare float is ``loss``)."""
+    terms = [entry if isinstance(entry, dict) else {"loss": entry} for entry in logged]
+    return {name: sum(t[name] for t in terms) / len(terms) for name in terms[0]}
 
 
 def continued_order(first_step: int, steps_per_epoch: int) -> tuple[int, int]:
@@ -92,7 +98,9 @@ def run_steps(
     """Train ``model`` in place on ``items``; on return it holds the weights of the best dev evaluation
     (its last weights without ``dev_eval``). Returns a :class:`TrainResult`.
 
-    ``step_loss(wrapped, local_items, device)`` gives ``(loss to back-propagate, value to log)``;
+    ``step_loss(wrapped, local_items, device)`` gives ``(loss to back-propagate, value to log)``, the
+    value a float or a dict of named terms with ``loss`` among them (each record then keeps every
+    term's mean under ``terms``);
     ``config`` has the fields of :class:`~longdoc.train.loop.TrainConfig` it reads (steps, epochs,
     batch_size, learning_rate, weight_decay, warmup_ratio, max_grad_norm, eval_every, seed);
     ``optimizer_factory(model, total_steps)`` replaces AdamW-with-warm-up (e.g. NCI's two learning
@@ -163,14 +171,17 @@ def run_steps(
             step += 1
             position += 1
             bar.update(1)
-            bar.set_postfix(loss=f"{logged:.3f}", epoch=epoch)
+            bar.set_postfix(loss=f"{logged['loss'] if isinstance(logged, dict) else logged:.3f}", epoch=epoch)
             if step in evaluate_at:
+                terms = mean_terms(losses)
                 record = {
                     "step": step,
                     "epoch": epoch,
-                    "train_loss": sum(losses) / len(losses),
+                    "train_loss": terms["loss"],
                     "learning_rate": scheduler.get_last_lr()[0],
                 }
+                if isinstance(logged, dict):
+                    record["terms"] = terms
                 losses = []
                 if dev_eval is not None:
                     record["dev"] = float(dev_eval(accelerator.unwrap_model(wrapped), step))
