@@ -134,7 +134,14 @@ def growth_curves(measurements: pd.DataFrame, path: Path, title: str = ""):
     return fig
 
 
-def bucket_plot(scores: pd.DataFrame, path: Path, measure: str = "MRR@100", title: str = "", paper_trend: str = ""):
+def bucket_plot(
+    scores: pd.DataFrame,
+    path: Path,
+    measure: str = "MRR@100",
+    title: str = "",
+    paper_trend: str = "",
+    xlabel: str = "length of the relevant document",
+):
     """Score per length bucket, one line per system, 95% intervals as error bars (SeDR Figure 4).
     ``scores``: rows of (system, bucket, queries, mean, 95% CI low, 95% CI high)."""
     buckets = list(dict.fromkeys(scores["bucket"]))
@@ -147,7 +154,7 @@ def bucket_plot(scores: pd.DataFrame, path: Path, measure: str = "MRR@100", titl
     counts = scores.drop_duplicates("bucket").set_index("bucket")["queries"]
     ax.set_xticks(range(len(buckets)))
     ax.set_xticklabels([f"{b}\n({counts[b]} queries)" for b in buckets], fontsize=8)
-    ax.set_xlabel("length of the relevant document")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(f"{measure} (test)")
     ax.set_title(title)
     ax.grid(alpha=0.3)

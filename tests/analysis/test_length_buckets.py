@@ -1,11 +1,11 @@
-"""Length buckets (SeDR Figure 4): buckets by the relevant document's length, per-bucket scores and
+"""Length buckets (SeDR Figure 4): buckets by the segments the relevant document fills, per-bucket scores and
 gains checked against direct computations."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from longdoc.analysis.length import bucket_gains, bucket_scores, gain_growth, length_buckets, relevant_lengths
+from longdoc.analysis.length import bucket_gains, bucket_scores, gain_growth, relevant_lengths, segment_buckets
 from longdoc.eval.significance import seed_query_bootstrap
 
 
@@ -17,23 +17,35 @@ def test_a_query_takes_the_length_of_its_longest_relevant_document():
         relevant_lengths({"q": {"missing": 1}}, tokens)
 
 
-def test_buckets_have_equal_counts_and_name_their_token_range():
-    lengths = pd.Series({f"q{i}": length for i, length in enumerate([5, 80, 20, 40, 60, 10, 70, 30])})
-    buckets = length_buckets(lengths, 4)
-    assert buckets.value_counts().tolist() == [2, 2, 2, 2]
-    assert buckets["q0"] == buckets["q5"] == "5–10 tokens" and buckets["q1"] == "70–80 tokens"
+def test_buckets_count_the_segments_a_document_fills_up_to_what_the_model_reads():
+    lengths = pd.Series({"a": 1, "b": 62, "c": 63, "d": 124, "e": 125, "f": 248, "g": 249, "h": 5000})
+    buckets = segment_buckets(lengths, 62, 4)
+    assert buckets.to_dict() == {
+        "a": "1 segment",
+        "b": "1 segment",
+        "c": "2 segments",
+        "d": "2 segments",
+        "e": "3 segments",
+        "f": "≥ 4 segments",
+        "g": "≥ 4 segments",
+        "h": "≥ 4 segments",
+    }
+    assert list(buckets.cat.categories) == ["1 segment", "2 segments", "3 segments", "≥ 4 segments"]
+    assert segment_buckets(lengths, 62, 1).unique().tolist() == ["≥ 1 segment"]
+    with pytest.raises(ValueError, match="segment_tokens and segments"):
+        segment_buckets(lengths, 0, 4)
 
 
 def test_bucket_scores_and_gains_are_the_bucket_means():
     rng = np.random.default_rng(0)
     queries = [f"q{i}" for i in range(40)]
-    buckets = pd.Series(["1–9 tokens"] * 20 + ["10–99 tokens"] * 20, index=queries)
+    buckets = segment_buckets(pd.Series([10] * 20 + [100] * 20, index=queries), 62, 2)
     a = [dict(zip(queries, rng.random(40))) for _ in range(3)]
     b = [dict(zip(queries, rng.random(40)))]
     scores = bucket_scores({"A": a, "B": b}, buckets)
     first = scores.iloc[0]
     expected = np.mean([np.mean([s[q] for s in a]) for q in queries[:20]])
-    assert (first["system"], first["bucket"], first["queries"]) == ("A", "1–9 tokens", 20)
+    assert (first["system"], first["bucket"], first["queries"]) == ("A", "1 segment", 20)
     assert first["mean"] == pytest.approx(expected) and first["95% CI low"] < expected < first["95% CI high"]
     gains = bucket_gains(a, b, buckets)
     direct = seed_query_bootstrap(
@@ -48,18 +60,11 @@ def test_bucket_scores_and_gains_are_the_bucket_means():
     assert growth["95% CI low"] < growth["growth"] < growth["95% CI high"]
 
 
-def test_equal_lengths_share_a_bucket():
-    buckets = length_buckets(pd.Series({"a": 5, "b": 5, "c": 5, "d": 10, "e": 20, "f": 30}), 2)
-    assert buckets.to_dict() == {
-        "a": "5–5 tokens",
-        "b": "5–5 tokens",
-        "c": "5–5 tokens",
-        "d": "10–30 tokens",
-        "e": "10–30 tokens",
-        "f": "10–30 tokens",
-    }
-    few = length_buckets(pd.Series({"a": 5, "b": 5, "c": 5, "d": 5, "e": 10, "f": 20}), 2)
-    assert set(few) == {"5–20 tokens"}  # the median is a tie: one bucket remains
+def test_an_empty_bucket_is_left_out_and_the_order_is_by_segments():
+    lengths = pd.Series({f"q{i}": n for i, n in enumerate([10, 20, 300, 400, 500, 30])})
+    buckets = segment_buckets(lengths, 62, 4)  # nobody fills 2 or 3 segments
+    scores = bucket_scores({"A": [dict.fromkeys(lengths.index, 0.5)]}, buckets)
+    assert scores["bucket"].tolist() == ["1 segment", "≥ 4 segments"] and scores["queries"].tolist() == [3, 3]
 
 
 def test_gain_growth_resamples_seeds_as_well_as_queries():
@@ -67,7 +72,7 @@ def test_gain_growth_resamples_seeds_as_well_as_queries():
     the same growth than one whose seeds agree."""
     rng = np.random.default_rng(2)
     queries = [f"q{i}" for i in range(60)]
-    buckets = pd.Series(["1–9 tokens"] * 30 + ["10–99 tokens"] * 30, index=queries)
+    buckets = segment_buckets(pd.Series([10] * 30 + [100] * 30, index=queries), 62, 2)
     base = rng.random(60)
     agreeing = [dict(zip(queries, base)) for _ in range(3)]
     # the same seed mean per query, but each seed moves the long bucket up or down as a whole

@@ -37,10 +37,14 @@ def test_a_claim_of_no_difference_holds_only_inside_its_margin():
 
 
 class FakeStudy:
-    def __init__(self, intervals, seeds=None):
+    def __init__(self, intervals, seeds=None, conditions=None):
         self.intervals = intervals
         names = {name for pair in intervals for name in pair}
         self.results = {name: SimpleNamespace(seeds=(seeds or {}).get(name, [0, 1, 2])) for name in names}
+        self.conditions = conditions or {}
+
+    def preconditions(self, name, measure):
+        return self.conditions.get(name, [])
 
     def compare(self, pairs, measure):
         ((a, b),) = pairs
@@ -73,6 +77,31 @@ def test_a_trained_system_with_one_run_gets_no_verdict():
     assert list(table.verdict) == [HOLDS, NOT_TESTABLE]
     assert table.loc[0, "ours: Δ [95% CI]"] == "+0.025 [+4e-05, +0.05]" and table.loc[0, "condition"] == ""
     assert table.loc[1, "condition"] == "NOT met: one seed of B: a trained system needs two runs or more"
+
+
+def test_a_system_whose_precondition_fails_makes_every_claim_naming_it_not_testable():
+    """Whichever side of a claim the system stands on; a routine check (above chance) that is met stays
+    out of the condition column, a failed one names the reason."""
+    study = FakeStudy(
+        {("A", "B"): (0.01, 0.03), ("B", "C"): (-0.04, -0.02), ("C", "D"): (0.01, 0.02)},
+        conditions={
+            "B": [Precondition(False, "pre-training of B works (probe 0.008 vs 0.156)")],
+            "C": [Precondition(True, "C above chance", routine=True)],
+            "D": [Precondition(False, "D above chance (MRR@100 0.001 vs 0.004)", routine=True)],
+        },
+    )
+    table = assess(study, [Claim("A beats B", "A", "B"), Claim("B beats C", "B", "C"), Claim("C beats D", "C", "D")])
+    assert list(table.verdict) == [NOT_TESTABLE] * 3
+    assert table.loc[0, "condition"] == "NOT met: pre-training of B works (probe 0.008 vs 0.156)"
+    assert table.loc[2, "condition"] == "NOT met: D above chance (MRR@100 0.001 vs 0.004)"
+    assert verdict_when_met(study) == HOLDS
+
+
+def verdict_when_met(study):
+    study.conditions = {"B": [Precondition(True, "pre-training of B works")]}
+    row = assess(study, [Claim("A beats B", "A", "B")]).iloc[0]
+    assert row["condition"] == "met: pre-training of B works"
+    return row["verdict"]
 
 
 def test_markdown_table_escapes_pipes_and_formats_numbers():

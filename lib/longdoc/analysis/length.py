@@ -1,8 +1,9 @@
 """Retrieval quality by the length of the relevant document (SeDR Figure 4).
 
-Each test query is placed by the length, in WordPiece tokens, of its relevant document (the longest
-one where a query has several) into equal-count buckets, and each system's per-query score (averaged
-over its seeds) is summarised per bucket with a 95% bootstrap interval over the bucket's queries.
+Each test query is placed by how many of the model's segments its relevant document fills (its length
+in WordPiece tokens; the longest relevant document where a query has several): 1, 2, ..., and "≥ k"
+for the k segments the models read, and each system's per-query score (averaged over its seeds) is
+summarised per bucket with a 95% bootstrap interval over the bucket's queries.
 A gain of one system over another per bucket uses :func:`longdoc.eval.significance.seed_query_bootstrap`
 on the bucket's queries; whether the gain grows with length compares the longest and the shortest
 bucket (queries of the two buckets are different, so they are resampled independently; seeds are
@@ -29,18 +30,25 @@ def relevant_lengths(qrels: dict[str, dict[str, int]], document_tokens: pd.Serie
     return pd.Series(lengths, name="tokens").sort_index()
 
 
-def length_buckets(lengths: pd.Series, buckets: int) -> pd.Series:
-    """Buckets of queries at the length quantiles (equal counts up to ties: equal lengths share a
-    bucket, and fewer buckets than asked remain where quantiles coincide), labelled by their token
-    range."""
-    if buckets < 1:
-        raise ValueError(f"buckets must be >= 1, got {buckets}")
-    codes = pd.qcut(lengths, buckets, labels=False, duplicates="drop")
-    labels = {}
-    for code in sorted(set(codes)):
-        members = lengths[codes == code]
-        labels[code] = f"{members.min()}–{members.max()} tokens"
-    return codes.map(labels).rename("bucket")
+def segment_buckets(lengths: pd.Series, segment_tokens: int, segments: int) -> pd.Series:
+    """Per query: how many segments of ``segment_tokens`` content tokens its relevant document fills
+    (SeDR Figure 4's question, at the model's own segment length): "1 segment" .. and "≥ ``segments``
+    segments" (the model reads ``segments``; the rest of a longer document is cut). An ordered
+    categorical: buckets keep their order in tables and plots."""
+    if segment_tokens < 1 or segments < 1:
+        raise ValueError(f"segment_tokens and segments must be >= 1, got {segment_tokens} and {segments}")
+    labels = [f"{n} segment{'s' if n > 1 else ''}" for n in range(1, segments)] + [
+        f"≥ {segments} segment{'s' if segments > 1 else ''}"
+    ]
+    filled = np.ceil(lengths.to_numpy() / segment_tokens).astype(int).clip(1, segments)
+    codes = pd.Categorical([labels[n - 1] for n in filled], categories=labels, ordered=True)
+    return pd.Series(codes, index=lengths.index, name="bucket")
+
+
+def bucket_order(buckets: pd.Series) -> list:
+    """The buckets that hold a query, shortest first."""
+    present = set(buckets)
+    return [b for b in buckets.cat.categories if b in present]
 
 
 def seed_mean(per_seed: list[dict[str, float]]) -> pd.Series:
@@ -60,7 +68,7 @@ def bucket_scores(
 ) -> pd.DataFrame:
     """One row per (system, bucket): queries, mean score and its 95% bootstrap interval over queries.
     ``per_query``: system → one dict of per-query scores per seed."""
-    order = list(dict.fromkeys(buckets.sort_values(key=lambda s: s.str.split("–").str[0].astype(int))))
+    order = bucket_order(buckets)
     rows = []
     for system, per_seed in per_query.items():
         scores = seed_mean(per_seed)
@@ -83,7 +91,7 @@ def bucket_scores(
 def bucket_gains(a: list[dict[str, float]], b: list[dict[str, float]], buckets: pd.Series) -> pd.DataFrame:
     """Per bucket: Δ = a − b with its 95% interval over the bucket's queries and both systems' seeds."""
     rows = []
-    for bucket in dict.fromkeys(buckets.sort_values(key=lambda s: s.str.split("–").str[0].astype(int))):
+    for bucket in bucket_order(buckets):
         members = set(buckets.index[buckets == bucket])
         stats = seed_query_bootstrap(
             [{q: v for q, v in s.items() if q in members} for s in a],
@@ -107,7 +115,7 @@ def gain_growth(
     """(a − b on the longest bucket) − (a − b on the shortest), seed-averaged per query, with a 95%
     interval over queries and seeds: each resample draws both systems' seeds with replacement (as
     :func:`~longdoc.eval.significance.seed_query_bootstrap`) and each bucket's queries independently."""
-    order = list(dict.fromkeys(buckets.sort_values(key=lambda s: s.str.split("–").str[0].astype(int))))
+    order = bucket_order(buckets)
     if len(order) < 2:
         raise ValueError("gain growth needs at least two length buckets")
     gain = seed_mean(a) - seed_mean(b)

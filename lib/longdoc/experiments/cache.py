@@ -34,6 +34,7 @@ PRESENTATION_ONLY = (
     "experiments/settings.py",
     "experiments/tables.py",
     "experiments/verdicts.py",
+    "experiments/preconditions.py",
     "experiments/report.py",
     "experiments/parameters.py",
     "experiments/profiles.py",
@@ -44,6 +45,7 @@ PRESENTATION_ONLY = (
     "eval/run_files.py",
     "eval/classification.py",
     "eval/probes.py",
+    "eval/chance.py",
 )
 
 

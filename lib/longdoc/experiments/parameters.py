@@ -115,11 +115,6 @@ PARAMETERS: dict[str, Parameter] = {
     "negative_depth_without_cache": Parameter(int, "K without the late cache (the paper, after STAR: 200)", minimum=1),
     "sweep_cache_sizes": Parameter(list, "cache sizes C of SeDR Figure 6a", minimum=0, item=int),
     "sweep_negative_depths": Parameter(list, "hardness K of SeDR Figure 6b", minimum=1, item=int),
-    "length_buckets": Parameter(
-        int,
-        "test queries in this many equal-count buckets by their relevant document's length (SeDR Figure 4)",
-        minimum=1,
-    ),
     "tsne_candidates": Parameter(
         int, "documents retrieved for the t-SNE query whose segments are plotted (SeDR Figure 5)", minimum=1
     ),

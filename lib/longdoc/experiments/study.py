@@ -36,11 +36,12 @@ from longdoc.experiments.cache import code_fingerprint
 from longdoc.experiments.fitting import FineTuned
 from longdoc.experiments.paper import paper_beside
 from longdoc.experiments.parameters import PARAMETERS, check_parameters
+from longdoc.experiments.preconditions import above_chance, pretraining_works
 from longdoc.experiments.records import RESULTS_DIR, check_record_slot, write_metrics
 from longdoc.experiments.settings import SETTINGS, StudySettings, from_parameters, required_fields
-from longdoc.experiments.systems import Family, Result, System
+from longdoc.experiments.systems import Family, Result, Spec, System
 from longdoc.experiments.tables import difference_label, markdown_table
-from longdoc.experiments.verdicts import Claim, Findings, assess
+from longdoc.experiments.verdicts import Claim, Findings, Precondition, assess
 from longdoc.plots import FIGURES_DIR
 
 T = TypeVar("T")
@@ -67,6 +68,8 @@ class Study:
         self._data = None
         self._selections: dict[str, dict] = {}
         self._settings: dict[type, Any] = {}
+        self._probes: dict[str, dict | None] = {}
+        self._preconditions: dict[tuple[str, str], list[Precondition]] = {}
         self.options = self.settings(StudySettings)
         for kind in SETTINGS:  # every settings view the notebook declares is built now: cross-parameter errors
             if all(f.name in self.params for f in required_fields(kind)):  # stop it before any work
@@ -202,6 +205,23 @@ class Study:
 
     def run_all(self, systems: list[System], seeds: list[int] | None = None) -> list[Result]:
         return [self.run(system, seeds) for system in systems]
+
+    # -- what a claim needs ----------------------------------------------------------------------
+    def start_probe(self, spec: Spec) -> dict | None:
+        """The dev probe of a row's start (:meth:`Spec.start_probe`), once per start in the study."""
+        key = spec.start_key()
+        if key not in self._probes:
+            self._probes[key] = spec.start_probe(self)
+        return self._probes[key]
+
+    def preconditions(self, name: str, measure: str) -> list[Precondition]:
+        """What must hold of system ``name`` for a claim on ``measure`` to be tested
+        (:mod:`longdoc.experiments.preconditions`): its pre-training works, it is above chance."""
+        if (name, measure) not in self._preconditions:
+            system = self.results[name].system
+            found = [pretraining_works(self, system), above_chance(self, name, measure)]
+            self._preconditions[name, measure] = [c for c in found if c is not None]
+        return self._preconditions[name, measure]
 
     # -- tables and comparisons ---------------------------------------------------------------
     def table(

@@ -56,6 +56,11 @@ class Family:
     def check(self, study) -> None:
         """Refuse, before any work, parameters the family cannot run (e.g. a process count)."""
 
+    def chance(self, study, measure: str, split: str = "test") -> float | None:
+        """The value of ``measure`` on ``split`` that a system without skill gets (a random ranking, a
+        constant label); None: not known for this measure, and no verdict is gated on it."""
+        return None
+
     def measures_on(self, split: str) -> list[str]:
         return list(self.dev_measures or self.measures) if split == "dev" else list(self.measures)
 
@@ -96,6 +101,21 @@ class Spec:
 
     def pretraining(self, study) -> dict | None:
         """A summary of the pre-training behind the start, for the record (None: none)."""
+        return None
+
+    def without_pretraining(self) -> Spec | None:
+        """The same row started without its pre-training: the start a pre-trained row must beat
+        (None: the row is not pre-trained)."""
+        return None
+
+    def start_key(self) -> str:
+        """What determines the model before fine-tuning (rows that differ only in how they are
+        fine-tuned share a start and its probe)."""
+        return repr(self)
+
+    def start_probe(self, study) -> dict | None:
+        """The model before fine-tuning, probed on dev: ``{"score": higher is better, "loss": lower is
+        better (optional), "probe": what was measured, ...}``; None: the family has no probe."""
         return None
 
     def describe(self) -> dict:

@@ -33,6 +33,7 @@ class Precondition:
 
     holds: bool
     what: str  # e.g. "pre-training raises the start probe's dev accuracy (0.10 vs 0.16)"
+    routine: bool = False  # a check every system passes when sound (above chance): shown only when it fails
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,10 @@ def verdict(low: float, high: float, precondition: Precondition | None = None, m
 
 
 def interval_text(delta: float, low: float, high: float) -> str:
-    """Δ and its interval to three significant digits, so an interval that touches zero shows it."""
+    """Δ and its interval to three significant digits, so an interval that touches zero shows it ("—":
+    not computed)."""
+    if any(value != value for value in (delta, low, high)):
+        return "—"
     return f"{delta:+.3g} [{low:+.3g}, {high:+.3g}]"
 
 
@@ -80,16 +84,20 @@ def enough_runs(study, claim: Claim) -> Precondition | None:
 
 def assess(study, claims: list[Claim]) -> pd.DataFrame:
     """One row per claim: the paper's numbers, our Δ with its 95% interval and the same bootstrap's
-    p-value, and the verdict; a claim whose own precondition fails, or that compares a trained system
-    run with one seed, is not testable (the condition says why)."""
+    p-value, and the verdict. A claim is not testable when any of its conditions fails: its own
+    precondition, each compared system's (:meth:`Study.preconditions`: pre-training works, above
+    chance) and enough runs (a trained system with one seed); the condition column lists them all."""
     rows = []
     for claim in claims:
         stats = study.compare([(claim.system, claim.against)], claim.measure).iloc[0]
-        runs = enough_runs(study, claim)
-        failed = claim.precondition if claim.precondition is not None and not claim.precondition.holds else runs
         conditions = [
-            f"{'met' if c.holds else 'NOT met'}: {c.what}" for c in (claim.precondition, runs) if c is not None
+            claim.precondition,
+            *study.preconditions(claim.system, claim.measure),
+            *study.preconditions(claim.against, claim.measure),
+            enough_runs(study, claim),
         ]
+        conditions = [c for c in conditions if c is not None]
+        failed = next((c for c in conditions if not c.holds), None)
         rows.append(
             {
                 "claim": claim.statement,
@@ -98,7 +106,9 @@ def assess(study, claims: list[Claim]) -> pd.DataFrame:
                 "ours: Δ [95% CI]": interval_text(stats["Δ"], stats["95% CI low"], stats["95% CI high"]),
                 "p (bootstrap)": float(f"{float(stats['p (bootstrap)']):.3g}"),
                 "verdict": verdict(stats["95% CI low"], stats["95% CI high"], failed, claim.margin),
-                "condition": "; ".join(conditions),
+                "condition": "; ".join(
+                    f"{'met' if c.holds else 'NOT met'}: {c.what}" for c in conditions if not (c.holds and c.routine)
+                ),
             }
         )
     return pd.DataFrame(rows)

@@ -124,3 +124,43 @@ def test_smith_keeps_its_pretrained_block_head_and_centres_one_from_the_backbone
     saved = resumed.encoder.block_dense.bias.clone()
     kept = start_rule(resumed, corpus, data, pretrained=True)
     assert torch.equal(resumed.encoder.block_dense.bias, saved) and "block cosine (head kept)" in kept
+
+
+def test_the_start_probe_is_the_roc_auc_of_the_untrained_cosines_on_dev(tiny_backbone):
+    """SMITH's start (block head centred as fine-tuning would) scores the dev pairs as the brute-force
+    encoding of the whole corpus does; the row without pre-training is the same spec without it."""
+    from types import SimpleNamespace
+
+    from sklearn.metrics import roc_auc_score
+
+    from longdoc.experiments.families.matching import Matcher, block_corpus, start_rule
+    from longdoc.models.matching import stored_pair_cosines
+    from longdoc.train.pretrain import PretrainConfig
+
+    words = ["kernel", "socket", "printf", "signal", "thread", "memory", "file", "pipe"]
+    texts = {f"d{i}": ". ".join(" ".join(words[(i + j) % 8] for j in range(5)) for _ in range(3)) for i in range(8)}
+    pairs = {
+        "train": [DocumentPair("d0", "d1", 1), DocumentPair("d2", "d3", 0)],
+        "dev": [
+            DocumentPair("d0", "d4", 1),
+            DocumentPair("d1", "d5", 0),
+            DocumentPair("d2", "d6", 1),
+            DocumentPair("d3", "d7", 0),
+        ],
+        "test": [DocumentPair("d4", "d5", 1)],
+    }
+    data = MatchingDataset("toy", {d: Document(d, "", t) for d, t in texts.items()}, pairs)
+    config = SmithConfig(backbone=tiny_backbone, segment_length=8, max_segments=2, document_layers=1)
+    spec = Matcher("SMITH", config)
+    probe = spec.start_probe(SimpleNamespace(data=data, seeds=[0]))
+    matcher = build_matcher("SMITH", config, 0)
+    corpus = block_corpus(matcher.encoder, data)
+    start_rule(matcher, corpus, data, pretrained=False)
+    vectors, owners = matcher.encoder.encode_corpus(corpus, progress=False)
+    number = {d: i for i, d in enumerate(corpus.doc_ids)}
+    dev = pairs["dev"]
+    cosines = stored_pair_cosines(vectors, owners, [number[p.source] for p in dev], [number[p.target] for p in dev])
+    assert probe["score"] == pytest.approx(roc_auc_score([p.label for p in dev], cosines))
+    assert 0.5 <= probe["accuracy"] <= 1.0 and "dev pairs (4" in probe["probe"]
+    pretrained = Matcher("SMITH", config, pretrain=PretrainConfig(steps=1, batch_size=2, learning_rate=1e-4))
+    assert pretrained.without_pretraining() == spec and spec.without_pretraining() is None

@@ -479,6 +479,9 @@ class GenerativeFamily(Family):
     def learning_rates(self, study) -> list[float]:
         return study.settings(NciSettings).nci_learning_rates
 
+    def chance(self, study, measure: str, split: str = "test") -> float | None:
+        return RETRIEVAL.chance(study, measure, split)  # the same corpus, ranked by identifiers
+
 
 GENERATIVE = GenerativeFamily()
 

@@ -22,8 +22,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from sklearn.metrics import roc_auc_score
 
 from longdoc.data.matching import MatchingDataset, load_matching
+from longdoc.eval.chance import random_ranking_value
 from longdoc.eval.classification import accuracy_threshold, classification_metrics, pair_outcomes
 from longdoc.eval.metrics import Run, evaluate, per_query
 from longdoc.eval.run_files import write_run
@@ -75,6 +77,20 @@ class MatchingFamily(Family):
 
     def learning_rates(self, study) -> list[float]:
         return study.settings(BudgetSettings).learning_rates
+
+    def chance(self, study, measure: str, split: str = "test") -> float | None:
+        """A constant label (Accuracy: the majority label's share; F1: every pair called a match), or a
+        random ranking of the other documents (the ranking measures)."""
+        pairs = study.data.split(split)
+        positive = sum(p.label for p in pairs) / len(pairs)
+        if measure == "Accuracy":
+            return max(positive, 1 - positive)
+        if measure == "F1":
+            return 2 * positive / (1 + positive)
+        relevant = [
+            n for n in (sum(1 for r in t.values() if r > 0) for t in study.data.ranking_qrels(split).values()) if n
+        ]
+        return random_ranking_value(measure, len(study.data.corpus) - 1, relevant) if relevant else None
 
 
 MATCHING = MatchingFamily()
@@ -360,6 +376,33 @@ class Matcher(Spec):
     def pretraining(self, study) -> dict | None:
         init = self.start(study)
         return pretraining_summary(init) if init else None
+
+    def without_pretraining(self) -> Matcher | None:
+        return None if self.pretrain is None else replace(self, pretrain=None, pretrain_encoder=None)
+
+    def start_probe(self, study) -> dict:
+        """The start (as fine-tuning would begin: weights, seed, block-head rule) on the dev pairs,
+        without training: ROC AUC of its document cosines, and accuracy at the dev-best threshold."""
+        init = self.start(study)
+        matcher = build_matcher(self.model, self.encoder, study.seeds[0], init)
+        corpus = block_corpus(matcher.encoder, study.data)
+        start_rule(matcher, corpus, study.data, pretrained=init is not None)
+        pairs = study.data.split("dev")
+        ids = sorted({d for p in pairs for d in (p.source, p.target)})
+        number, local = {d: i for i, d in enumerate(corpus.doc_ids)}, {d: i for i, d in enumerate(ids)}
+        vectors, owners = matcher.encoder.encode_corpus(
+            SegmentedCorpus(ids, [corpus.segments[number[d]] for d in ids]), progress=False
+        )
+        cosines = stored_pair_cosines(
+            vectors, owners, [local[p.source] for p in pairs], [local[p.target] for p in pairs]
+        ).tolist()
+        labels = [p.label for p in pairs]
+        accuracy = classification_metrics(labels, cosines, accuracy_threshold(labels, cosines))["Accuracy"]
+        return {
+            "probe": f"dev pairs ({len(pairs)}, ROC AUC of the start's cosines)",
+            "score": float(roc_auc_score(labels, cosines)),
+            "accuracy": accuracy,
+        }
 
     def fit(self, study, learning_rate: float, seed: int) -> FineTuned:
         return finetune_matcher(

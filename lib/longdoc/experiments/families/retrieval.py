@@ -26,7 +26,9 @@ import numpy as np
 
 from longdoc.data.beir import RetrievalDataset
 from longdoc.data.registry import load_dataset
+from longdoc.eval.chance import random_ranking_value
 from longdoc.eval.metrics import Run, evaluate, per_query
+from longdoc.eval.probes import in_batch_probe
 from longdoc.eval.run_files import write_run
 from longdoc.experiments.cache import cached_directory, portable
 from longdoc.experiments.families.pretraining import pretrained, pretraining_summary
@@ -47,6 +49,7 @@ from longdoc.train.pretrain import PretrainConfig
 MEASURES = ["MRR@100", "R@10", "R@100", "NDCG@10"]
 RUN_DEPTH = 100  # documents per query in every run (MRR@100, R@100)
 EVALUATION_SPLITS = ("dev", "test")
+PROBE_QUERIES = 128  # dev queries of a start's in-batch probe
 NEGATIVES = ("none", "bm25", "miner")  # "miner": static hard negatives from another fine-tuned model (SeDR's STAR)
 
 
@@ -64,6 +67,12 @@ class RetrievalFamily(Family):
 
     def learning_rates(self, study) -> list[float]:
         return study.settings(BudgetSettings).learning_rates
+
+    def chance(self, study, measure: str, split: str = "test") -> float | None:
+        """A random ranking of the whole corpus (:func:`~longdoc.eval.chance.random_ranking_value`)."""
+        qrels = study.data.split(split)[1]
+        relevant = [n for n in (sum(1 for r in docs.values() if r > 0) for docs in qrels.values()) if n]
+        return random_ranking_value(measure, len(study.data.corpus), relevant)
 
 
 RETRIEVAL = RetrievalFamily()
@@ -553,6 +562,25 @@ class Dense(Spec):
     def pretraining(self, study) -> dict | None:
         init = self.start(study)
         return pretraining_summary(init) if init else None
+
+    def without_pretraining(self) -> Dense | None:
+        return None if self.pretrain is None else replace(self, pretrain=None)
+
+    def start_key(self) -> str:
+        warm = self.warm_start.spec.start_key() if self.warm_start is not None else None
+        return repr((self.model, self.encoder, self.pretrain, self.pretrain_corpus, warm))
+
+    def start_probe(self, study) -> dict:
+        """The in-batch probe of the start on dev queries (:func:`~longdoc.eval.probes.in_batch_probe`):
+        score = accuracy of the relevant document among the batch's, loss its cross-entropy."""
+        model = self.starting_model(study)
+        queries, qrels = study.split("dev")
+        probe = in_batch_probe(model, segment_corpus(model, study.data), queries, qrels, size=PROBE_QUERIES)
+        return {
+            "probe": f"dev in-batch probe ({probe['queries']} queries, accuracy)",
+            "score": probe["accuracy"],
+            **probe,
+        }
 
     def warm_start_fit(self, study) -> FineTuned | None:
         """The fit this row starts from (its ``warm_start``'s first seed at that row's chosen rate), or None."""

@@ -20,6 +20,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from longdoc.eval.metrics import evaluate
 from longdoc.experiments.families.generative import (
     Ensemble,
     ExpandedBM25,
@@ -35,7 +36,8 @@ from longdoc.experiments.paper import paper_value as reported
 from longdoc.experiments.settings import EncoderSettings, settings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import System
-from longdoc.experiments.verdicts import Claim
+from longdoc.experiments.verdicts import Claim, Precondition
+from longdoc.index.bm25 import BM25Retriever
 
 PAPER = "nci"
 PAPER_MEASURES = {
@@ -149,6 +151,7 @@ def main_claims(study: Study, systems: list[System]) -> list[Claim]:
             "BM25+DocT5Query",
             "BM25",
             quoted("BM25+DocT5Query", "BM25"),
+            precondition=generator_works(study),
         ),
     ]
     if "NCI ensemble" in names:
@@ -196,7 +199,13 @@ def ablation_systems(study: Study) -> list[System]:
     return rows
 
 
-def ablation_claims() -> list[Claim]:
+GENERATION_ROWS = ("w/o query generation", "w/o DocT5Query")  # their claims test the generator's queries
+
+
+def ablation_claims(study: Study) -> list[Claim]:
+    """Table 3's claims; those about generated queries are testable only where the generator works
+    (:func:`generator_works`)."""
+    works = generator_works(study)
     return [
         Claim(
             f"removing a component hurts: NCI > {name}",
@@ -204,6 +213,7 @@ def ablation_claims() -> list[Claim]:
             name,
             f"NQ320k: {paper_value('NCI', table='Table 3'):.2f} vs {paper_value(name, table='Table 3'):.2f} MRR@100",
             CLAIM_MEASURE,
+            precondition=works if name in GENERATION_ROWS else None,
         )
         for name in ABLATIONS
     ]
@@ -371,6 +381,65 @@ def generation_summary(study: Study) -> pd.DataFrame:
     }
     rows |= {f"training examples: {kind}": n for kind, n in examples.items()}
     return pd.DataFrame({"value": {k: str(v) for k, v in rows.items()}})
+
+
+GENERATOR_QUALITY = 0.5  # generated queries must find their documents at least half as well as labelled ones
+
+
+def generator_quality(study: Study) -> dict[str, float]:
+    """How well the generated queries point at their documents, beside the labelled train queries:
+    BM25 over the (unexpanded) corpus, queried by each generated query, MRR@100 of the document it was
+    generated from; and by each labelled train query, of its relevant documents."""
+    generated, _ = generated_queries(
+        study.data, nci_spec(study).queries.generation, study.settings(NciSettings).backbone, study.progress
+    )
+    retriever = BM25Retriever().index(study.data.doc_ids, study.data.texts)
+    queries = {f"{d}#{i}": q for d, qs in generated.items() for i, q in enumerate(qs) if q.strip()}
+    own = {qid: {qid.rsplit("#", 1)[0]: 1} for qid in queries}
+    train_queries, train_qrels = study.split("train")
+    return {
+        "generated": evaluate(retriever.search(queries, 100), own, ["MRR@100"])["MRR@100"] if queries else 0.0,
+        "labelled": evaluate(retriever.search(train_queries, 100), train_qrels, ["MRR@100"])["MRR@100"],
+        "generated queries": len(queries),
+    }
+
+
+def generator_works(study: Study) -> Precondition:
+    """The precondition of every claim about query generation: its queries find their documents (BM25
+    MRR@100) at least :data:`GENERATOR_QUALITY` times as well as the labelled train queries do. A
+    generator that writes noise makes "w/o DocT5Query" a test of noise, not of docT5query."""
+    quality = generator_quality(study)
+    return Precondition(
+        quality["generated"] >= GENERATOR_QUALITY * quality["labelled"],
+        f"the query generator works: BM25 finds a generated query's document at MRR@100 "
+        f"{quality['generated']:.3f}, the labelled train queries' at {quality['labelled']:.3f} "
+        f"(needed: ≥ {GENERATOR_QUALITY:g}×)",
+    )
+
+
+def generated_samples(study: Study, documents: int = 3, characters: int = 240) -> pd.DataFrame:
+    """The first ``documents`` documents that a dev query judges relevant: their opening, their generated
+    queries, and the dev query, to read the generator's output beside what people ask."""
+    generated, _ = generated_queries(
+        study.data, nci_spec(study).queries.generation, study.settings(NciSettings).backbone, study.progress
+    )
+    queries, qrels = study.split("dev")
+    text = dict(zip(study.data.doc_ids, study.data.texts))
+    rows, seen = [], set()
+    for qid, judged in qrels.items():
+        for doc in (d for d, r in judged.items() if r > 0 and d not in seen and d in text):
+            seen.add(doc)
+            opening = " ".join(text[doc].split())[:characters]
+            rows.append(
+                {
+                    "document": f"{doc}: {opening}…",
+                    "generated queries": " | ".join(generated.get(doc, [])),
+                    "dev query": queries[qid],
+                }
+            )
+        if len(rows) >= documents:
+            break
+    return pd.DataFrame(rows[:documents])
 
 
 def parameter_counts(study: Study, systems: list[System]) -> pd.DataFrame:

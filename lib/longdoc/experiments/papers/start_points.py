@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from longdoc.eval.probes import in_batch_probe
-from longdoc.experiments.families.retrieval import Dense, segment_corpus
+from longdoc.experiments.families.retrieval import PROBE_QUERIES, Dense, segment_corpus
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import System
 from longdoc.models.biencoder import BiEncoder
@@ -56,7 +56,7 @@ ALTERNATIVES: dict[str, dict[str, Callable[[BiEncoder], None]]] = {
 }
 
 
-def start_probes(study: Study, systems: list[System], size: int = 128, alternatives: bool = True) -> pd.DataFrame:
+def start_probes(study: Study, systems: list[System], alternatives: bool = True) -> pd.DataFrame:
     """The probe of every system's start point and (``alternatives``) of each alternative start of
     its new parameters, for the systems that have them and are not pre-trained."""
     dev_queries, dev_qrels = study.split("dev")
@@ -65,36 +65,38 @@ def start_probes(study: Study, systems: list[System], size: int = 128, alternati
         spec = system.spec
         if not isinstance(spec, Dense):
             continue
-        start = (spec.model, repr(spec.encoder), repr(spec.pretrain), spec.pretrain_corpus)
+        start = spec.start_key()
         if start in probed:  # the same start point (e.g. one model under two fine-tuning protocols)
             rows[system.name] = {**rows[probed[start]], "start": f"as {probed[start]}"}
             continue
         probed[start] = system.name
-        model = spec.starting_model(study)
-        corpus = segment_corpus(model, study.data)
-        rows[system.name] = {"start": "ours", **in_batch_probe(model, corpus, dev_queries, dev_qrels, size=size)}
+        rows[system.name] = {"start": "ours", **study.start_probe(spec)}
         if spec.pretrain is not None or not alternatives:
             continue  # alternatives concern the untrained new parameters
+        model = spec.starting_model(study)
+        corpus = segment_corpus(model, study.data)
         for label, change in ALTERNATIVES.get(spec.model, {}).items():
             variant = spec.starting_model(study)
             with seeded(study.seeds[0]), torch.no_grad():
                 change(variant)
             rows[f"{system.name}: {label}"] = {
                 "start": label,
-                **in_batch_probe(variant, corpus, dev_queries, dev_qrels, size=size),
+                **in_batch_probe(variant, corpus, dev_queries, dev_qrels, size=PROBE_QUERIES),
             }
     table = pd.DataFrame(rows).T
     table["chance"] = 1.0 / table["queries"].astype(float)
     return table[["start", "queries", "accuracy", "chance", "loss", "cosine"]]
 
 
-def pretraining_variants(study: Study, variants: dict[str, dict], size: int = 128) -> pd.DataFrame:
+def pretraining_variants(study: Study, variants: dict[str, dict]) -> pd.DataFrame:
     """The dev probe of Longtriever's start after pre-training under each variant of the study's
     pre-training config (e.g. ``{"random decoder": {"decoder_init": "random"}}``), beside the start
     without pre-training; each pre-training is cached like the notebooks' own."""
     from dataclasses import replace
 
-    from longdoc.experiments.papers.longtriever import longtriever, losses_fell
+    from longdoc.experiments.families.pretraining import pretraining_history
+    from longdoc.experiments.papers.longtriever import longtriever
+    from longdoc.experiments.preconditions import losses_fell
 
     base = longtriever(study)
     systems = {
@@ -104,8 +106,11 @@ def pretraining_variants(study: Study, variants: dict[str, dict], size: int = 12
         label: replace(base, name=label, spec=replace(base.spec, pretrain=replace(base.spec.pretrain, **changes)))
         for label, changes in variants.items()
     }
-    table = start_probes(study, list(systems.values()), size=size, alternatives=False)
-    table["losses"] = [losses_fell(study, system)[1] if system.spec.pretrain else "" for system in systems.values()]
+    table = start_probes(study, list(systems.values()), alternatives=False)
+    table["losses"] = [
+        losses_fell(pretraining_history(system.spec.start(study))["history"])[1] if system.spec.pretrain else ""
+        for system in systems.values()
+    ]
     return table
 
 
