@@ -112,3 +112,34 @@ def test_exact_search_reuses_the_dense_fits_and_leaves_their_training_summary_to
     assert exact.fits[0].directory == dense.fits[0].directory and exact.training == [] and dense.training
     assert study.choices().loc["FirstP exact", "dev-best step per seed"] == ""
     assert set(exact.test_runs[0]) == set(dense.test_runs[0])  # the same queries, searched by exact cosine
+
+
+def test_one_ensemble_per_seed_from_the_members_fitted_with_that_seed():
+    """The ensemble's seed s votes the runs of every member fitted with seed s; a member outside the
+    table runs the study's seeds, and a member that lacks a seed is an error naming it."""
+    from types import SimpleNamespace
+
+    from longdoc.experiments.families.generative import Ensemble
+    from longdoc.experiments.systems import System
+
+    def runs(tag, seed):
+        return SimpleNamespace(runs={s: {"q": {f"{tag}{seed}": 1.0, "shared": 0.5}} for s in ("dev", "test")})
+
+    class Study:
+        def __init__(self):
+            self.results = {"NCI": SimpleNamespace(seeds=[0, 1], outcomes=[runs("a", 0), runs("a", 1)])}
+            self.ran = []
+
+        def run(self, system, seeds):
+            self.ran.append((system.name, seeds))
+            return SimpleNamespace(seeds=list(seeds), outcomes=[runs("b", s) for s in seeds])
+
+    members = (System("NCI", None), System("NCI (k-means seed 1)", None))
+    study = Study()
+    seeds, outcomes = Ensemble(members).evaluate(study, [0, 1])
+    assert seeds == [0, 1] and study.ran == [("NCI (k-means seed 1)", [0, 1])]
+    for seed, outcome in zip(seeds, outcomes):
+        expected = ensemble_run([{"q": {f"a{seed}": 1.0, "shared": 0.5}}, {"q": {f"b{seed}": 1.0, "shared": 0.5}}])
+        assert outcome.runs["test"] == expected and set(outcome.runs["test"]["q"]) == {f"a{seed}", f"b{seed}", "shared"}
+    with pytest.raises(ValueError, match=r"ensemble seed 2: members \['NCI'\]"):
+        Ensemble(members).evaluate(Study(), [2])

@@ -518,7 +518,9 @@ class Generative(Spec):
 
 @dataclass(frozen=True)
 class Ensemble(Spec):
-    """Its members' first-seed runs voting (:func:`ensemble_run`); a member already in the table keeps its seeds."""
+    """Its members voting (:func:`ensemble_run`), one ensemble per seed: the runs of every member fitted
+    with that seed (a member already in the table keeps its runs; the others run the study's seeds).
+    Seeds then vary the whole ensemble, so its interval against one model covers the seed spread."""
 
     members: tuple[System, ...]
 
@@ -526,15 +528,19 @@ class Ensemble(Spec):
     trained = False
 
     def evaluate(self, study, seeds: list[int]) -> tuple[list, list[RunOutcome]]:
-        members = [study.results[m.name] if m.name in study.results else study.run(m, seeds[:1]) for m in self.members]
-        return seeds[:1], [
-            RunOutcome(
-                {
-                    "test": ensemble_run([m.test_runs[0] for m in members]),
-                    "dev": ensemble_run([m.dev_runs[0] for m in members]),
-                }
+        members = [study.results[m.name] if m.name in study.results else study.run(m, seeds) for m in self.members]
+        outcomes = []
+        for seed in seeds:
+            missing = [s.name for s, m in zip(self.members, members) if seed not in m.seeds]
+            if missing:
+                raise ValueError(
+                    f"ensemble seed {seed}: members {missing} did not run it (they ran {members[0].seeds})"
+                )
+            runs = [m.outcomes[m.seeds.index(seed)].runs for m in members]
+            outcomes.append(
+                RunOutcome({split: ensemble_run([run[split] for run in runs]) for split in ("test", "dev")})
             )
-        ]
+        return list(seeds), outcomes
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ Rows of the main table (notebook 40), each on the same data and splits:
   exact cosine (the paper's "BERT + ANN (Faiss)" and "BERT + BruteForce", there coCondenser).
 - ``DSI``: :func:`dsi`.
 - ``NCI``: the full system; ``NCI ensemble``: NCI plus ``nci_ensemble - 1`` models on identifiers
-  from other k-means seeds (first seed each), voting.
+  from other k-means seeds, voting, one ensemble per seed (each of its members trained with that seed).
 
 Ablation rows (notebook 41) change one component and take NCI's dev-chosen learning rate.
 """
