@@ -50,6 +50,65 @@ def test_nci_memorises_a_tiny_corpus(tiny_bert, tokenizer, alpha):
     assert sum(max(hits, key=hits.get) == topic for topic, hits in run.items()) >= 6
 
 
+def test_the_step_mask_keeps_each_position_s_digits_and_eos():
+    positional, shared = IdTokenizer(base=3, depth=2), IdTokenizer(base=3, depth=2, positional=False)
+    mask = positional.step_mask(3)
+    assert [list(map(int, row)) for row in mask] == [
+        [0, 1, 1, 1, 1, 0, 0, 0],
+        [0, 1, 0, 0, 0, 1, 1, 1],
+        [0, 1] + [0] * 6,
+    ]
+    assert shared.step_mask(2).tolist() == [[False, True, True, True, True]] * 2  # DSI: every digit, every step
+
+
+def test_the_per_position_cross_entropy_is_the_softmax_over_the_position_s_tokens(tiny_bert_with, tokenizer):
+    """As released: at the same weights, the first step's logged cross-entropy is the brute-force mean
+    of -log softmax over each step's allowed tokens; over the whole vocabulary it is higher."""
+    ids = random_ids(len(TOPICS), k=2, c=3, seed=0)
+    id_tokenizer = IdTokenizer.fit(ids)
+    config = NciConfig(
+        backbone="tiny",
+        vocab_size=id_tokenizer.vocab_size,
+        max_id_length=id_tokenizer.depth + 1,
+        decoder_layers=1,
+        adaptor_layers=1,
+        adaptor_rank=2,
+        dropout=0.0,
+    )
+    encoder = tiny_bert_with(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # same logits in train mode
+    examples = [(f"what is a {topic}", number) for number, topic in enumerate(TOPICS)][:4]
+    tokens = [id_tokenizer.encode(i) for i in ids]
+    mask = id_tokenizer.step_mask(config.max_id_length)
+    logged = {}
+    for per_position in (True, False):
+        torch.manual_seed(0)
+        model = NciModel.build(config, encoder, tokenizer)
+        train = NciTrainConfig(
+            steps=1,
+            batch_size=4,
+            alpha=0.0,
+            per_position=per_position,
+            encoder_learning_rate=0.0,
+            decoder_learning_rate=0.0,
+            eval_every=1,
+        )
+        if per_position:
+            torch.manual_seed(0)
+            reference = NciModel.build(config, encoder, tokenizer)
+            reference.eval()
+            inputs = reference.query_inputs([q for q, _ in examples])
+            decoder_inputs, labels = identifier_batch([tokens[n] for _, n in examples])
+            with torch.no_grad():
+                logits = reference(**inputs, decoder_input_ids=decoder_inputs).logits
+            allowed = torch.from_numpy(mask[: logits.shape[1]])
+            log_probs = logits.masked_fill(~allowed, float("-inf")).log_softmax(-1)
+            chosen = labels != -100
+            expected = -log_probs.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)[chosen].mean().item()
+        result = train_nci(model, examples, tokens, train, progress=False, step_mask=mask)
+        logged[per_position] = result.history[0]["terms"]["cross_entropy"]
+    assert logged[True] == pytest.approx(expected, rel=1e-4) and logged[False] > logged[True]
+
+
 def test_examples_outside_the_identifiers_are_refused(tiny_bert, tokenizer):
     model = NciModel.build(
         NciConfig(backbone="tiny", vocab_size=8, max_id_length=3, decoder_layers=1), tiny_bert, tokenizer

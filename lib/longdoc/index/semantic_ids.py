@@ -124,3 +124,12 @@ class IdTokenizer:
     def allowed_at(self, step: int) -> range:
         """The tokens of digits at ``step`` (a decoder step may emit only these, or EOS)."""
         return range(self._offset(step), self._offset(step) + self.base)
+
+    def step_mask(self, steps: int) -> np.ndarray:
+        """``[steps, vocab_size]`` booleans: the tokens each decoder step may emit, its position's digits
+        (none past ``depth``) and EOS; the released code masks every other logit at each step."""
+        mask = np.zeros((steps, self.vocab_size), dtype=bool)
+        mask[:, self.EOS] = True
+        for step in range(min(steps, self.depth)):
+            mask[step, self.allowed_at(step).start : self.allowed_at(step).stop] = True
+        return mask

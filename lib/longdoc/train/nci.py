@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from accelerate.utils import set_seed
@@ -35,6 +36,7 @@ class NciTrainConfig:
     alpha: float = 0.15  # α of eq. 6 (0: no consistency regularisation, one pass)
     temperature: float = 1.0  # τ of eq. 5
     normalized_states: bool = False  # eq. 5 over unit-length states (cosine): not the paper's, for measuring
+    per_position: bool = True  # each step's cross-entropy over its position's tokens and EOS, as released
     warmup_ratio: float = 0.1
     weight_decay: float = 1e-4  # the released code's
     max_grad_norm: float = 1.0
@@ -105,14 +107,18 @@ def train_nci(
     dev_eval: Callable[[NciModel, int], float] | None = None,
     progress: bool = True,
     checkpoint: Checkpointer | None = None,
+    step_mask: np.ndarray | None = None,
 ) -> TrainResult:
     """Train ``model`` in place on ``examples`` (query text, document number), the document numbers
     indexing ``identifiers`` (token sequences ending in EOS); on return it holds the weights of the
-    best dev evaluation. Each history record carries the mean of every loss term, the adaptor's relative
+    best dev evaluation. ``step_mask`` (:meth:`IdTokenizer.step_mask`) with ``config.per_position``:
+    each step's logits outside its position's tokens and EOS are masked before the cross-entropy, as
+    the released code does (without it, every step's softmax runs over the whole identifier vocabulary). Each history record carries the mean of every loss term, the adaptor's relative
     change and the states' norm (:func:`diagnostics`) since the previous record."""
     if any(not 0 <= number < len(identifiers) for _, number in examples):
         raise ValueError(f"an example names a document number outside 0..{len(identifiers) - 1}")
     set_seed(config.seed)
+    mask = torch.from_numpy(step_mask) if step_mask is not None and config.per_position else None
 
     def step_loss(wrapped, local: list[tuple[str, int]], device) -> tuple[torch.Tensor, float]:
         queries = [query for query, _ in local]
@@ -126,8 +132,11 @@ def train_nci(
         )
         plain, states = out.decoder_hidden_states
         labels = labels.to(device)
+        logits = out.logits
+        if mask is not None:
+            logits = logits.masked_fill(~mask[: logits.shape[1]].to(device), torch.finfo(logits.dtype).min)
         losses = nci_loss(
-            out.logits,
+            logits,
             F.normalize(states, dim=-1) if config.normalized_states else states,
             labels,
             config.alpha,

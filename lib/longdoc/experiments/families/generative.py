@@ -327,6 +327,7 @@ def finetune_nci(
             dev_eval=evaluation,
             progress=progress,
             checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES),
+            step_mask=id_tokenizer.step_mask(config.max_id_length),
         )
         (directory / "model").mkdir()
         torch.save(model.state_dict(), directory / "model" / "model.pt")
