@@ -92,3 +92,24 @@ def test_a_study_checks_the_pretrained_row_against_its_start_without_pretraining
     row_verdict = assess(study, [Claim("LT beats BM25", "LT", "BM25")]).iloc[0]
     assert row_verdict["verdict"] == NOT_TESTABLE  # one seed, and whatever the pre-training did
     assert f"{'met' if first.holds else 'NOT met'}: pre-training of LT works" in row_verdict["condition"]
+
+
+def test_a_row_still_improving_at_its_last_evaluation_has_not_reached_its_plateau():
+    """Only where the family trains to a plateau (NCI's); a row without training needs none."""
+    from longdoc.experiments.preconditions import reached_plateau
+
+    def training(best, last):
+        return {"best_step": best, "dev_curve": [[s, 0.1] for s in range(60, last + 1, 60)]}
+
+    results = {
+        "NCI": SimpleNamespace(training=[training(180, 300), training(120, 240)]),
+        "DSI": SimpleNamespace(training=[training(240, 240), training(120, 240)]),
+        "BM25": SimpleNamespace(training=[]),
+    }
+    study = SimpleNamespace(results=results, family=SimpleNamespace(trains_to_plateau=True))
+    assert reached_plateau(study, "NCI").holds and reached_plateau(study, "BM25") is None
+    condition = reached_plateau(study, "DSI")
+    assert not condition.holds and condition.routine
+    assert condition.what == "DSI reached its dev plateau (dev-best step [240, 120] of [240, 240] trained, per seed)"
+    study.family.trains_to_plateau = False
+    assert reached_plateau(study, "DSI") is None

@@ -156,3 +156,49 @@ def test_a_continued_run_takes_the_batches_after_its_warm_starts():
         assert batches(8 - first, first) == fresh[first:]
     assert continued_order(0, 3) == (0, 0) and continued_order(3, 3) == (1, 0) and continued_order(4, 3) == (2, 1)
     assert batches(3, 3)[0] != fresh[0]  # a run continued after one epoch starts on the next shuffle
+
+
+def test_early_stopping_ends_at_the_dev_plateau_and_keeps_the_best_weights():
+    """``patience``: training stops once that many dev evaluations in a row fail to beat the best, and
+    the model holds the best evaluation's weights; without patience every step runs."""
+    from dataclasses import dataclass
+
+    from torch import nn
+
+    from longdoc.train.steps import run_steps
+
+    @dataclass
+    class Config:
+        steps: int = 10
+        batch_size: int = 1
+        learning_rate: float = 0.1
+        weight_decay: float = 0.0
+        warmup_ratio: float = 0.0
+        max_grad_norm: float = 0.0
+        eval_every: int = 1
+        seed: int = 0
+        patience: int = 0
+
+    scores = [0.1, 0.5, 0.4, 0.45, 0.3, 0.9, 0.2, 0.1, 0.1, 0.1]  # peaks at step 2 (then at 6, too late for patience 3)
+
+    def train(patience):
+        model = nn.Linear(1, 1, bias=False)
+        weights = {}
+
+        def dev_eval(m, step):
+            weights[step] = m.weight.item()
+            return scores[step - 1]
+
+        def step_loss(wrapped, local, device):
+            return (wrapped.weight - 5.0).pow(2).sum(), 0.0
+
+        result = run_steps(
+            model, ["x"], Config(patience=patience), step_loss, description="plateau", dev_eval=dev_eval, progress=False
+        )
+        return result, model.weight.item(), weights
+
+    stopped, weight, seen = train(3)
+    assert stopped.stopped_early and [h["step"] for h in stopped.history] == [1, 2, 3, 4, 5]
+    assert stopped.best_step == 2 and weight == pytest.approx(seen[2])
+    full, _, _ = train(0)
+    assert not full.stopped_early and len(full.history) == 10 and full.best_step == 6

@@ -149,7 +149,15 @@ PARAMETERS: dict[str, Parameter] = {
     ),
     "sweep_sentence_layers": Parameter(list, "L1 values of SMITH Table 6 (the paper: 2, 4, 6)", minimum=1, item=int),
     # NCI (notebooks 40-45)
-    "nci_train_steps": Parameter(int, "optimizer steps of every NCI and DSI training run", minimum=1),
+    "nci_train_steps": Parameter(
+        int, "optimizer steps of every NCI and DSI training run (the cap, with nci_patience)", minimum=1
+    ),
+    "nci_patience": Parameter(
+        int,
+        "dev evaluations in a row without a new best after which an NCI or DSI run stops: each row trains to "
+        "its own dev plateau (0: every run takes nci_train_steps steps)",
+        minimum=0,
+    ),
     "nci_batch_size": Parameter(
         int, "(query, identifier) examples per NCI step (the paper: 16 per GPU, 128 in all)", minimum=2
     ),

@@ -3,6 +3,9 @@ names it, in every notebook (:meth:`longdoc.experiments.study.Study.precondition
 
 - **above chance**: its mean test measure beats a system without skill (:meth:`Family.chance`: a
   random ranking, a constant label); a model below chance learned nothing a comparison could read;
+- **at its dev plateau** (a family whose rows train to their plateau, NCI's): every run's dev-best
+  evaluation came before its last, so the comparison is not one of budgets (a row still improving at
+  the cap, beside rows that had levelled off, would measure epochs);
 - **pre-training works** (a pre-trained row): every pre-training loss fell by :data:`LOSS_FALL`, and
   its start beats the same model's start without pre-training on the family's dev probe
   (:meth:`Spec.start_probe`: higher score, and lower loss where the probe has one). A row whose
@@ -72,4 +75,19 @@ def above_chance(study, name: str, measure: str) -> Precondition | None:
     mean = study.table([name], [measure])[measure].iloc[0]
     return Precondition(
         bool(mean > chance), f"{name} above chance ({measure} {mean:.3f} vs {chance:.3f})", routine=True
+    )
+
+
+def reached_plateau(study, name: str) -> Precondition | None:
+    """Whether every run of a trained row of a plateau-training family peaked before its last dev
+    evaluation (None: the family does not train to a plateau, or the row is not trained)."""
+    result = study.results[name]
+    if not study.family.trains_to_plateau or not result.training:
+        return None
+    best = [t["best_step"] for t in result.training]
+    last = [t["dev_curve"][-1][0] for t in result.training]
+    return Precondition(
+        all(b < end for b, end in zip(best, last)),
+        f"{name} reached its dev plateau (dev-best step {best} of {last} trained, per seed)",
+        routine=True,
     )

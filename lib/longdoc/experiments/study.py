@@ -36,7 +36,7 @@ from longdoc.experiments.cache import code_fingerprint
 from longdoc.experiments.fitting import FineTuned
 from longdoc.experiments.paper import paper_beside
 from longdoc.experiments.parameters import PARAMETERS, check_parameters
-from longdoc.experiments.preconditions import above_chance, pretraining_works
+from longdoc.experiments.preconditions import above_chance, pretraining_works, reached_plateau
 from longdoc.experiments.records import RESULTS_DIR, check_record_slot, write_metrics
 from longdoc.experiments.settings import SETTINGS, StudySettings, from_parameters, required_fields
 from longdoc.experiments.systems import Family, Result, Spec, System
@@ -216,10 +216,11 @@ class Study:
 
     def preconditions(self, name: str, measure: str) -> list[Precondition]:
         """What must hold of system ``name`` for a claim on ``measure`` to be tested
-        (:mod:`longdoc.experiments.preconditions`): its pre-training works, it is above chance."""
+        (:mod:`longdoc.experiments.preconditions`): its pre-training works, it is above chance, it
+        reached its dev plateau (where its family trains to one)."""
         if (name, measure) not in self._preconditions:
             system = self.results[name].system
-            found = [pretraining_works(self, system), above_chance(self, name, measure)]
+            found = [pretraining_works(self, system), above_chance(self, name, measure), reached_plateau(self, name)]
             self._preconditions[name, measure] = [c for c in found if c is not None]
         return self._preconditions[name, measure]
 

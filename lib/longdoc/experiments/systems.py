@@ -44,6 +44,7 @@ class Family:
     selection_measure: str = ""  # the dev measure that chooses learning rates and checkpoints
     measures: tuple[str, ...] = ()  # the test measures of tables and records
     dev_measures: tuple[str, ...] = ()  # the dev measures of tables and records (default: ``measures``)
+    trains_to_plateau: bool = False  # its rows train to their dev plateau: a claim needs every run to reach it
 
     def load(self, study) -> Any:
         """The study's data, every split it needs present (an error before any training)."""

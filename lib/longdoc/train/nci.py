@@ -41,11 +41,14 @@ class NciTrainConfig:
     weight_decay: float = 1e-4  # the released code's
     max_grad_norm: float = 1.0
     eval_every: int = 0  # dev evaluation every this many steps (0: after every pass); always after the last
+    patience: int = 0  # > 0: stop after this many dev evaluations in a row without a new best (the dev plateau)
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1 or self.steps < 0 or self.eval_every < 0 or self.alpha < 0:
-            raise ValueError(f"epochs >= 1, batch_size >= 1 and steps, eval_every, alpha >= 0 are required: {self}")
+        if self.epochs < 1 or self.batch_size < 1 or min(self.steps, self.eval_every, self.alpha, self.patience) < 0:
+            raise ValueError(
+                f"epochs >= 1, batch_size >= 1 and steps, eval_every, alpha, patience >= 0 are required: {self}"
+            )
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
 

@@ -56,6 +56,7 @@ class TrainResult:
     config: dict = field(default_factory=dict)
     train_seconds: float = 0.0  # wall time of the optimizer steps (dev evaluations and saving excluded)
     steps_per_epoch: int = 0
+    stopped_early: bool = False  # ``patience`` evaluations in a row did not beat the best: training ended there
 
 
 StepLoss = Callable[[nn.Module, list, torch.device], "tuple[torch.Tensor, float | dict[str, float]]"]
@@ -105,6 +106,8 @@ def run_steps(
     batch_size, learning_rate, weight_decay, warmup_ratio, max_grad_norm, eval_every, seed);
     ``optimizer_factory(model, total_steps)`` replaces AdamW-with-warm-up (e.g. NCI's two learning
     rates). ``dev_eval`` and every ``state`` object that has ``state_dict`` are saved and restored.
+    A config with ``patience`` > 0 stops training when that many dev evaluations in a row do not beat
+    the best (early stopping at the dev plateau; ``steps`` is then the cap, and the schedule's).
     """
     if not items:
         raise ValueError(f"{description}: no training item")
@@ -127,6 +130,7 @@ def run_steps(
     if hasattr(dev_eval, "state_dict"):
         stateful["dev_eval"] = dev_eval
     best_state, step, epoch, position, losses = None, 0, 0, 0, []  # position: batches taken in this epoch
+    patience, stale = getattr(config, "patience", 0), 0  # stale: evaluations in a row without a new best
     # a continued run (``first_step``: steps its warm start already took) starts where that order stopped
     epoch, position = continued_order(getattr(config, "first_step", 0), steps_per_epoch)
     saved = checkpoint.load() if checkpoint is not None else None
@@ -139,6 +143,8 @@ def run_steps(
         step, epoch, position, losses, best_state = (
             saved[k] for k in ("step", "epoch", "position", "losses", "best_state")
         )
+        stale = saved.get("stale", 0)
+        result.stopped_early = bool(patience) and stale >= patience
         result.history, result.best_step, result.best_dev = saved["history"], saved["best_step"], saved["best_dev"]
         result.train_seconds = saved["train_seconds"]
         for name, obj in stateful.items():
@@ -146,13 +152,13 @@ def run_steps(
     bar = tqdm(
         total=total_steps, initial=step, desc=description, disable=not (progress and accelerator.is_main_process)
     )
-    while step < total_steps:
+    while step < total_steps and not result.stopped_early:
         if position == 0:
             epoch += 1
         order = list(items)
         random.Random(config.seed + epoch).shuffle(order)  # the same order on every process
         for start in range(position * global_batch, steps_per_epoch * global_batch, global_batch):
-            if step >= total_steps:
+            if step >= total_steps or result.stopped_early:
                 break
             local = order[start : start + global_batch][rank * config.batch_size : (rank + 1) * config.batch_size]
             if not local:
@@ -186,9 +192,12 @@ def run_steps(
                 if dev_eval is not None:
                     record["dev"] = float(dev_eval(accelerator.unwrap_model(wrapped), step))
                     if best_state is None or record["dev"] > result.best_dev:
-                        result.best_dev, result.best_step = record["dev"], step
+                        result.best_dev, result.best_step, stale = record["dev"], step, 0
                         best_state = copy.deepcopy(accelerator.unwrap_model(wrapped).state_dict())
+                    else:
+                        stale += 1
                 result.history.append(record)
+                result.stopped_early = bool(patience) and stale >= patience
             if checkpoint is not None and checkpoint.due(step):
                 checkpoint.save(
                     {
@@ -206,6 +215,7 @@ def run_steps(
                         "best_step": result.best_step,
                         "best_dev": result.best_dev,
                         "train_seconds": result.train_seconds,
+                        "stale": stale,
                         "state": {name: obj.state_dict() for name, obj in stateful.items()},
                     }
                 )

@@ -404,6 +404,7 @@ class NciSettings:
     nci_train_steps: int
     nci_batch_size: int
     nci_dev_evals: int
+    nci_patience: int
     nci_learning_rates: list
     nci_query_length: int
     nci_k: int
@@ -457,7 +458,8 @@ class NciSettings:
         return replace(self.decoding(), beam_size=self.nci_dev_beam)
 
     def train_config(self, learning_rate: float, seed: int, alpha: float) -> NciTrainConfig:
-        """The NCI budget; the decoder takes ``DECODER_LEARNING_RATE_SHARE`` of the encoder's rate."""
+        """The NCI budget (each run to its dev plateau with ``nci_patience``, at most ``nci_train_steps``);
+        the decoder takes ``DECODER_LEARNING_RATE_SHARE`` of the encoder's rate."""
         return NciTrainConfig(
             steps=self.nci_train_steps,
             batch_size=self.nci_batch_size,
@@ -465,6 +467,7 @@ class NciSettings:
             decoder_learning_rate=learning_rate * DECODER_LEARNING_RATE_SHARE,
             alpha=alpha,
             eval_every=max(1, self.nci_train_steps // self.nci_dev_evals),
+            patience=self.nci_patience,
             seed=seed,
         )
 
@@ -473,6 +476,7 @@ class GenerativeFamily(Family):
     name = "generative"
     selection_measure = "MRR@100"
     measures = tuple(NCI_MEASURES)
+    trains_to_plateau = True  # rows differ sixfold in examples: each trains to its own dev plateau (nci_patience)
 
     def load(self, study) -> RetrievalDataset:
         return RETRIEVAL.load(study)

@@ -383,6 +383,26 @@ def generation_summary(study: Study) -> pd.DataFrame:
     return pd.DataFrame({"value": {k: str(v) for k, v in rows.items()}})
 
 
+def training_budget(study: Study) -> pd.DataFrame:
+    """What each trained row really got (the budget stated): its training examples, the steps it took
+    (it stops at its dev plateau, at most ``nci_train_steps``), the step of its dev best and the epochs
+    over its own examples at that step, per seed."""
+    rows = {}
+    for name, result in study.results.items():
+        if not result.fits or not result.training:
+            continue
+        fit, training = result.fits[0], result.training
+        per_epoch = fit.last["steps_per_epoch"]
+        rows[name] = {
+            "examples": fit.history.get("examples"),
+            "steps trained": ", ".join(str(t["dev_curve"][-1][0]) for t in training),
+            "dev-best step": ", ".join(str(t["best_step"]) for t in training),
+            "epochs at the dev best": ", ".join(f"{t['best_step'] / per_epoch:.1f}" for t in training),
+            "plateau reached": all(t["best_step"] < t["dev_curve"][-1][0] for t in training),
+        }
+    return pd.DataFrame(rows).T
+
+
 GENERATOR_QUALITY = 0.5  # generated queries must find their documents at least half as well as labelled ones
 
 
