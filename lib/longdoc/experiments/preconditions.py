@@ -50,15 +50,13 @@ def beats(probe: dict, plain: dict) -> bool:
 
 def pretraining_works(study, system) -> Precondition | None:
     """The pre-trained row's precondition (None: the row is not pre-trained or its family has no probe)."""
-    from longdoc.experiments.families.pretraining import pretraining_history
-
     plain_spec = system.spec.without_pretraining()
     if plain_spec is None:
         return None
     probe, plain = study.start_probe(system.spec), study.start_probe(plain_spec)
     if probe is None or plain is None:
         return None
-    fell, falls = losses_fell(pretraining_history(system.spec.start(study))["history"])
+    fell, falls = losses_fell(system.spec.pretraining_steps(study))
     loss = f", loss {probe['loss']:.3f} vs {plain['loss']:.3f}" if "loss" in probe and "loss" in plain else ""
     return Precondition(
         fell and beats(probe, plain),

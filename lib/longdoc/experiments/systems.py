@@ -104,6 +104,10 @@ class Spec:
         """A summary of the pre-training behind the start, for the record (None: none)."""
         return None
 
+    def pretraining_steps(self, study) -> list[dict]:
+        """One record per pre-training step (its phase and losses) behind the start; [] when none."""
+        return []
+
     def without_pretraining(self) -> Spec | None:
         """The same row started without its pre-training: the start a pre-trained row must beat
         (None: the row is not pre-trained)."""

@@ -30,7 +30,7 @@ from longdoc.eval.classification import accuracy_threshold, classification_metri
 from longdoc.eval.metrics import Run, evaluate, per_query
 from longdoc.eval.run_files import write_run
 from longdoc.experiments.cache import portable
-from longdoc.experiments.families.pretraining import Documents, pretrained, pretraining_summary
+from longdoc.experiments.families.pretraining import Documents, pretrained, pretraining_history, pretraining_summary
 from longdoc.experiments.families.retrieval import encoder_key
 from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune
 from longdoc.experiments.settings import BudgetSettings, ProcessSettings
@@ -376,6 +376,10 @@ class Matcher(Spec):
     def pretraining(self, study) -> dict | None:
         init = self.start(study)
         return pretraining_summary(init) if init else None
+
+    def pretraining_steps(self, study) -> list[dict]:
+        init = self.start(study)
+        return pretraining_history(init)["history"] if init else []
 
     def without_pretraining(self) -> Matcher | None:
         return None if self.pretrain is None else replace(self, pretrain=None, pretrain_encoder=None)

@@ -31,7 +31,7 @@ from longdoc.eval.metrics import Run, evaluate, per_query
 from longdoc.eval.probes import in_batch_probe
 from longdoc.eval.run_files import write_run
 from longdoc.experiments.cache import cached_directory, portable
-from longdoc.experiments.families.pretraining import pretrained, pretraining_summary
+from longdoc.experiments.families.pretraining import pretrained, pretraining_history, pretraining_summary
 from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune, save_fit
 from longdoc.experiments.settings import BudgetSettings
 from longdoc.experiments.systems import Family, Spec, System
@@ -562,6 +562,10 @@ class Dense(Spec):
     def pretraining(self, study) -> dict | None:
         init = self.start(study)
         return pretraining_summary(init) if init else None
+
+    def pretraining_steps(self, study) -> list[dict]:
+        init = self.start(study)
+        return pretraining_history(init)["history"] if init else []
 
     def without_pretraining(self) -> Dense | None:
         return None if self.pretrain is None else replace(self, pretrain=None)
