@@ -82,3 +82,26 @@ def test_gain_growth_resamples_seeds_as_well_as_queries():
     steady, spread = gain_growth(agreeing, other, buckets), gain_growth(disagreeing, other, buckets)
     assert steady["growth"] == pytest.approx(spread["growth"])
     assert spread["95% CI high"] - spread["95% CI low"] > 1.5 * (steady["95% CI high"] - steady["95% CI low"])
+
+
+def test_figure_4_claims_need_enough_queries_in_their_buckets():
+    """SeDR Figure 4's claims, posed on the segments a document fills: the one-segment claims are not
+    testable with 3 queries there, the longest bucket's are (12 queries), and its gain is the bucket's."""
+    from types import SimpleNamespace
+
+    from longdoc.experiments.papers.sedr import length_claims
+    from longdoc.experiments.verdicts import NOT_TESTABLE
+
+    queries = [f"q{i}" for i in range(15)]
+    buckets = segment_buckets(pd.Series([10] * 3 + [500] * 12, index=queries), 62, 4)
+    sedr = [{q: 0.9 for q in queries}, {q: 0.8 for q in queries}]
+    other = [{q: 0.2 for q in queries}, {q: 0.3 for q in queries}]
+    results = {
+        name: SimpleNamespace(per_item=lambda data, measure, s=s: s)
+        for name, s in {"SeDR": sedr, "MaxP": other, "FirstP": other}.items()
+    }
+    table = length_claims(SimpleNamespace(results=results, data=None), buckets, "SeDR", "MaxP", "FirstP")
+    assert len(table) == 6 and list(table["verdict"][[1, 2, 4, 5]]) == [NOT_TESTABLE] * 4
+    assert list(table["verdict"][[0, 3]]) == ["holds", "holds"]
+    assert table.loc[0, "claim"] == "SeDR above MaxP on documents filling ≥ 4 segments"
+    assert table.loc[0, "ours: Δ [95% CI]"].startswith("+0.6 ") and "1 segment: 3 queries" in table.loc[2, "condition"]
