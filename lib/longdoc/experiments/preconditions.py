@@ -36,7 +36,7 @@ def losses_fell(history: list[dict]) -> tuple[bool, str]:
             first = sum(r[loss] for r in full[:window]) / window
             last = sum(r[loss] for r in full[-window:]) / window
             falls[loss] = (first - last) / first
-    text = ", ".join(f"{loss.upper()} −{fall:.0%}" for loss, fall in falls.items())
+    text = ", ".join(f"{loss.upper()} {0.0 - fall:+.0%}".replace("-", "−") for loss, fall in falls.items())
     return bool(falls) and all(fall >= LOSS_FALL for fall in falls.values()), text
 
 
@@ -60,7 +60,8 @@ def pretraining_works(study, system) -> Precondition | None:
     loss = f", loss {probe['loss']:.3f} vs {plain['loss']:.3f}" if "loss" in probe and "loss" in plain else ""
     return Precondition(
         fell and beats(probe, plain),
-        f"pre-training of {system.name} works (losses −{LOSS_FALL:.0%}: {falls}; its start beats the start "
+        f"pre-training of {system.name} works (every loss down {LOSS_FALL:.0%} from its first tenth of steps to its "
+        f"last: {falls}; its start beats the start "
         f"without pre-training on the {probe['probe']}: {probe['score']:.3f} vs {plain['score']:.3f}{loss})",
     )
 
@@ -80,7 +81,9 @@ def reached_plateau(study, name: str) -> Precondition | None:
     """Whether every run of a trained row of a plateau-training family peaked before its last dev
     evaluation (None: the family does not train to a plateau, or the row is not trained)."""
     result = study.results[name]
-    if not study.family.trains_to_plateau or not result.training:
+    if (
+        not result.system.family.trains_to_plateau or not result.training
+    ):  # the row's family (FirstP in NCI's table: none)
         return None
     best = [t["best_step"] for t in result.training]
     last = [t["dev_curve"][-1][0] for t in result.training]
