@@ -9,6 +9,17 @@ from longdoc.train.nci import NciTrainConfig, identifier_batch, train_nci
 TOPICS = ["kernel", "socket", "thread", "signal", "memory", "file", "clock", "pipe"]
 
 
+def tiny_nci_config(id_tokenizer: IdTokenizer, **changes) -> NciConfig:
+    """One decoder layer, one PAWA layer of rank 2 over the tiny backbone."""
+    fields = dict(decoder_layers=1, adaptor_layers=1, adaptor_rank=2)
+    return NciConfig(
+        backbone="tiny",
+        vocab_size=id_tokenizer.vocab_size,
+        max_id_length=id_tokenizer.depth + 1,
+        **(fields | changes),
+    )
+
+
 def test_identifier_batch_shifts_right_after_the_start_token():
     inputs, labels = identifier_batch([[5, 9, 1], [4, 1]])
     assert inputs.tolist() == [[0, 5, 9], [0, 4, 0]]
@@ -21,14 +32,7 @@ def test_nci_memorises_a_tiny_corpus(tiny_bert, tokenizer, alpha):
     id_tokenizer = IdTokenizer.fit(ids)
     torch.manual_seed(0)
     model = NciModel.build(
-        NciConfig(
-            backbone="tiny",
-            vocab_size=id_tokenizer.vocab_size,
-            max_id_length=id_tokenizer.depth + 1,
-            decoder_layers=1,
-            adaptor_layers=1,
-            adaptor_rank=2,
-        ),
+        tiny_nci_config(id_tokenizer),
         tiny_bert,
         tokenizer,
     )
@@ -66,15 +70,7 @@ def test_the_per_position_cross_entropy_is_the_softmax_over_the_position_s_token
     of -log softmax over each step's allowed tokens; over the whole vocabulary it is higher."""
     ids = random_ids(len(TOPICS), k=2, c=3, seed=0)
     id_tokenizer = IdTokenizer.fit(ids)
-    config = NciConfig(
-        backbone="tiny",
-        vocab_size=id_tokenizer.vocab_size,
-        max_id_length=id_tokenizer.depth + 1,
-        decoder_layers=1,
-        adaptor_layers=1,
-        adaptor_rank=2,
-        dropout=0.0,
-    )
+    config = tiny_nci_config(id_tokenizer, dropout=0.0)
     encoder = tiny_bert_with(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # same logits in train mode
     examples = [(f"what is a {topic}", number) for number, topic in enumerate(TOPICS)][:4]
     tokens = [id_tokenizer.encode(i) for i in ids]

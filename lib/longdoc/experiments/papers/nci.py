@@ -406,13 +406,19 @@ def training_budget(study: Study) -> pd.DataFrame:
 GENERATOR_QUALITY = 0.5  # generated queries must find their documents at least half as well as labelled ones
 
 
+def study_generated_queries(study: Study) -> dict[str, list[str]]:
+    """The generated queries NCI trains on under the study's parameters (cached, shared)."""
+    spec = nci_spec(study)
+    return generated_queries(study.data, spec.queries.generation, study.settings(NciSettings).backbone, study.progress)[
+        0
+    ]
+
+
 def generator_quality(study: Study) -> dict[str, float]:
     """How well the generated queries point at their documents, beside the labelled train queries:
     BM25 over the (unexpanded) corpus, queried by each generated query, MRR@100 of the document it was
     generated from; and by each labelled train query, of its relevant documents."""
-    generated, _ = generated_queries(
-        study.data, nci_spec(study).queries.generation, study.settings(NciSettings).backbone, study.progress
-    )
+    generated = study_generated_queries(study)
     retriever = BM25Retriever().index(study.data.doc_ids, study.data.texts)
     queries = {f"{d}#{i}": q for d, qs in generated.items() for i, q in enumerate(qs) if q.strip()}
     own = {qid: {qid.rsplit("#", 1)[0]: 1} for qid in queries}
@@ -440,9 +446,7 @@ def generator_works(study: Study) -> Precondition:
 def generated_samples(study: Study, documents: int = 3, characters: int = 240) -> pd.DataFrame:
     """The first ``documents`` documents that a dev query judges relevant: their opening, their generated
     queries, and the dev query, to read the generator's output beside what people ask."""
-    generated, _ = generated_queries(
-        study.data, nci_spec(study).queries.generation, study.settings(NciSettings).backbone, study.progress
-    )
+    generated = study_generated_queries(study)
     queries, qrels = study.split("dev")
     text = dict(zip(study.data.doc_ids, study.data.texts))
     rows, seen = [], set()
