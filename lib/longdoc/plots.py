@@ -259,3 +259,56 @@ def semantic_id_panels(
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     return fig
+
+
+def ladder_plot(frame: pd.DataFrame, path: Path, title: str = ""):
+    """Each headline difference with its 95% interval against the training examples of its rung, one
+    panel per paper (budget ladder, notebook 90). Filled markers: a verdict (two seeds, every
+    precondition met); hollow: a trend only. ``frame``: rows of (paper, system, against, measure,
+    training examples, verdict, Δ, 95% CI low, 95% CI high)."""
+    papers = list(dict.fromkeys(frame["paper"]))
+    columns = min(2, len(papers))
+    rows_ = (len(papers) + columns - 1) // columns
+    fig, axes = plt.subplots(rows_, columns, figsize=(6.2 * columns, 3.8 * rows_), squeeze=False)
+    for ax, paper in zip(axes.flat, papers):
+        shown = frame[frame["paper"] == paper]
+        for offset, ((system, against, measure), rows) in enumerate(
+            shown.groupby(["system", "against", "measure"], sort=False)
+        ):
+            rows = rows.sort_values("training examples")
+            x = rows["training examples"] * (1.08**offset)  # side by side on the log axis
+            errors = [rows["Δ"] - rows["95% CI low"], rows["95% CI high"] - rows["Δ"]]
+            line = ax.errorbar(
+                x, rows["Δ"], yerr=errors, capsize=3, label=f"{system} − {against} ({measure})", linewidth=1
+            )
+            color = line[0].get_color()
+            for xi, (_, row) in zip(x, rows.iterrows()):
+                face = color if row["verdict"] != "not testable at this scale" else "white"
+                ax.plot(xi, row["Δ"], "o", color=color, markerfacecolor=face)
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ticks = sorted(shown["training examples"].unique())
+        ax.set_xlim(ticks[0] / 1.5, ticks[-1] * 1.5 * 1.08 ** (shown.groupby(["system", "against"]).ngroups - 1))
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([f"{t:,}" for t in ticks])
+        ax.minorticks_off()
+        ax.set_xlabel("training examples per run (the rung's fine-tuning budget)")
+        ax.set_ylabel("Δ on test, 95% interval")
+        ax.set_title(paper)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    for ax in list(axes.flat)[len(papers) :]:
+        ax.axis("off")
+    if title:
+        fig.suptitle(title)
+    fig.text(
+        0.01,
+        0.005,
+        "filled: a verdict (two seeds, every precondition met); hollow: a trend only (one seed, or a precondition "
+        "unmet); above 0: the paper's direction",
+        fontsize=8,
+        style="italic",
+    )
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=120)
+    return fig

@@ -237,6 +237,16 @@ PARAMETERS: dict[str, Parameter] = {
     "bench_repeats": Parameter(int, "timed repeats per measurement (the median is reported)", minimum=1),
     "bench_isolate": Parameter(bool, "CPU: a fresh process per measurement (peak memory); False: time only"),
     "seed": Parameter(int, "seed of a notebook without training runs", minimum=0),
+    # the budget ladder (notebook 90): each headline comparison at multiples of its notebook's budget
+    "ladder_longtriever": Parameter(
+        list, "budget multipliers of Longtriever vs MaxP and vs itself without pre-training", minimum=1, item=int
+    ),
+    "ladder_sedr": Parameter(list, "budget multipliers of SeDR vs MaxP", minimum=1, item=int),
+    "ladder_smith": Parameter(list, "budget multipliers of SMITH-WP+SP vs SMITH-NP and MatchBERT", minimum=1, item=int),
+    "ladder_nci": Parameter(list, "budget multipliers of NCI vs DSI and BM25 (NCI's step cap)", minimum=1, item=int),
+    "ladder_two_seeds_until": Parameter(
+        int, "rungs up to this multiplier run two seeds; larger ones one seed (a trend, no verdict)", minimum=1
+    ),
 }
 
 

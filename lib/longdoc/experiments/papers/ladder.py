@@ -1,0 +1,348 @@
+"""The budget ladder: each paper's headline comparison rerun at several multiples of the profile's
+fine-tuning budget, so a reader can tell a budget artefact from a refutation (notebook 90).
+
+A :class:`Headline` names a paper's headline rows and claims (taken from its paper module), the
+notebook whose parameters it runs with (that notebook's values under the profile, its own
+``notebooks:`` entry included) and the parameters that make its budget. A rung multiplies those by
+``k``; every row of a comparison gets the same rung, dev selection runs as in the headline notebook,
+and the rung's runs are cached like every other fit (the 1× rung *is* the headline notebook's runs).
+
+- **What scales.** Fine-tuning steps (``train_steps``; NCI: its step cap ``nci_train_steps`` and its
+  dev evaluations ``nci_dev_evals``, so NCI still stops at its own dev plateau, evaluated as often).
+  Pre-training keeps the profile's budget: the ladder asks what more fine-tuning does, and each
+  pre-trained row's precondition still says whether its pre-training worked.
+- **Seeds.** Rungs up to ``ladder_two_seeds_until`` run the headline's first two seeds; larger rungs
+  run one seed: they show the trend, and :func:`~longdoc.experiments.verdicts.enough_runs` gives
+  them no verdict.
+- **Verdict against budget.** Per claim, the largest rung with a verdict, the verdict there, and
+  whether the difference moved toward the paper's direction from the first rung.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from longdoc.data.registry import REPO_ROOT
+from longdoc.experiments.families.generative import GENERATIVE
+from longdoc.experiments.families.matching import MATCHING
+from longdoc.experiments.families.retrieval import RETRIEVAL
+from longdoc.experiments.papers import longtriever as longtriever_paper
+from longdoc.experiments.papers import nci as nci_paper
+from longdoc.experiments.papers import sedr as sedr_paper
+from longdoc.experiments.papers import smith as smith_paper
+from longdoc.experiments.papers.baselines import baseline_names, passage_baselines
+from longdoc.experiments.profiles import load_profile, notebook_parameter_names
+from longdoc.experiments.settings import settings
+from longdoc.experiments.study import Study
+from longdoc.experiments.systems import Family, System
+from longdoc.experiments.verdicts import NOT_TESTABLE, Claim, assess
+
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+PROFILES_DIR = NOTEBOOKS_DIR / "profiles"
+LADDER_NOTEBOOK = "90_budget_ladder"
+
+
+@settings
+class LadderSettings:
+    ladder_longtriever: list  # budget multipliers of Longtriever's headline comparisons
+    ladder_sedr: list
+    ladder_smith: list
+    ladder_nci: list
+    ladder_two_seeds_until: int  # rungs up to this multiplier run two seeds; larger ones one (trend only)
+
+    def multipliers(self, key: str) -> list[int]:
+        return sorted(set(getattr(self, f"ladder_{key}")))
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One paper's headline comparison as the ladder reruns it."""
+
+    key: str  # its multipliers are the parameter ladder_<key>
+    paper: str
+    notebook: str  # the notebook whose parameters (under the profile) a rung starts from
+    family: Family
+    budget: tuple[str, ...]  # the parameters a rung multiplies
+    items_per_step: str  # the parameter giving training items (queries, pairs, examples) per step
+    rows: Callable[[Study], list[System]]  # the rows of the paper's table the claims need (others may follow)
+    claims: Callable[[Study, list[System]], list[Claim]]
+
+
+# -- each paper's headline: rows and claims from its paper module ------------------------------------------
+def pick(claims: list[Claim], pairs: set[tuple[str, str]]) -> list[Claim]:
+    """The claims comparing ``pairs`` (system, against); a pair without its claim is an error, so a
+    renamed row cannot drop a comparison from the ladder silently."""
+    found = [c for c in claims if (c.system, c.against) in pairs]
+    missing = sorted(pairs - {(c.system, c.against) for c in found})
+    if missing:
+        raise ValueError(f"no claim compares {missing} (claims: {[(c.system, c.against) for c in claims]})")
+    return found
+
+
+def longtriever_rows(study: Study) -> list[System]:
+    maxp = next(s for s in passage_baselines(study) if s.name == baseline_names(study)["maxp"])
+    lt = longtriever_paper.longtriever(study)
+    plain = next(s for s in longtriever_paper.main_systems(study) if s.name == f"{lt.name} w/o pre-training")
+    return [maxp, lt, plain]
+
+
+def longtriever_claims(study: Study, systems: list[System]) -> list[Claim]:
+    maxp, lt = baseline_names(study)["maxp"], longtriever_paper.longtriever(study).name
+    plain = f"{lt} w/o pre-training"
+    v = longtriever_paper.paper_mrr
+    return [
+        Claim(
+            "Longtriever beats MaxP over the same blocks",
+            lt,
+            maxp,
+            f"no MaxP row in Table 2; Longtriever {v('Longtriever'):.3f} vs BERT-PARADE {v('PARADE'):.3f}, its "
+            "closest multi-block baseline",
+        ),
+        Claim(
+            "pre-training helps (Longtriever > the same model without pre-training)",
+            lt,
+            plain,
+            f"{v('I. Longtriever'):.3f} vs {v('III. II w/o MLM'):.3f} (Table 4, I vs III)",
+        ),
+    ]
+
+
+def sedr_rows(study: Study) -> list[System]:
+    n = sedr_paper.names(study)
+    return [s for s in sedr_paper.main_systems(study) if s.name in (n["sedr"], n["maxp"])]
+
+
+def sedr_claims(study: Study, systems: list[System]) -> list[Claim]:
+    n = sedr_paper.names(study)
+    return pick(sedr_paper.main_claims(study), {(n["sedr"], n["maxp"])})
+
+
+def smith_rows(study: Study) -> list[System]:
+    table = smith_paper.main_systems(study)
+    longest = [s for s in table if s.spec.model == "MatchBERT"][-1]
+    return [s for s in table if s.name in ("SMITH-WP+SP", "SMITH-NP")] + [longest]
+
+
+def smith_claims(study: Study, systems: list[System]) -> list[Claim]:
+    matchbert = next(s.name for s in systems if s.spec.model == "MatchBERT")
+    pairs = {("SMITH-WP+SP", "SMITH-NP"), ("SMITH-WP+SP", matchbert)}
+    table = smith_paper.main_systems(study)
+    return pick(smith_paper.main_claims(study, table), pairs)
+
+
+def nci_rows(study: Study) -> list[System]:
+    return [s for s in nci_paper.main_systems(study) if s.name in ("NCI", "DSI", "BM25")]
+
+
+def nci_claims(study: Study, systems: list[System]) -> list[Claim]:
+    return pick(nci_paper.main_claims(study, systems), {("NCI", "DSI"), ("NCI", "BM25")})
+
+
+HEADLINES = (
+    Headline(
+        "longtriever",
+        "Longtriever",
+        "10_longtriever_main",
+        RETRIEVAL,
+        ("train_steps",),
+        "batch_size",
+        longtriever_rows,
+        longtriever_claims,
+    ),
+    Headline("sedr", "SeDR", "20_sedr_main", RETRIEVAL, ("train_steps",), "batch_size", sedr_rows, sedr_claims),
+    Headline("smith", "SMITH", "30_smith_main", MATCHING, ("train_steps",), "batch_size", smith_rows, smith_claims),
+    Headline(
+        "nci",
+        "NCI",
+        "40_nci_main",
+        GENERATIVE,
+        ("nci_train_steps", "nci_dev_evals"),
+        "nci_batch_size",
+        nci_rows,
+        nci_claims,
+    ),
+)
+
+
+# -- rungs ----------------------------------------------------------------------------------------------
+def profile_overrides(profile: str, notebook: str) -> dict:
+    """The profile's own values for ``notebook`` (its ``notebooks:`` entry), if the profile is a file here."""
+    path = PROFILES_DIR / f"{profile}.yaml"
+    return load_profile(path)["notebooks"].get(notebook, {}) if path.exists() else {}
+
+
+def rung_parameters(params: dict, headline: Headline, multiplier: int, two_seeds_until: int) -> dict:
+    """The headline notebook's parameters (the ladder's values, then the profile's own values for that
+    notebook) with its budget multiplied by ``multiplier`` and its first two seeds (one above
+    ``two_seeds_until``)."""
+    names = notebook_parameter_names(NOTEBOOKS_DIR / f"{headline.notebook}.ipynb")
+    values = {**params, **profile_overrides(params["profile"], headline.notebook)}
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise ValueError(f"{LADDER_NOTEBOOK} must declare {missing}: {headline.notebook} reads them")
+    rung = {n: values[n] for n in names}
+    for name in headline.budget:
+        rung[name] = rung[name] * multiplier
+    rung["seeds"] = list(rung["seeds"][: 2 if multiplier <= two_seeds_until else 1])
+    return rung
+
+
+def rung_study(params: dict, headline: Headline, multiplier: int, two_seeds_until: int, progress: bool) -> Study:
+    """The headline's study at one rung (never recorded: the ladder's record holds its numbers)."""
+    rung = rung_parameters(params, headline, multiplier, two_seeds_until)
+    return Study(f"{LADDER_NOTEBOOK}-{headline.key}-{multiplier}x", rung, headline.family, progress)
+
+
+def run_rung(study: Study, headline: Headline, multiplier: int) -> pd.DataFrame:
+    """Fit the headline's rows at this rung and assess its claims: one row per claim."""
+    systems = headline.rows(study)
+    study.run_all(systems)
+    claims = headline.claims(study, systems)
+    verdicts = assess(study, claims)
+    steps = study.params[headline.budget[0]]
+    rows = []
+    for claim, (_, verdict) in zip(claims, verdicts.iterrows()):
+        stats = study.compare([(claim.system, claim.against)], claim.measure).iloc[0]
+        rows.append(
+            {
+                "paper": headline.paper,
+                "claim": claim.statement,
+                "system": claim.system,
+                "against": claim.against,
+                "measure": claim.measure,
+                "multiplier": multiplier,
+                "training examples": steps * study.params[headline.items_per_step],
+                "steps run": steps_run(study, [claim.system, claim.against])
+                if headline.family.trains_to_plateau
+                else "",
+                "seeds": len(study.seeds),
+                "Δ": stats["Δ"],
+                "95% CI low": stats["95% CI low"],
+                "95% CI high": stats["95% CI high"],
+                "ours: Δ [95% CI]": verdict["ours: Δ [95% CI]"],
+                "verdict": verdict["verdict"],
+                "condition": verdict["condition"],
+                "paper's numbers": claim.paper,
+                "dataset": study.dataset_name,
+                "data checksum": study.data.checksum,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def steps_run(study: Study, names: list[str]) -> str:
+    """The steps each compared trained row ran per seed (its last dev evaluation): a family that trains
+    to its dev plateau stops below the rung's cap where it peaked early."""
+    parts = []
+    for name in names:
+        training = study.results[name].training
+        if training:
+            parts.append(f"{name}: {', '.join(str(t['dev_curve'][-1][0]) for t in training)}")
+    return "; ".join(parts)
+
+
+def plan(params: dict, headlines: tuple[Headline, ...] = HEADLINES) -> pd.DataFrame:
+    """The rungs to run, before any fit: each headline's steps, training examples and seeds per rung."""
+    ladder = LadderSettings(**{name: params[name] for name in LadderSettings.__dataclass_fields__})
+    rows = []
+    for headline in headlines:
+        for multiplier in ladder.multipliers(headline.key):
+            rung = rung_parameters(params, headline, multiplier, ladder.ladder_two_seeds_until)
+            steps = rung[headline.budget[0]]
+            rows.append(
+                {
+                    "paper": headline.paper,
+                    "budget (× profile)": multiplier,
+                    "steps per run": f"{steps} at most" if headline.family.trains_to_plateau else str(steps),
+                    "training examples": steps * rung[headline.items_per_step],
+                    "seeds": ", ".join(str(s) for s in rung["seeds"]),
+                    "dataset": f"{rung['dataset']}" + (f", {rung['max_docs']} documents" if rung["max_docs"] else ""),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def climb(params: dict, progress: bool = True, headlines: tuple[Headline, ...] = HEADLINES) -> pd.DataFrame:
+    """Every headline at each of its rungs: one row per (claim, rung). Every rung's parameters are
+    checked before the first fit."""
+    check_rungs(params, headlines)
+    ladder = LadderSettings(**{name: params[name] for name in LadderSettings.__dataclass_fields__})
+    frames = []
+    for headline in headlines:
+        for multiplier in ladder.multipliers(headline.key):
+            study = rung_study(params, headline, multiplier, ladder.ladder_two_seeds_until, progress)
+            if progress:
+                print(
+                    f"{headline.paper} at {multiplier}× ({study.params[headline.budget[0]]} steps, seeds {study.seeds})"
+                )
+            frames.append(run_rung(study, headline, multiplier))
+    return pd.concat(frames, ignore_index=True)
+
+
+def check_rungs(params: dict, headlines: tuple[Headline, ...] = HEADLINES) -> None:
+    """Every rung's parameters, checked (a missing parameter, a budget out of range or a cross-parameter
+    error stops the notebook before any fit)."""
+    ladder = LadderSettings(**{name: params[name] for name in LadderSettings.__dataclass_fields__})
+    for headline in headlines:
+        for multiplier in ladder.multipliers(headline.key):
+            Study(
+                f"{LADDER_NOTEBOOK}-{headline.key}-{multiplier}x",
+                rung_parameters(params, headline, multiplier, ladder.ladder_two_seeds_until),
+                headline.family,
+                progress=False,
+            )
+
+
+# -- verdict against budget --------------------------------------------------------------------------------
+def trend(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per claim: the largest rung with a verdict (two seeds, preconditions met), its verdict and
+    interval, and whether Δ moved toward the paper's direction (up: every headline claim says "A beats
+    B") from the first rung to the largest one run."""
+    rows = []
+    for (paper, claim), runs in frame.groupby(["paper", "claim"], sort=False):
+        runs = runs.sort_values("multiplier")
+        tested = runs[runs["verdict"] != NOT_TESTABLE]
+        first, last = runs.iloc[0], runs.iloc[-1]
+        change = last["Δ"] - first["Δ"]
+        if len(runs) < 2:
+            moves = "one rung only"
+        else:
+            direction = "toward" if change > 0 else "away from" if change < 0 else "no change to"
+            moves = (
+                f"{direction} the paper's: {first['Δ']:+.3g} at {first['multiplier']}× → "
+                f"{last['Δ']:+.3g} at {last['multiplier']}×"
+            )
+        top = tested.iloc[-1] if len(tested) else None
+        rows.append(
+            {
+                "paper": paper,
+                "claim": claim,
+                "largest budget run": f"{last['multiplier']}× ({last['seeds']} seed{'s' if last['seeds'] > 1 else ''})",
+                "largest budget with a verdict": f"{top['multiplier']}×" if top is not None else "none",
+                "ours there: Δ [95% CI]": top["ours: Δ [95% CI]"] if top is not None else "—",
+                "verdict": top["verdict"] if top is not None else NOT_TESTABLE,
+                "Δ moves": moves,
+                "why no verdict": "" if top is not None else last["condition"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def stopped_short(params: dict) -> list[str]:
+    """The headlines whose ladder the profile stops below the largest rung of any headline."""
+    ladder = LadderSettings(**{name: params[name] for name in LadderSettings.__dataclass_fields__})
+    top = max(max(ladder.multipliers(h.key)) for h in HEADLINES)
+    return [
+        f"{h.paper} stops at {max(ladder.multipliers(h.key))}×"
+        for h in HEADLINES
+        if max(ladder.multipliers(h.key)) < top
+    ]
+
+
+def ladder_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rungs as a reader scans them: claim × budget, Δ with its interval and verdict."""
+    shown = frame[["paper", "claim", "multiplier", "training examples", "seeds", "ours: Δ [95% CI]", "verdict"]]
+    return shown.rename(columns={"multiplier": "budget (× profile)"})

@@ -1,0 +1,123 @@
+"""The budget ladder (notebook 90): rungs multiply the headline notebook's budget under the profile,
+the first rung is the headline's own runs, a one-seed rung gets no verdict, and the trend is read
+from the numbers."""
+
+import pandas as pd
+import pytest
+
+from longdoc.experiments.families.retrieval import RETRIEVAL
+from longdoc.experiments.papers import ladder
+from longdoc.experiments.papers.baselines import baseline_names, passage_baselines, passage_claims
+from longdoc.experiments.profiles import parameters_for
+from longdoc.experiments.verdicts import NOT_TESTABLE, Claim
+
+CPU = parameters_for(ladder.PROFILES_DIR / "cpu.yaml", ladder.NOTEBOOKS_DIR / "90_budget_ladder.ipynb")
+HEADLINES = {h.key: h for h in ladder.HEADLINES}
+
+
+def test_a_rung_multiplies_the_headline_notebooks_budget_under_the_profile():
+    smith = ladder.rung_parameters(CPU, HEADLINES["smith"], 4, two_seeds_until=4)
+    assert smith["train_steps"] == 24 * 4  # the profile's own value for 30_smith_main, times 4
+    assert smith["seeds"] == [0, 1]
+    nci = ladder.rung_parameters(CPU, HEADLINES["nci"], 2, two_seeds_until=1)
+    assert nci["max_docs"] == 300 and nci["nci_train_steps"] == CPU["nci_train_steps"] * 2
+    assert nci["nci_dev_evals"] == CPU["nci_dev_evals"] * 2  # evaluated as often: the plateau rule is the same
+    assert nci["seeds"] == [0]  # above two_seeds_until: one seed
+    lt = ladder.rung_parameters(CPU, HEADLINES["longtriever"], 1, two_seeds_until=4)
+    assert lt["train_steps"] == CPU["train_steps"] and lt["pretrain_steps"] == CPU["pretrain_steps"]
+
+
+def test_a_parameter_the_headline_needs_and_the_ladder_lacks_is_named():
+    params = {k: v for k, v in CPU.items() if k != "scratch_learning_rates"}
+    with pytest.raises(ValueError, match="scratch_learning_rates"):
+        ladder.rung_parameters(params, HEADLINES["smith"], 1, two_seeds_until=1)
+
+
+def test_the_plan_lists_every_rung_before_any_fit():
+    plan = ladder.plan(CPU)
+    assert len(plan) == sum(len(set(CPU[f"ladder_{h.key}"])) for h in ladder.HEADLINES)
+    nci = plan[plan["paper"] == "NCI"]
+    assert nci["steps per run"].str.endswith("at most").all()  # NCI stops at its dev plateau
+
+
+def test_pick_refuses_a_pair_without_its_claim():
+    claims = [Claim("a beats b", "a", "b"), Claim("a beats c", "a", "c")]
+    assert ladder.pick(claims, {("a", "c")}) == [claims[1]]
+    with pytest.raises(ValueError, match="'a', 'd'"):
+        ladder.pick(claims, {("a", "d")})
+
+
+def rung(claim, multiplier, delta, verdict, seeds=2, condition=""):
+    return {
+        "paper": "P",
+        "claim": claim,
+        "multiplier": multiplier,
+        "seeds": seeds,
+        "Δ": delta,
+        "ours: Δ [95% CI]": f"{delta:+.3g} [...]",
+        "verdict": verdict,
+        "condition": condition,
+    }
+
+
+def test_the_trend_takes_the_largest_rung_with_a_verdict_and_the_direction_of_the_change():
+    frame = pd.DataFrame(
+        [
+            rung("x", 1, -0.05, "reversed"),
+            rung("x", 4, 0.02, "not shown at this scale"),
+            rung("x", 16, 0.06, NOT_TESTABLE, seeds=1, condition="NOT met: one seed"),
+            rung("y", 1, 0.03, NOT_TESTABLE, condition="NOT met: pre-training"),
+            rung("y", 4, 0.01, NOT_TESTABLE, condition="NOT met: pre-training"),
+        ]
+    )
+    trend = ladder.trend(frame).set_index("claim")
+    assert trend.loc["x", "largest budget with a verdict"] == "4×"
+    assert trend.loc["x", "verdict"] == "not shown at this scale"
+    assert trend.loc["x", "largest budget run"] == "16× (1 seed)"
+    assert trend.loc["x", "Δ moves"].startswith("toward the paper's: -0.05 at 1× → +0.06 at 16×")
+    assert trend.loc["y", "verdict"] == NOT_TESTABLE and trend.loc["y", "largest budget with a verdict"] == "none"
+    assert trend.loc["y", "Δ moves"].startswith("away from the paper's")
+    assert "pre-training" in trend.loc["y", "why no verdict"]
+
+
+def test_the_first_rung_is_the_headline_run_and_a_larger_one_trains_longer(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study
+):
+    headline_study = tiny_study(tiny_dataset, tiny_backbone, learning_rates=[1e-3], n_devices=1)
+    names = baseline_names(headline_study)
+    pair = (names["maxp"], names["first_block"])
+
+    def rows(study):
+        return [s for s in passage_baselines(study) if s.name in pair]
+
+    toy = ladder.Headline(
+        "sedr",
+        "Baselines",
+        "01_baselines",
+        RETRIEVAL,
+        ("train_steps",),
+        "batch_size",
+        rows,
+        lambda study, systems: ladder.pick(passage_claims(study), {pair}),
+    )
+    params = headline_study.params | {
+        "ladder_longtriever": [1],
+        "ladder_sedr": [1, 2],
+        "ladder_smith": [1],
+        "ladder_nci": [1],
+        "ladder_two_seeds_until": 1,
+    }
+    frame = ladder.climb(params, progress=False, headlines=(toy,))
+    assert list(frame["multiplier"]) == [1, 2] and list(frame["seeds"]) == [2, 1]
+    assert list(frame["training examples"]) == [16, 32]
+    assert frame.loc[1, "verdict"] == NOT_TESTABLE and "one seed" in frame.loc[1, "condition"]
+
+    headline_study.run_all(rows(headline_study))  # the headline notebook's own runs: the 1× rung's numbers
+    same = headline_study.compare([pair]).iloc[0]
+    assert frame.loc[0, "Δ"] == pytest.approx(same["Δ"]) and frame.loc[0, "95% CI low"] == pytest.approx(
+        same["95% CI low"]
+    )
+
+    double = ladder.rung_study(params, toy, 2, two_seeds_until=1, progress=False)
+    double.run_all(rows(double))
+    assert all(t["dev_curve"][-1][0] == 8 for t in double.results[pair[0]].training)  # 2 × 4 steps
