@@ -35,7 +35,7 @@ from longdoc.experiments.papers import sedr as sedr_paper
 from longdoc.experiments.papers import smith as smith_paper
 from longdoc.experiments.papers.baselines import baseline_names, passage_baselines
 from longdoc.experiments.profiles import load_profile, notebook_parameter_names
-from longdoc.experiments.settings import settings
+from longdoc.experiments.settings import from_parameters, settings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import Family, System
 from longdoc.experiments.verdicts import NOT_TESTABLE, Claim, assess
@@ -55,6 +55,10 @@ class LadderSettings:
 
     def multipliers(self, key: str) -> list[int]:
         return sorted(set(getattr(self, f"ladder_{key}")))
+
+
+def ladder_settings(params: dict) -> LadderSettings:
+    return from_parameters(LadderSettings, params, LADDER_NOTEBOOK)
 
 
 @dataclass(frozen=True)
@@ -176,8 +180,9 @@ def profile_overrides(profile: str, notebook: str) -> dict:
 
 def rung_parameters(params: dict, headline: Headline, multiplier: int, two_seeds_until: int) -> dict:
     """The headline notebook's parameters (the ladder's values, then the profile's own values for that
-    notebook) with its budget multiplied by ``multiplier`` and its first two seeds (one above
-    ``two_seeds_until``)."""
+    notebook, as ``run_all.sh`` gives them to it) with its budget multiplied by ``multiplier`` and its
+    first two seeds (one above ``two_seeds_until``). A command-line ``--set`` reaches the ladder's values,
+    not a value the profile sets for that notebook alone."""
     names = notebook_parameter_names(NOTEBOOKS_DIR / f"{headline.notebook}.ipynb")
     values = {**params, **profile_overrides(params["profile"], headline.notebook)}
     missing = [n for n in names if n not in values]
@@ -246,7 +251,7 @@ def steps_run(study: Study, names: list[str]) -> str:
 
 def plan(params: dict, headlines: tuple[Headline, ...] = HEADLINES) -> pd.DataFrame:
     """The rungs to run, before any fit: each headline's steps, training examples and seeds per rung."""
-    ladder = LadderSettings(**{name: params[name] for name in LadderSettings.__dataclass_fields__})
+    ladder = ladder_settings(params)
     rows = []
     for headline in headlines:
         for multiplier in ladder.multipliers(headline.key):
@@ -269,7 +274,7 @@ def climb(params: dict, progress: bool = True, headlines: tuple[Headline, ...] =
     """Every headline at each of its rungs: one row per (claim, rung). Every rung's parameters are
     checked before the first fit."""
     check_rungs(params, headlines)
-    ladder = LadderSettings(**{name: params[name] for name in LadderSettings.__dataclass_fields__})
+    ladder = ladder_settings(params)
     frames = []
     for headline in headlines:
         for multiplier in ladder.multipliers(headline.key):
@@ -285,7 +290,7 @@ def climb(params: dict, progress: bool = True, headlines: tuple[Headline, ...] =
 def check_rungs(params: dict, headlines: tuple[Headline, ...] = HEADLINES) -> None:
     """Every rung's parameters, checked (a missing parameter, a budget out of range or a cross-parameter
     error stops the notebook before any fit)."""
-    ladder = LadderSettings(**{name: params[name] for name in LadderSettings.__dataclass_fields__})
+    ladder = ladder_settings(params)
     for headline in headlines:
         for multiplier in ladder.multipliers(headline.key):
             Study(
@@ -333,7 +338,7 @@ def trend(frame: pd.DataFrame) -> pd.DataFrame:
 
 def stopped_short(params: dict) -> list[str]:
     """The headlines whose ladder the profile stops below the largest rung of any headline."""
-    ladder = LadderSettings(**{name: params[name] for name in LadderSettings.__dataclass_fields__})
+    ladder = ladder_settings(params)
     top = max(max(ladder.multipliers(h.key)) for h in HEADLINES)
     return [
         f"{h.paper} stops at {max(ladder.multipliers(h.key))}×"
