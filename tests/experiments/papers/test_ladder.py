@@ -25,6 +25,14 @@ def test_a_rung_multiplies_the_headline_notebooks_budget_under_the_profile():
     assert nci["seeds"] == [0]  # above two_seeds_until: one seed
     lt = ladder.rung_parameters(CPU, HEADLINES["longtriever"], 1, two_seeds_until=4)
     assert lt["train_steps"] == CPU["train_steps"] and lt["pretrain_steps"] == CPU["pretrain_steps"]
+    assert lt["seeds"] == CPU["seeds"] == [0, 1, 2]  # 1×: the headline notebook's own seeds and verdict
+
+
+def test_a_profile_that_stops_below_16x_says_where_and_with_how_many_seeds():
+    params = CPU | {"ladder_longtriever": [1, 4], "ladder_sedr": [1, 16], "ladder_two_seeds_until": 2}
+    stops = ladder.stopped_short(params)
+    assert "Longtriever stops at 4× (1 seed)" in stops
+    assert not any(s.startswith("SeDR") for s in stops)
 
 
 def test_a_parameter_the_headline_needs_and_the_ladder_lacks_is_named():
@@ -111,6 +119,9 @@ def test_the_first_rung_is_the_headline_run_and_a_larger_one_trains_longer(
     assert list(frame["multiplier"]) == [1, 2] and list(frame["seeds"]) == [2, 1]
     assert list(frame["training examples"]) == [16, 32]
     assert frame.loc[1, "verdict"] == NOT_TESTABLE and "one seed" in frame.loc[1, "condition"]
+    minutes = ladder.rung_minutes(frame)  # one row per rung, apart from the checked table
+    assert list(minutes["budget (× profile)"]) == [1, 2] and (minutes["rung minutes"] >= 0).all()
+    assert "rung minutes" not in ladder.ladder_table(frame)
 
     headline_study.run_all(rows(headline_study))  # the headline notebook's own runs: the 1× rung's numbers
     same = headline_study.compare([pair]).iloc[0]

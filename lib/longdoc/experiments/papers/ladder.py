@@ -11,15 +11,16 @@ and the rung's runs are cached like every other fit (the 1× rung *is* the headl
   dev evaluations ``nci_dev_evals``, so NCI still stops at its own dev plateau, evaluated as often).
   Pre-training keeps the profile's budget: the ladder asks what more fine-tuning does, and each
   pre-trained row's precondition still says whether its pre-training worked.
-- **Seeds.** Rungs up to ``ladder_two_seeds_until`` run the headline's first two seeds; larger rungs
-  run one seed: they show the trend, and :func:`~longdoc.experiments.verdicts.enough_runs` gives
-  them no verdict.
+- **Seeds.** The 1× rung keeps the headline notebook's seeds (its verdict is that notebook's); larger
+  rungs up to ``ladder_two_seeds_until`` run its first two seeds, and rungs above it one seed: they
+  show the trend, and :func:`~longdoc.experiments.verdicts.enough_runs` gives them no verdict.
 - **Verdict against budget.** Per claim, the largest rung with a verdict, the verdict there, and
   whether the difference moved toward the paper's direction from the first rung.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -43,6 +44,7 @@ from longdoc.experiments.verdicts import NOT_TESTABLE, Claim, assess
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 PROFILES_DIR = NOTEBOOKS_DIR / "profiles"
 LADDER_NOTEBOOK = "90_budget_ladder"
+TARGET_MULTIPLIERS = (1, 4, 16)  # the ladder the study asks for; a profile that stops below it says where
 
 
 @settings
@@ -181,7 +183,7 @@ def profile_overrides(profile: str, notebook: str) -> dict:
 def rung_parameters(params: dict, headline: Headline, multiplier: int, two_seeds_until: int) -> dict:
     """The headline notebook's parameters (the ladder's values, then the profile's own values for that
     notebook, as ``run_all.sh`` gives them to it) with its budget multiplied by ``multiplier`` and its
-    first two seeds (one above ``two_seeds_until``). A command-line ``--set`` reaches the ladder's values,
+    seeds at 1×, its first two up to ``two_seeds_until`` and one above. A command-line ``--set`` reaches the ladder's values,
     not a value the profile sets for that notebook alone."""
     names = notebook_parameter_names(NOTEBOOKS_DIR / f"{headline.notebook}.ipynb")
     values = {**params, **profile_overrides(params["profile"], headline.notebook)}
@@ -191,7 +193,8 @@ def rung_parameters(params: dict, headline: Headline, multiplier: int, two_seeds
     rung = {n: values[n] for n in names}
     for name in headline.budget:
         rung[name] = rung[name] * multiplier
-    rung["seeds"] = list(rung["seeds"][: 2 if multiplier <= two_seeds_until else 1])
+    if multiplier > 1:
+        rung["seeds"] = list(rung["seeds"][: 2 if multiplier <= two_seeds_until else 1])
     return rung
 
 
@@ -271,8 +274,9 @@ def plan(params: dict, headlines: tuple[Headline, ...] = HEADLINES) -> pd.DataFr
 
 
 def climb(params: dict, progress: bool = True, headlines: tuple[Headline, ...] = HEADLINES) -> pd.DataFrame:
-    """Every headline at each of its rungs: one row per (claim, rung). Every rung's parameters are
-    checked before the first fit."""
+    """Every headline at each of its rungs: one row per (claim, rung), with the rung's wall-clock minutes
+    (near zero where its runs were cached: the 1× rung after the headline notebook). Every rung's
+    parameters are checked before the first fit."""
     check_rungs(params, headlines)
     ladder = ladder_settings(params)
     frames = []
@@ -283,7 +287,9 @@ def climb(params: dict, progress: bool = True, headlines: tuple[Headline, ...] =
                 print(
                     f"{headline.paper} at {multiplier}× ({study.params[headline.budget[0]]} steps, seeds {study.seeds})"
                 )
-            frames.append(run_rung(study, headline, multiplier))
+            start = time.perf_counter()
+            frame = run_rung(study, headline, multiplier)
+            frames.append(frame.assign(**{"rung minutes": round((time.perf_counter() - start) / 60, 1)}))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -336,18 +342,27 @@ def trend(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def stopped_short(params: dict) -> list[str]:
-    """The headlines whose ladder the profile stops below the largest rung of any headline."""
+def stopped_short(params: dict, headlines: tuple[Headline, ...] = HEADLINES) -> list[str]:
+    """The headlines whose rungs stop below :data:`TARGET_MULTIPLIERS`' largest, with their largest rung
+    and how many seeds it runs."""
     ladder = ladder_settings(params)
-    top = max(max(ladder.multipliers(h.key)) for h in HEADLINES)
-    return [
-        f"{h.paper} stops at {max(ladder.multipliers(h.key))}×"
-        for h in HEADLINES
-        if max(ladder.multipliers(h.key)) < top
-    ]
+    stops = []
+    for h in headlines:
+        top = max(ladder.multipliers(h.key))
+        if top < max(TARGET_MULTIPLIERS):
+            seeds = len(rung_parameters(params, h, top, ladder.ladder_two_seeds_until)["seeds"])
+            stops.append(f"{h.paper} stops at {top}× ({seeds} seed{'s' if seeds > 1 else ''})")
+    return stops
 
 
 def ladder_table(frame: pd.DataFrame) -> pd.DataFrame:
     """The rungs as a reader scans them: claim × budget, Δ with its interval and verdict."""
-    shown = frame[["paper", "claim", "multiplier", "training examples", "seeds", "ours: Δ [95% CI]", "verdict"]]
-    return shown.rename(columns={"multiplier": "budget (× profile)"})
+    columns = ["paper", "claim", "multiplier", "training examples", "seeds", "ours: Δ [95% CI]", "verdict"]
+    return frame[columns].rename(columns={"multiplier": "budget (× profile)"})
+
+
+def rung_minutes(frame: pd.DataFrame) -> pd.DataFrame:
+    """Wall-clock minutes per headline and rung (kept out of :func:`ladder_table`, whose outputs are
+    checked: a time differs from run to run)."""
+    minutes = frame.drop_duplicates(["paper", "multiplier"])[["paper", "multiplier", "seeds", "rung minutes"]]
+    return minutes.rename(columns={"multiplier": "budget (× profile)"}).reset_index(drop=True)
