@@ -312,3 +312,47 @@ def ladder_plot(frame: pd.DataFrame, path: Path, title: str = ""):
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(path, dpi=120)
     return fig
+
+
+VERDICT_COLOURS = {
+    "holds": "#55A868",
+    "reversed": "#C44E52",
+    "not shown at this scale": "#4C72B0",
+    "not testable at this scale": "#999999",
+}
+
+
+def claim_forest(frame: pd.DataFrame, path: Path, title: str = ""):
+    """A paper's claim card as a forest plot: our difference with its 95% interval per claim (coloured by
+    verdict; hollow where not testable), the zero line, and the paper's own difference as a black
+    diamond on the same Δ axis. ``frame``: rows of (claim, Δ, low, high, paper Δ, verdict)."""
+    height = 0.55 * max(len(frame), 1) + 1.3
+    fig, ax = plt.subplots(figsize=(9.5, height))
+    labels = [c if len(c) <= 60 else c[:57] + "…" for c in frame["claim"]]
+    for y, (_, row) in enumerate(frame.iterrows()):
+        colour = VERDICT_COLOURS.get(row["verdict"], "#999999")
+        face = "white" if row["verdict"] == "not testable at this scale" else colour
+        delta, errors = row["Δ"], [[row["Δ"] - row["low"]], [row["high"] - row["Δ"]]]
+        ax.errorbar(delta, y, xerr=errors, fmt="none", ecolor=colour, capsize=3)
+        ax.plot(delta, y, "o", color=colour, markerfacecolor=face)
+        if pd.notna(row["paper Δ"]):
+            ax.plot(row["paper Δ"], y + 0.2, "D", color="black", markersize=5)  # just below ours
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(frame)))
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("Δ (the claim's measure on test; right of 0: the paper's direction)")
+    handles = [
+        plt.Line2D(
+            [], [], marker="o", linestyle="", color=c, label=v, markerfacecolor="white" if "testable" in v else c
+        )
+        for v, c in VERDICT_COLOURS.items()
+    ] + [plt.Line2D([], [], marker="D", linestyle="", color="black", label="the paper's Δ")]
+    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.7 / height), ncol=5)
+    ax.grid(axis="x", alpha=0.3)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path

@@ -2,11 +2,13 @@
 
 import json
 import shutil
+import subprocess
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
+from longdoc.data.registry import REPO_ROOT
 from longdoc.experiments import report
 from longdoc.experiments.tables import markdown_table
 from longdoc.experiments.verdicts import (
@@ -167,6 +169,25 @@ def test_a_notebook_without_its_record_keeps_its_section_from_the_previous_repor
     assert "| 10_longtriever_main (carried over) | 1 | 1 | 0 | 0 | 0 |" in again
     out.write_text(again)
     assert report.render("cpu", root=root, link_base=tmp_path, out=out) == again  # carrying twice changes nothing
+
+
+def test_the_committed_report_is_what_the_committed_records_render(tmp_path):
+    """RESULTS.md is rendered from the tracked cpu records alone: a record or a change to the report
+    code without a regenerated RESULTS.md fails here (the files are copied, nothing tracked is written)."""
+    try:
+        tracked = subprocess.run(
+            ["git", "ls-files", "RESULTS.md", "results/cpu"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    if not any(path.endswith("metrics.json") for path in tracked):
+        pytest.skip("no cpu record is committed")
+    for path in tracked:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO_ROOT / path, tmp_path / path)
+    committed = (tmp_path / "RESULTS.md").read_text()
+    rendered = report.render("cpu", root=tmp_path / "results", link_base=tmp_path, out=tmp_path / "RESULTS.md")
+    assert rendered == committed, "RESULTS.md is stale: python -m longdoc.experiments.report --profile cpu"
 
 
 def test_the_report_header_names_the_seeds_each_row_ran():

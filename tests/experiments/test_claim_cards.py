@@ -1,0 +1,88 @@
+"""Claim cards: read from data/claims, filled from records or carried-over sections, drawn as forest plots."""
+
+import pandas as pd
+import pytest
+
+from longdoc.data.registry import REPO_ROOT
+from longdoc.experiments import claim_cards, report
+
+CARD = pd.DataFrame(
+    [
+        {"notebook": "10_longtriever_main", "claim": "A beats B", "paper_delta": 0.03, "paper_source": "Table 2"},
+        {"notebook": "20_sedr_main", "claim": "C beats D", "paper_delta": float("nan"), "paper_source": "Figure 6"},
+        {"notebook": "40_nci_main", "claim": "E beats F", "paper_delta": 0.5, "paper_source": "Table 1"},
+    ]
+)
+RECORD = {
+    "metrics": {
+        "findings": {
+            "claims": [
+                {
+                    "claim": "A beats B",
+                    "ours: Δ [95% CI]": "+0.012 [-0.004, +0.028]",
+                    "verdict": "not shown at this scale",
+                },
+                {"claim": "A beats B + X", "ours: Δ [95% CI]": "+0.1 [+0.05, +0.15]", "verdict": "holds"},
+            ]
+        }
+    }
+}
+CARRIED_TEXT = """## 20 · SeDR
+
+### Findings
+
+| claim | condition | measure | ours: Δ [95% CI] | p (paired t) | paper | verdict |
+|---|---|---|---|---|---|---|
+| C beats D (long form) |  | MRR@100 | -0.030 [-0.060, -0.001] | 0.04 | 0.4 vs 0.3 | reversed |
+| C \\| pipe |  | MRR@100 | +0.1 [+0.0, +0.2] | 0.1 | x | holds |
+
+### Other
+"""
+
+
+def test_a_card_reads_the_record_then_the_carried_section_and_marks_what_did_not_run():
+    filled = claim_cards.fill(CARD, {"10_longtriever_main": RECORD}, {"20_sedr_main": {"text": CARRIED_TEXT}})
+    assert list(filled["verdict"]) == ["not shown at this scale", "reversed", "not run"]
+    assert filled.loc[0, "claim"] == "A beats B"  # the exact statement wins over a longer one it begins
+    assert filled.loc[1, "claim"] == "C beats D (long form)"  # a prefix finds the full statement
+    assert list(filled["read from"]) == ["record", "carried-over section", "—"]
+    assert list(filled["paper: Δ"]) == ["+0.03", "—", "+0.5"]
+    frame = claim_cards.forest_frame(filled, CARD)
+    assert frame[["Δ", "low", "high"]].values.tolist() == [[0.012, -0.004, 0.028], [-0.03, -0.06, -0.001]]
+    assert frame["paper Δ"].isna().tolist() == [False, True]
+
+
+def test_an_ambiguous_card_claim_is_an_error_naming_it():
+    claims = [{"claim": "A beats B one"}, {"claim": "A beats B two"}]
+    with pytest.raises(ValueError, match="'A beats B' matches 2 claims of 10_x"):
+        claim_cards.find_claim("A beats B", claims, "10_x")
+
+
+def test_intervals_are_parsed_as_the_findings_print_them():
+    assert claim_cards.interval("+0.123 [-0.0100, +0.2]") == (0.123, -0.01, 0.2)
+    assert claim_cards.interval("-1.2e-05 [-3e-05, +4.1e-06]") == (-1.2e-05, -3e-05, 4.1e-06)
+    assert claim_cards.interval("—") is None
+
+
+def test_findings_rows_read_a_markdown_table_by_column_name_with_escaped_pipes():
+    rows = claim_cards.findings_rows(CARRIED_TEXT)
+    assert [r["claim"] for r in rows] == ["C beats D (long form)", "C | pipe"]
+    assert rows[0]["verdict"] == "reversed" and rows[0]["ours: Δ [95% CI]"] == "-0.030 [-0.060, -0.001]"
+
+
+def test_every_card_claim_is_a_claim_of_the_committed_report():
+    """A card whose statement matches nothing (a typo, a renamed claim) would show "not run" for ever."""
+    committed = (REPO_ROOT / "RESULTS.md").read_text()
+    sections = report.carried_sections(committed, present=set())  # every section, as text
+    for key, card in claim_cards.load_cards().items():
+        filled = claim_cards.fill(card, {}, sections)
+        missing = filled[filled["verdict"] == "not run"]
+        assert missing.empty, f"data/claims/{key}.csv: {list(missing['claim'])} not in RESULTS.md"
+
+
+def test_the_forest_plot_draws_a_card(tmp_path):
+    frame = claim_cards.forest_frame(claim_cards.fill(CARD, {"10_longtriever_main": RECORD}, {}), CARD)
+    from longdoc.plots import claim_forest
+
+    path = claim_forest(frame, tmp_path / "card.png", "A paper")
+    assert path.stat().st_size > 1000
