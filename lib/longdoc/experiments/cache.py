@@ -36,7 +36,6 @@ PRESENTATION_ONLY = (
     "experiments/verdicts.py",
     "experiments/preconditions.py",
     "experiments/report.py",
-    "experiments/claim_cards.py",
     "experiments/parameters.py",
     "experiments/profiles.py",
     "experiments/records.py",

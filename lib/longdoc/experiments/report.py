@@ -21,8 +21,8 @@ import json
 import re
 from pathlib import Path
 
+from longdoc.analysis import claim_cards
 from longdoc.data.registry import REPO_ROOT
-from longdoc.experiments import claim_cards
 from longdoc.experiments.profiles import parameters_for
 from longdoc.experiments.records import RESULTS_DIR
 from longdoc.experiments.tables import markdown_table

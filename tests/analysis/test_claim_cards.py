@@ -3,8 +3,9 @@
 import pandas as pd
 import pytest
 
+from longdoc.analysis import claim_cards
 from longdoc.data.registry import REPO_ROOT
-from longdoc.experiments import claim_cards, report
+from longdoc.experiments import report
 
 CARD = pd.DataFrame(
     [
