@@ -135,12 +135,15 @@ run_study() {
     "$PY" -c "from longdoc.data import load_dataset; load_dataset('manpages')" || exit 1
   fi
   local i=0 start seconds status name executed="results/$PROFILE/executed${DATASET:+/$(basename "$DATASET")}"
-  local timings="results/$PROFILE/timings.tsv"
+  local timings="results/$PROFILE/timings.tsv" built cache="${LONGDOC_CACHE:-${LONGDOC_DATA:-data}/cache}"
   for nb in "${notebooks[@]}"; do
     i=$((i + 1)); start=$(date +%s); name=$(basename "$nb" .ipynb)
     log "[$i/${#notebooks[@]}] $nb (profile $PROFILE)"
     # executed into a temporary folder; only a notebook that finishes lands in results/
-    if "$PY" -m papermill "$nb" "$work/$name.ipynb" -f "$work/$name.yaml" -k python3 --log-level WARNING --progress-bar; then
+    touch "$work/started"
+    # the kernel's inline backend (not the Agg of tests) keeps each figure in the executed notebook
+    if env -u MPLBACKEND "$PY" -m papermill "$nb" "$work/$name.ipynb" -f "$work/$name.yaml" -k python3 \
+      --log-level WARNING --progress-bar; then
       status=ok
       mkdir -p "$executed"
       mv -f "$work/$name.yaml" "$executed/$name.parameters.yaml" && mv -f "$work/$name.ipynb" "$executed/$name.ipynb"
@@ -152,8 +155,10 @@ run_study() {
     fi
     seconds=$(( $(date +%s) - start ))
     mkdir -p "results/$PROFILE"
-    printf '%s\t%s\t%s\t%s\n' "$name" "$seconds" "$status" "$(date -u +%FT%TZ)" >> "$timings"
-    log "[$i/${#notebooks[@]}] $nb $status after ${seconds}s"
+    # artefacts (fits, pre-trainings) this run built; the others it used came from the cache
+    built=$(find "$cache" -mindepth 3 -maxdepth 3 -name key.json -newer "$work/started" 2>/dev/null | wc -l)
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$seconds" "$status" "$(date -u +%FT%TZ)" "$built" >> "$timings"
+    log "[$i/${#notebooks[@]}] $nb $status after ${seconds}s ($built artefacts trained, the rest from the cache)"
   done
   log "results report from every record of profile $PROFILE"
   "$PY" -m longdoc.experiments.report --profile "$PROFILE" || failed+=("report")

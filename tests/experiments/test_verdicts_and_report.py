@@ -171,6 +171,36 @@ def test_a_notebook_without_its_record_keeps_its_section_from_the_previous_repor
     assert report.render("cpu", root=root, link_base=tmp_path, out=out) == again  # carrying twice changes nothing
 
 
+def test_the_time_table_says_how_many_artefacts_a_run_trained_and_links_the_executed_notebook(tmp_path):
+    root = tmp_path / "results"
+    write_record(root, "10_longtriever_main")
+    write_record(root, "20_sedr_main")
+    (root / "cpu" / "timings.tsv").write_text("10_longtriever_main\t120\tok\tT\t7\n20_sedr_main\t60\tok\tT\n")
+    (root / "cpu" / "executed").mkdir()
+    (root / "cpu" / "executed" / "10_longtriever_main.ipynb").write_text("{}")
+    out = tmp_path / "RESULTS.md"
+    text = report.render("cpu", root=root, link_base=tmp_path, out=out)
+    assert "| 10_longtriever_main | manpages | 2.0 min | 7 | 1.0 min | 1.5 |" in text
+    assert "| 20_sedr_main | manpages | 1.0 min | — | 1.0 min | 1.5 |" in text  # a row written before the count
+    assert "Executed notebook: [10_longtriever_main.ipynb](results/cpu/executed/10_longtriever_main.ipynb)." in text
+    assert (
+        "`20_sedr_main` on manpages; seeds [0, 1, 2]; record `results/cpu/manpages/20_sedr_main/metrics.json`.\n"
+        in text
+    )
+    older = text.replace("| 2.0 min | 7 | 1.0 min |", "| 2.0 min | 1.0 min |")  # a report with five columns
+    out.write_text(older)
+    shutil.rmtree(root / "cpu" / "manpages" / "10_longtriever_main")
+    again = report.render("cpu", root=root, link_base=tmp_path, out=out)
+    assert "| 10_longtriever_main (carried over) | manpages | 2.0 min | — | 1.0 min | 1.5 |" in again
+
+
+def test_a_malformed_timings_line_is_named(tmp_path):
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "timings.tsv").write_text("10_longtriever_main\t120\tok\tT\n10_longtriever_main 120\n")
+    with pytest.raises(ValueError, match=r"timings.tsv:2: expected 4 or 5 tab-separated fields, got 1"):
+        report.timings("cpu", root=tmp_path)
+
+
 def test_the_committed_report_is_what_the_committed_records_render(tmp_path):
     """RESULTS.md is rendered from the tracked cpu records alone: a record or a change to the report
     code without a regenerated RESULTS.md fails here (the files are copied, nothing tracked is written)."""

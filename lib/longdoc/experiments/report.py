@@ -6,8 +6,8 @@ any other profile ``results/<profile>/RESULTS.md``. Everything in it comes from 
 (``results/<profile>/<dataset>/<notebook>/metrics.json``) and from ``results/<profile>/timings.tsv``
 (wall time of each notebook, written by ``run_all.sh``); nothing is typed by hand.
 
-The ``cpu`` records and timings are committed with it (``results/cpu/*/*/metrics.json``,
-``results/cpu/timings.tsv``; run files and executed notebooks stay ignored), so a fresh clone
+The ``cpu`` records, timings and executed notebooks are committed with it (``results/cpu/*/*/metrics.json``,
+``results/cpu/timings.tsv``, ``results/cpu/executed/``; run files stay ignored), so a fresh clone
 re-renders ``RESULTS.md`` without training, and a test checks that it does. A notebook whose record
 is absent keeps its section, its time row and its claim counts from the report being replaced
 (``carried_sections``), marked as carried over with the commit that made it, so that running some
@@ -47,13 +47,19 @@ def records(profile: str, root: Path = RESULTS_DIR) -> list[dict]:
 
 
 def timings(profile: str, root: Path = RESULTS_DIR) -> dict[str, dict]:
-    """The last ``run_all.sh`` timing of each notebook: ``{notebook: {"seconds", "status", "finished"}}``."""
+    """The last ``run_all.sh`` timing of each notebook: ``{notebook: {"seconds", "status", "finished",
+    "trained"}}``; ``trained``: the artefacts that run built (None in rows written before it was counted),
+    so a wall time that reused cached fits says so."""
     path = root / profile / "timings.tsv"
     found = {}
     if path.exists():
-        for line in path.read_text().splitlines():
-            notebook, seconds, status, finished = line.split("\t")
-            found[notebook] = {"seconds": int(seconds), "status": status, "finished": finished}
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            fields = line.split("\t")
+            if len(fields) not in (4, 5):
+                raise ValueError(f"{path}:{number}: expected 4 or 5 tab-separated fields, got {len(fields)}")
+            notebook, seconds, status, finished = fields[:4]
+            trained = int(fields[4]) if len(fields) == 5 else None
+            found[notebook] = {"seconds": int(seconds), "status": status, "finished": finished, "trained": trained}
     return found
 
 
@@ -64,6 +70,10 @@ def notebook_title(notebook: str) -> str:
             if cell["cell_type"] == "markdown":
                 return "".join(cell["source"]).splitlines()[0].lstrip("# ").strip()
     return notebook
+
+
+def _count(value: int | None) -> str:
+    return "—" if value is None else str(value)
 
 
 def _minutes(seconds: float) -> str:
@@ -96,11 +106,19 @@ def carried_sections(previous: str, present: set[str]) -> dict[str, dict]:
         counts = re.search(r"\*\*(\d+) claim\(s\) of the paper: (.+?)\.\*\*", text)
         carried[notebook] = {
             "text": text,
-            "row": row.group(0).replace(" (carried over)", "") if row else None,
+            "row": _six_cells(row.group(0).replace(" (carried over)", "")) if row else None,
             "claims": (int(counts.group(1)), counts.group(2)) if counts else None,
             "commit": made_by,
         }
     return carried
+
+
+def _six_cells(row: str) -> str:
+    """A time-table row of an older report (no count of artefacts trained) with that cell as "—"."""
+    cells = row.strip().strip("|").split("|")
+    if len(cells) == 5:
+        cells.insert(3, " — ")
+    return "|" + "|".join(cells) + "|"
 
 
 def _part(text: str, title: str) -> str:
@@ -233,15 +251,29 @@ def contents_lines(headings: list[str]) -> list[str]:
     ]
 
 
+def executed_notebook(root: Path, profile: str, record: dict) -> Path | None:
+    """The notebook as ``run_all.sh`` executed it for this record (outputs and figures), if present."""
+    folder = root / profile / "executed"
+    dataset = record.get("dataset", "")
+    for path in (folder / f"{record['notebook']}.ipynb", folder / dataset / f"{record['notebook']}.ipynb"):
+        if path.exists():
+            return path
+    return None
+
+
 def notebook_sections(found, carried, profile, root, link_base, base) -> dict[tuple, list[str]]:
     sections = {}
     for r in found:
         record_path = Path(r["_path"])
         shown = record_path.relative_to(root.parent) if root.parent in record_path.parents else record_path
+        executed = executed_notebook(root, profile, r)
+        opened = (
+            f" Executed notebook: [{executed.name}]({Path(_relative(executed, base)).as_posix()})." if executed else ""
+        )
         part = [
             f"## {notebook_title(r['notebook'])}",
             "",
-            f"`{r['notebook']}` on {r.get('dataset', '')}; {seeds_used(r)}; record `{shown.as_posix()}`.",
+            f"`{r['notebook']}` on {r.get('dataset', '')}; {seeds_used(r)}; record `{shown.as_posix()}`.{opened}",
             "",
         ]
         metrics = r["metrics"]
@@ -277,8 +309,11 @@ def time_lines(found: list[dict], carried: dict, times: dict[str, dict]) -> list
     lines = [
         f"## {TIMES}",
         "",
-        "| notebook | dataset | wall time (run_all.sh) | in-study time | peak memory (GiB) |",
-        "|---|---|---|---|---|",
+        "Wall time is that of the notebook's last run; a run that found fits in the cache took less than a run"
+        " from an empty cache (its count of artefacts trained says how many it built itself).",
+        "",
+        "| notebook | dataset | wall time (run_all.sh) | artefacts trained in that run | in-study time | peak memory (GiB) |",
+        "|---|---|---|---|---|---|",
     ]
     total = sum(
         timing["seconds"] for notebook, timing in times.items() if any(r["notebook"] == notebook for r in found)
@@ -289,6 +324,7 @@ def time_lines(found: list[dict], carried: dict, times: dict[str, dict]) -> list
         usage = r.get("usage", {})
         rows[(r["notebook"], r.get("dataset", ""))] = (
             f"| {r['notebook']} | {r.get('dataset', '')} | {_minutes(timing['seconds']) if timing else '—'} | "
+            f"{_count(timing.get('trained')) if timing else '—'} | "
             f"{_minutes(usage['seconds']) if 'seconds' in usage else '—'} | {usage.get('peak_rss_gib', '—')} |"
         )
     for notebook, section in carried.items():
@@ -297,7 +333,7 @@ def time_lines(found: list[dict], carried: dict, times: dict[str, dict]) -> list
             minutes = re.search(r"\| ([\d.]+) min \|", section["row"])
             total += float(minutes.group(1)) * 60 if minutes else 0
     lines += [rows[key] for key in sorted(rows)]
-    return lines + [f"| **total** | | **{_minutes(total)}** | | |", ""]
+    return lines + [f"| **total** | | **{_minutes(total)}** | | | |", ""]
 
 
 def provenance_lines(found: list[dict]) -> list[str]:
