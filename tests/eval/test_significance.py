@@ -63,4 +63,17 @@ def test_the_interval_covers_the_true_difference_95_percent_of_the_time():
         excludes = stats["ci_low"] > 0 or stats["ci_high"] < 0
         agree += excludes == (stats["p_value"] < 0.05)
     assert 0.92 <= covered / trials <= 0.975  # seen: 0.928 (0.883 at 90%)
-    assert agree >= trials - 3  # quantile interpolation between two resamples may split a tie at the edge
+    assert agree == trials  # order statistics, not interpolated quantiles: the two never disagree
+
+
+def test_the_interval_ends_are_the_order_statistics_of_a_brute_force_resample():
+    """The ends are the ⌈αn⌉-th smallest and largest of the resampled means (no interpolation), and the
+    low end is above zero exactly when p < 0.05, also at the tie where exactly αn resamples are ≤ 0."""
+    from longdoc.eval.significance import bootstrap_p, percentile_interval
+
+    means = np.arange(1, 2001) / 1000.0 - 0.0505  # 2000 sorted values: exactly 50 (= 2.5%) at or below 0
+    low, high = percentile_interval(np.random.default_rng(0).permutation(means))
+    assert (low, high) == (means[49], means[-50])
+    assert low <= 0 and bootstrap_p(means) == pytest.approx(0.05)  # p = 0.05 is not < 0.05: not excluded
+    shifted = means + 0.001  # 49 at or below 0
+    assert percentile_interval(shifted)[0] > 0 and bootstrap_p(shifted) < 0.05

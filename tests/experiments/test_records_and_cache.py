@@ -63,13 +63,14 @@ def test_cache_keys_hold_a_fingerprint_of_the_code(tmp_path, monkeypatch):
     built = cache.cached_directory("kind", lambda d: None, lr=1e-5)
     assert json.loads((built / "key.json").read_text())["code"] == cache.code_fingerprint()
     package = tmp_path / "package"
-    for relative in ["models/a.py", "plots.py", "experiments/report.py"]:
+    for relative in ["models/a.py", "plots.py", "experiments/report.py", "experiments/cache.py"]:
         (package / relative).parent.mkdir(parents=True, exist_ok=True)
         (package / relative).write_text("x = 1\n")
     monkeypatch.setattr(cache, "PACKAGE_DIR", package)
     fingerprint = lambda: (cache.code_fingerprint.cache_clear(), cache.code_fingerprint())[1]  # noqa: E731
     original = fingerprint()
     (package / "plots.py").write_text("x = 2\n")  # presentation only: same artefacts
+    (package / "experiments" / "cache.py").write_text("x = 2\n")  # the list itself: keys, not artefacts
     assert fingerprint() == original
     (package / "models" / "a.py").write_text("x = 2\n")  # code that makes artefacts
     assert fingerprint() != original

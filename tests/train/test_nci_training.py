@@ -116,8 +116,10 @@ def test_examples_outside_the_identifiers_are_refused(tiny_bert, tokenizer):
 def test_pawa_learns_as_fast_as_the_plain_decoder_and_adapts_less_than_the_state(tokenizer):
     """At the project's width (d = 384, rank 8) and learning rates, the same steps and order: the PAWA
     decoder's training loss ends at most at the plain decoder's and falls at every evaluation, and its
-    relative change |h A − h| / |h| stays below 1. The unscaled adaptor (``scale = 1``, the build before
-    the 1/√(d·r) scale) went from 1.87 up to 2.30 between two evaluations, with a relative change of 1.29."""
+    relative change |h A − h| / |h| stays below 0.6 (seen: 0.49; the unscaled build's 0.76–1.01 at ``cpu``
+    is what the scale fixes). The unscaled adaptor (``scale = 1``, the build before the 1/√(d·r) scale)
+    went from 1.87 up to 2.30 between two evaluations, with a relative change of 1.29: it fails the
+    falling-loss and the change bounds (its last loss alone can still end below the plain decoder's)."""
     from longdoc.bench.nci_pawa import memorisation_model, memorisation_task
 
     ids, examples = memorisation_task(tokenizer)
@@ -131,4 +133,4 @@ def test_pawa_learns_as_fast_as_the_plain_decoder_and_adapts_less_than_the_state
     plain, pawa = ([h["train_loss"] for h in histories[n]] for n in (0, 2))
     assert plain[-1] < plain[0] * 0.6, f"the plain decoder did not learn the task: {plain}"
     assert pawa[-1] <= plain[-1] and all(b < a for a, b in zip(pawa, pawa[1:])), (pawa, plain)
-    assert all(0 < h["terms"]["adaptor_change"] < 1 for h in histories[2][1:]), histories[2]
+    assert all(0 < h["terms"]["adaptor_change"] < 0.6 for h in histories[2][1:]), histories[2]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from longdoc.eval.significance import seed_query_bootstrap
+from longdoc.eval.significance import percentile_interval, seed_query_bootstrap
 
 
 def relevant_lengths(qrels: dict[str, dict[str, int]], document_tokens: pd.Series) -> pd.Series:
@@ -59,7 +59,7 @@ def seed_mean(per_seed: list[dict[str, float]]) -> pd.Series:
 def _interval(values: np.ndarray, samples: int, seed: int) -> tuple[float, float]:
     rng = np.random.default_rng(seed)
     means = values[rng.integers(0, len(values), size=(samples, len(values)))].mean(axis=1)
-    low, high = np.quantile(means, [0.025, 0.975])
+    low, high = percentile_interval(means)
     return float(low), float(high)
 
 
@@ -133,7 +133,7 @@ def gain_growth(
     draws = np.take_along_axis(long_columns, rng.integers(0, len(long), size=(samples, len(long))), axis=1).mean(
         axis=1
     ) - np.take_along_axis(short_columns, rng.integers(0, len(short), size=(samples, len(short))), axis=1).mean(axis=1)
-    low, high = np.quantile(draws, [0.025, 0.975])
+    low, high = percentile_interval(draws)
     return {
         "shortest": order[0],
         "longest": order[-1],

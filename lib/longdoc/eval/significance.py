@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import stats
 
@@ -31,7 +33,7 @@ def paired_bootstrap(
     diff = x - y
     rng = np.random.default_rng(seed)
     means = diff[rng.integers(0, len(diff), size=(samples, len(diff)))].mean(axis=1)
-    low, high = np.quantile(means, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
+    low, high = percentile_interval(means, confidence)
     return {
         "mean_difference": float(diff.mean()),
         "ci_low": float(low),
@@ -45,6 +47,16 @@ def bootstrap_p(means: np.ndarray) -> float:
     zero on either side (at most 1). Resamples exactly at zero count on both sides (common with few
     queries and discrete measures), so p < 0.05 only where the 95% interval lies clear of zero."""
     return float(min(1.0, 2 * min(np.mean(means <= 0), np.mean(means >= 0))))
+
+
+def percentile_interval(means: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """The percentile interval as order statistics, without interpolation: with ``n`` resamples and
+    tail ``α = (1 − confidence) / 2``, the ``⌈αn⌉``-th smallest and the ``⌈αn⌉``-th largest. The low end
+    is above zero exactly when fewer than ``αn`` resamples lie at or below zero, i.e. exactly when
+    :func:`bootstrap_p` < 1 − confidence on that side (an interpolated quantile could split that tie)."""
+    ordered = np.sort(np.asarray(means, dtype=float))
+    tail = max(1, math.ceil((1 - confidence) / 2 * len(ordered) - 1e-9))
+    return float(ordered[tail - 1]), float(ordered[len(ordered) - tail])
 
 
 def seed_query_bootstrap(
@@ -77,7 +89,7 @@ def seed_query_bootstrap(
     per_query = weights_x @ x - weights_y @ y  # [samples, Q]: seed-resampled differences per query
     queries = rng.integers(0, len(keys), size=(samples, len(keys)))
     means = np.take_along_axis(per_query, queries, axis=1).mean(axis=1)
-    low, high = np.quantile(means, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
+    low, high = percentile_interval(means, confidence)
     return {
         "mean_difference": float(x.mean(0).mean() - y.mean(0).mean()),
         "ci_low": float(low),

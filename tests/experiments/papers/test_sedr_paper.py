@@ -53,6 +53,22 @@ def test_a_warm_started_row_reads_the_warm_start_backbone_and_mines_with_it(
     assert study.selection(systems[names["no_cache"]])["inherited_from"] == names["sedr"]
 
 
+def test_each_seed_continues_its_own_warm_start_and_its_order(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study
+):
+    """Seed s of a warm-started row starts from the warm start's seed-s fit and takes that seed's shuffle
+    after its steps (``first_step``), so no seed replays its warm start's queries first."""
+    study = tiny_study(tiny_dataset, tiny_backbone, **sedr_params(seeds=[0, 1]))
+    systems = {s.name: s for s in sedr_study.main_systems(study)}
+    full = systems[sedr_study.names(study)["sedr"]]
+    starts = {seed: full.spec.warm_start_fit(study, seed) for seed in (0, 1)}
+    assert starts[0].directory != starts[1].directory
+    assert json.loads((starts[1].directory / "key.json").read_text())["train"]["seed"] == 1
+    key = json.loads((full.spec.fit(study, 1e-3, 1).directory / "key.json").read_text())
+    assert key["train"]["seed"] == 1 and key["train"]["first_step"] == 4
+    assert key["encoder"]["backbone"].endswith(starts[1].directory.name + "/model/backbone")
+
+
 def test_table2_rows_train_their_own_architectures(tiny_dataset, tiny_backbone, isolated_outputs, tiny_study):
     study = tiny_study(tiny_dataset, tiny_backbone, **sedr_params())
     rows = sedr_study.interaction_systems(study)
@@ -92,3 +108,21 @@ def test_sweep_rows_and_claims_follow_the_parameters(tiny_dataset, tiny_backbone
         ("K = 2", "K = 4", "MRR@100"),
         ("K = 4", "K = 2", "R@100"),
     ]
+
+
+def test_figure_5_spread_claims_from_one_model_per_system_get_no_verdict(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study
+):
+    """The spread claims read one model per system (the first seed's): Δ, its interval and p come from
+    one bootstrap over documents, and the one-seed rule leaves the verdict "not testable" even where the
+    interval clears zero."""
+    from longdoc.experiments.verdicts import NOT_TESTABLE
+
+    study = tiny_study(tiny_dataset, tiny_backbone, **sedr_params())
+    n = sedr_study.names(study)
+    gaps = {d: 0.5 + 0.01 * d for d in range(30)}
+    per_document = {n["global"]: gaps, n["sedr"]: {d: g - 0.3 for d, g in gaps.items()}, n["no_sit"]: gaps}
+    table = sedr_study.spread_claims(per_document, study)
+    assert list(table["verdict"]) == [NOT_TESTABLE, NOT_TESTABLE]
+    assert table["ours: Δ [95% CI]"].iloc[0] == "+0.3 [+0.3, +0.3]" and table["p (bootstrap)"].iloc[0] == 0
+    assert table["condition"].str.contains("one seed").all()

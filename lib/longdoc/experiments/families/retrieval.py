@@ -586,17 +586,18 @@ class Dense(Spec):
             **probe,
         }
 
-    def warm_start_fit(self, study) -> FineTuned | None:
-        """The fit this row starts from (its ``warm_start``'s first seed at that row's chosen rate), or None."""
+    def warm_start_fit(self, study, seed: int | None = None) -> FineTuned | None:
+        """The fit this row starts from: its ``warm_start`` at that row's chosen rate with the same ``seed``
+        (default: the first), so each seed's chain is its own replicate and continues its own order; or None."""
         if self.warm_start is None:
             return None
         if not (isinstance(self.warm_start.spec, Dense) and self.warm_start.spec.trained):
             raise ValueError(f"the warm start {self.warm_start.name!r} is not a fine-tuned dense system")
-        return study.fit(self.warm_start)
+        return study.fit(self.warm_start, seed)
 
-    def starting_encoder(self, study) -> EncoderConfig:
-        """The row's encoder, reading the warm start's backbone where it has one."""
-        start = self.warm_start_fit(study)
+    def starting_encoder(self, study, seed: int | None = None) -> EncoderConfig:
+        """The row's encoder, reading the warm start's backbone (of the same seed) where it has one."""
+        start = self.warm_start_fit(study, seed)
         return (
             self.encoder
             if start is None
@@ -605,16 +606,15 @@ class Dense(Spec):
 
     def starting_model(self, study, seed: int | None = None) -> BiEncoder:
         """The model before fine-tuning (for the in-batch probe)."""
-        return build_encoder(
-            self.model, self.starting_encoder(study), study.seeds[0] if seed is None else seed, self.start(study)
-        )
+        seed = study.seeds[0] if seed is None else seed
+        return build_encoder(self.model, self.starting_encoder(study, seed), seed, self.start(study))
 
     def fit(self, study, learning_rate: float, seed: int) -> FineTuned:
         protocol = self.protocol
         budget = study.settings(BudgetSettings)
         train = budget.train_config(learning_rate, seed, protocol.hard_negatives, protocol.cache_size)
-        warm = self.warm_start_fit(study)
-        if warm is not None:  # its training order continues after the warm start's: new queries first
+        warm = self.warm_start_fit(study, seed)
+        if warm is not None:  # the same seed's shuffle, continued after the warm start's steps: new queries first
             train = replace(train, first_step=order_end(warm))
         miner = warm if protocol.negatives == "warm start" else None
         if protocol.negatives == "warm start" and miner is None:
@@ -622,7 +622,7 @@ class Dense(Spec):
         return finetune(
             self.model,
             study.data,
-            self.starting_encoder(study),
+            self.starting_encoder(study, seed),
             train,
             negatives="miner" if miner is not None else protocol.negatives,
             negative_depth=protocol.negative_depth,

@@ -584,8 +584,9 @@ def semantic_id_analysis(study: Study, system: System, top: int = 10) -> dict:
         tsne_points,
     )
     from longdoc.eval.metrics import ranking
+    from longdoc.eval.significance import percentile_interval
     from longdoc.experiments.families.generative import decode_nci, document_embeddings, nci_identifiers
-    from longdoc.experiments.verdicts import HOLDS, NOT_SHOWN, REVERSED
+    from longdoc.experiments.verdicts import NOT_SHOWN, Precondition, interval_text, verdict
     from longdoc.models.registry import build_encoder
 
     options = study.settings(NciSettings)
@@ -646,13 +647,18 @@ def semantic_id_analysis(study: Study, system: System, top: int = 10) -> dict:
         agreement["relevant pairs sharing the first digit"],
         agreement["random pairs sharing the first digit"],
     )
-    if pairs:
-        half = 1.96 * np.sqrt(max(share * (1 - share), 1e-12) / pairs)
-        first = HOLDS if share - half > background else REVERSED if share + half < background else NOT_SHOWN
-        first_text = f"{share:.3f} ± {half:.3f} of {pairs} relevant pairs vs {background:.3f} of random pairs"
+    if pairs:  # the relevant pairs resampled with replacement (a binomial draw of the shared count)
+        draws = np.random.default_rng(study.seeds[0]).binomial(pairs, share, size=10_000) / pairs - background
+        low, high = percentile_interval(draws)
+        first = verdict(low, high)
+        first_text = (
+            f"{share:.3f} of {pairs} relevant pairs vs {background:.3f} of random pairs: "
+            f"Δ {interval_text(share - background, low, high)}"
+        )
     else:
         first, first_text = NOT_SHOWN, "no test query has two relevant documents"
-    second = HOLDS if overlap["95% CI low"] > 0 else REVERSED if overlap["95% CI high"] < 0 else NOT_SHOWN
+    # the overlap reads one trained model's rankings (the first seed's): the one-seed rule gives no verdict
+    second = verdict(overlap["95% CI low"], overlap["95% CI high"], Precondition(False, f"one seed of {system.name}"))
     verdicts = pd.DataFrame(
         [
             {
@@ -663,8 +669,9 @@ def semantic_id_analysis(study: Study, system: System, top: int = 10) -> dict:
             {
                 "claim": "similar queries retrieve documents with close identifiers; dissimilar ones do not overlap",
                 "ours": f"first-digit overlap {overlap['similar pairs: mean overlap']:.3f} (similar) vs "
-                f"{overlap['dissimilar pairs: mean overlap']:.3f} (dissimilar), Δ {overlap['difference']:+.3f} "
-                f"[{overlap['95% CI low']:+.3f}, {overlap['95% CI high']:+.3f}]",
+                f"{overlap['dissimilar pairs: mean overlap']:.3f} (dissimilar), Δ "
+                f"{interval_text(overlap['difference'], overlap['95% CI low'], overlap['95% CI high'])} "
+                f"(one seed of {system.name}: a trained system needs two runs or more)",
                 "verdict": second,
             },
         ]
