@@ -180,18 +180,38 @@ def test_the_time_table_says_how_many_artefacts_a_run_trained_and_links_the_exec
     (root / "cpu" / "executed" / "10_longtriever_main.ipynb").write_text("{}")
     out = tmp_path / "RESULTS.md"
     text = report.render("cpu", root=root, link_base=tmp_path, out=out)
-    assert "| 10_longtriever_main | manpages | 2.0 min | 7 | 1.0 min | 1.5 |" in text
-    assert "| 20_sedr_main | manpages | 1.0 min | — | 1.0 min | 1.5 |" in text  # a row written before the count
+    assert "| 10_longtriever_main | manpages | 2.0 min | 7 | 1.0 min | 1.5 | Test CPU, 2 cores |" in text
+    assert (
+        "| 20_sedr_main | manpages | 1.0 min | — | 1.0 min | 1.5 | Test CPU, 2 cores |" in text
+    )  # written before the count
     assert "Executed notebook: [10_longtriever_main.ipynb](results/cpu/executed/10_longtriever_main.ipynb)." in text
     assert (
         "`20_sedr_main` on manpages; seeds [0, 1, 2]; record `results/cpu/manpages/20_sedr_main/metrics.json`.\n"
         in text
     )
-    older = text.replace("| 2.0 min | 7 | 1.0 min |", "| 2.0 min | 1.0 min |")  # a report with five columns
+    older = text.replace(
+        "| 2.0 min | 7 | 1.0 min | 1.5 | Test CPU, 2 cores |", "| 2.0 min | 1.0 min | 1.5 |"
+    )  # 5 columns
     out.write_text(older)
     shutil.rmtree(root / "cpu" / "manpages" / "10_longtriever_main")
     again = report.render("cpu", root=root, link_base=tmp_path, out=out)
-    assert "| 10_longtriever_main (carried over) | manpages | 2.0 min | — | 1.0 min | 1.5 |" in again
+    # the machine of a row without one is the one the older report's provenance names
+    assert (
+        "| 10_longtriever_main (carried over) | manpages | 2.0 min | — | 1.0 min | 1.5 | Test CPU, 2 cores |" in again
+    )
+
+
+def test_times_from_different_machines_are_totalled_apart(tmp_path):
+    root = tmp_path / "results"
+    write_record(root, "10_longtriever_main")
+    write_record(root, "20_sedr_main")
+    record = root / "cpu" / "manpages" / "20_sedr_main" / "metrics.json"
+    record.write_text(record.read_text().replace("Test CPU", "Other CPU"))
+    (root / "cpu" / "timings.tsv").write_text("10_longtriever_main\t120\tok\tT\n20_sedr_main\t60\tok\tT\n")
+    text = report.render("cpu", root=root, link_base=tmp_path, out=tmp_path / "RESULTS.md")
+    assert "| **total** | | **2.0 min** | | | | Test CPU, 2 cores |" in text
+    assert "| **total** | | **1.0 min** | | | | Other CPU, 2 cores |" in text
+    assert "**3.0 min**" not in text
 
 
 def test_a_malformed_timings_line_is_named(tmp_path):

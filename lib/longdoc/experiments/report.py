@@ -90,6 +90,7 @@ def carried_sections(previous: str, present: set[str]) -> dict[str, dict]:
     """From a previous report: per notebook absent from ``present``, its section text, its row of the
     time table, its claim counts and the commit the previous report names."""
     commit = re.search(r"^- code: (.+)$", previous, re.M)
+    machine = re.search(r"^- machine: (.+)$", previous, re.M)
     times = _part(previous, TIMES)
     carried = {}
     for match in SECTION.finditer(previous):
@@ -106,19 +107,31 @@ def carried_sections(previous: str, present: set[str]) -> dict[str, dict]:
         counts = re.search(r"\*\*(\d+) claim\(s\) of the paper: (.+?)\.\*\*", text)
         carried[notebook] = {
             "text": text,
-            "row": _six_cells(row.group(0).replace(" (carried over)", "")) if row else None,
+            "row": _seven_cells(row.group(0).replace(" (carried over)", ""), machine.group(1) if machine else "—")
+            if row
+            else None,
             "claims": (int(counts.group(1)), counts.group(2)) if counts else None,
             "commit": made_by,
         }
     return carried
 
 
-def _six_cells(row: str) -> str:
-    """A time-table row of an older report (no count of artefacts trained) with that cell as "—"."""
+def _seven_cells(row: str, machine: str) -> str:
+    """A time-table row of an older report in today's columns: no count of artefacts trained → "—", no
+    machine → the ``machine`` that report's provenance names."""
     cells = row.strip().strip("|").split("|")
     if len(cells) == 5:
         cells.insert(3, " — ")
+    if len(cells) == 6:
+        cells.append(f" {machine} ")
     return "|" + "|".join(cells) + "|"
+
+
+def _machine(record: dict) -> str:
+    machine = record.get("machine")
+    if not machine:
+        return "—"
+    return f"{machine['cpu']}, {machine['cores']} cores" + (f", {machine['gpu']}" if "gpu" in machine else "")
 
 
 def _part(text: str, title: str) -> str:
@@ -310,44 +323,47 @@ def time_lines(found: list[dict], carried: dict, times: dict[str, dict]) -> list
         f"## {TIMES}",
         "",
         "Wall time is that of the notebook's last run; a run that found fits in the cache took less than a run"
-        " from an empty cache (its count of artefacts trained says how many it built itself).",
+        " from an empty cache (its count of artefacts trained says how many it built itself). Times from"
+        " different machines are totalled per machine, never together.",
         "",
-        "| notebook | dataset | wall time (run_all.sh) | artefacts trained in that run | in-study time | peak memory (GiB) |",
-        "|---|---|---|---|---|---|",
+        "| notebook | dataset | wall time (run_all.sh) | artefacts trained in that run | in-study time |"
+        " peak memory (GiB) | machine |",
+        "|---|---|---|---|---|---|---|",
     ]
-    total = sum(
-        timing["seconds"] for notebook, timing in times.items() if any(r["notebook"] == notebook for r in found)
-    )
+    totals: dict[str, float] = {}
     rows = {}
     for r in found:
         timing = times.get(r["notebook"])
         usage = r.get("usage", {})
+        machine = _machine(r)
+        if timing:
+            totals[machine] = totals.get(machine, 0.0) + timing["seconds"]
         rows[(r["notebook"], r.get("dataset", ""))] = (
             f"| {r['notebook']} | {r.get('dataset', '')} | {_minutes(timing['seconds']) if timing else '—'} | "
             f"{_count(timing.get('trained')) if timing else '—'} | "
-            f"{_minutes(usage['seconds']) if 'seconds' in usage else '—'} | {usage.get('peak_rss_gib', '—')} |"
+            f"{_minutes(usage['seconds']) if 'seconds' in usage else '—'} | {usage.get('peak_rss_gib', '—')} | "
+            f"{machine} |"
         )
     for notebook, section in carried.items():
         if section["row"]:
             rows[(notebook, "")] = section["row"].replace(f"| {notebook} |", f"| {notebook} (carried over) |", 1)
-            minutes = re.search(r"\| ([\d.]+) min \|", section["row"])
-            total += float(minutes.group(1)) * 60 if minutes else 0
+            cells = section["row"].strip().strip("|").split("|")
+            minutes = re.fullmatch(r" ([\d.]+) min ", cells[2])
+            if minutes:
+                machine = cells[-1].strip()
+                totals[machine] = totals.get(machine, 0.0) + float(minutes.group(1)) * 60
     lines += [rows[key] for key in sorted(rows)]
-    return lines + [f"| **total** | | **{_minutes(total)}** | | | |", ""]
+    lines += [
+        f"| **total** | | **{_minutes(seconds)}** | | | | {machine} |" for machine, seconds in sorted(totals.items())
+    ]
+    return lines + [""]
 
 
 def provenance_lines(found: list[dict]) -> list[str]:
     commits = sorted(
         {(r["versions"].get("git_commit", "unknown"), r["versions"].get("git_dirty", False)) for r in found}
     )
-    machines = sorted(
-        {
-            f"{r['machine']['cpu']}, {r['machine']['cores']} cores"
-            + (f", {r['machine']['gpu']}" if "gpu" in r["machine"] else "")
-            for r in found
-            if "machine" in r
-        }
-    )
+    machines = sorted({_machine(r) for r in found if "machine" in r})
     datasets = sorted({(r.get("dataset", "?"), r["data_checksum"][:16]) for r in found})
     return [
         "## Provenance",
