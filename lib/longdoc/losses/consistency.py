@@ -4,8 +4,10 @@ the consistency-based regularisation of eq. 5, weighted by α (eq. 6).
 Eq. 5, for decoding step i: the batch's queries go through the model twice with independent dropout,
 giving ``z_{i,1}`` and ``z_{i,2}`` per query; among the 2Q representations of the step, each one's
 twin is its positive and the other 2Q − 2 are negatives (NT-Xent, dot-product similarity, temperature
-τ; the paper's τ = 1). ``z`` is the decoder's representation that enters the classifier, as in the
-released code. Differences from the released code, which fed a softmax into a cross-entropy (two
+τ; the paper's τ = 1). Eq. 5 as printed sums its denominator over k = 1..2Q, k ≠ 2: over the anchor
+itself and not over its twin. We read that as a typo and use the form of the contrastive loss it cites
+([8], NT-Xent: the twin in, the anchor out). ``z`` is the decoder's representation that enters the
+classifier, as in the released code. Differences from the released code, which fed a softmax into a cross-entropy (two
 softmaxes), had no temperature, counted padding steps and made the second view a corrupted copy of
 the query: here it is the paper's loss, over the identifier's real steps only, and the two views
 differ by dropout alone. Both terms are means over the identifier tokens of the batch (eq. 6's sums,
