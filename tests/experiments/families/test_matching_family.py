@@ -126,6 +126,40 @@ def test_smith_keeps_its_pretrained_block_head_and_centres_one_from_the_backbone
     assert torch.equal(resumed.encoder.block_dense.bias, saved) and "block cosine (head kept)" in kept
 
 
+def test_a_fit_from_a_pretrained_smith_starts_from_its_block_head_and_one_from_the_backbone_centres_it(
+    tiny_backbone, isolated_outputs
+):
+    """Item 4 through the fit itself: with a learning rate too small to move anything, the fine-tuned
+    SMITH's block head is the pre-trained one when the fit starts from a checkpoint, and the centred one
+    (not the backbone's) when it starts from the backbone; the fit's record says which rule ran."""
+    from longdoc.experiments.families.matching import finetune_matcher
+
+    words = ["kernel", "socket", "printf", "signal", "thread", "memory", "file", "pipe"]
+    texts = {f"d{i}": ". ".join(" ".join(words[(i + j) % 8] for j in range(5)) for _ in range(3)) for i in range(6)}
+    pairs = {
+        "train": [DocumentPair("d0", "d1", 1), DocumentPair("d2", "d3", 0)],
+        "dev": [DocumentPair("d0", "d4", 1), DocumentPair("d1", "d5", 0)],
+        "test": [DocumentPair("d4", "d5", 1)],
+    }
+    data = MatchingDataset("toy", {d: Document(d, "", t) for d, t in texts.items()}, pairs)
+    config = SmithConfig(backbone=tiny_backbone, segment_length=8, max_segments=2, document_layers=1)
+    train = TrainConfig(steps=1, batch_size=2, hard_negatives=0, learning_rate=1e-12, warmup_ratio=0.0)
+    pretrained = build_matcher("SMITH", config, 0)
+    with torch.no_grad():  # a head no centring would produce, so that keeping it is visible
+        pretrained.encoder.block_dense.bias.add_(0.5)
+    pretrained.encoder.save(isolated_outputs / "pretrained")
+    kept_head = pretrained.encoder.block_dense.bias.clone()
+    from_checkpoint = finetune_matcher(
+        "SMITH", data, config, train, init=isolated_outputs / "pretrained", progress=False
+    )
+    assert torch.allclose(from_checkpoint.model().encoder.block_dense.bias, kept_head, atol=1e-6)
+    assert "block cosine (head kept)" in from_checkpoint.history["start"]
+    backbone_head = build_matcher("SMITH", config, 0).encoder.block_dense.bias.clone()
+    from_backbone = finetune_matcher("SMITH", data, config, train, progress=False)
+    assert not torch.allclose(from_backbone.model().encoder.block_dense.bias, backbone_head, atol=1e-4)
+    assert "after" in from_backbone.history["start"]
+
+
 def test_the_start_probe_is_the_roc_auc_of_the_untrained_cosines_on_dev(tiny_backbone):
     """SMITH's start (block head centred as fine-tuning would) scores the dev pairs as the brute-force
     encoding of the whole corpus does; the row without pre-training is the same spec without it."""
