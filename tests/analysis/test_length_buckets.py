@@ -84,10 +84,49 @@ def test_gain_growth_resamples_seeds_as_well_as_queries():
     assert spread["95% CI high"] - spread["95% CI low"] > 1.5 * (steady["95% CI high"] - steady["95% CI low"])
 
 
+def toy_study(sedr, other, maxp_segments: int = 4, first_length: int = 64):
+    """Per-query scores of SeDR, MaxP and FirstP, and the encoders they read with (64-token segments)."""
+    from types import SimpleNamespace
+
+    def result(scores, segment_length, segments):
+        encoder = SimpleNamespace(segment_length=segment_length, max_segments=segments, document_tokens=0)
+        return SimpleNamespace(
+            per_item=lambda data, measure: scores, system=SimpleNamespace(spec=SimpleNamespace(encoder=encoder))
+        )
+
+    results = {
+        "SeDR": result(sedr, 64, 4),
+        "MaxP": result(other, 64, maxp_segments),
+        "FirstP": result(other, first_length, 1),
+    }
+    return SimpleNamespace(results=results, data=None)
+
+
+def test_figure_4_claims_need_rows_that_read_what_the_claim_assumes():
+    """MaxP reading fewer tokens than SeDR leaves the long-document claims against it not testable;
+    FirstP's first segment shorter than the bucket's leaves the one-segment claims against it so."""
+    from longdoc.experiments.papers.sedr import length_claims
+    from longdoc.experiments.verdicts import NOT_TESTABLE
+
+    queries = [f"q{i}" for i in range(30)]
+    buckets = segment_buckets(pd.Series([10] * 15 + [500] * 15, index=queries), 62, 4)
+    sedr = [{q: 0.9 for q in queries}, {q: 0.8 for q in queries}]
+    other = [{q: 0.2 for q in queries}, {q: 0.3 for q in queries}]
+    sound = length_claims(toy_study(sedr, other), buckets, "SeDR", "MaxP", "FirstP", 62)
+    assert NOT_TESTABLE not in set(sound["verdict"])
+    assert "same tokens of a long document (SeDR 248, MaxP 248)" in sound.loc[0, "condition"]
+    fewer = length_claims(toy_study(sedr, other, maxp_segments=2), buckets, "SeDR", "MaxP", "FirstP", 62)
+    assert list(fewer["verdict"][:3]) == [NOT_TESTABLE, NOT_TESTABLE, "reversed"]
+    assert "NOT met" in fewer.loc[0, "condition"] and "MaxP 124" in fewer.loc[0, "condition"]
+    assert list(fewer["verdict"][3:]) == list(sound["verdict"][3:])  # FirstP's claims do not read MaxP
+    short = length_claims(toy_study(sedr, other, first_length=32), buckets, "SeDR", "MaxP", "FirstP", 62)
+    assert list(short["verdict"][4:]) == [NOT_TESTABLE, NOT_TESTABLE] and short.loc[3, "verdict"] == "holds"
+    assert "FirstP 30; the bucket's segment: 62" in short.loc[5, "condition"]
+
+
 def test_figure_4_claims_need_enough_queries_in_their_buckets():
     """SeDR Figure 4's claims, posed on the segments a document fills: the one-segment claims are not
     testable with 3 queries there, the longest bucket's are (12 queries), and its gain is the bucket's."""
-    from types import SimpleNamespace
 
     from longdoc.experiments.papers.sedr import length_claims
     from longdoc.experiments.verdicts import NOT_TESTABLE
@@ -96,11 +135,7 @@ def test_figure_4_claims_need_enough_queries_in_their_buckets():
     buckets = segment_buckets(pd.Series([10] * 3 + [500] * 12, index=queries), 62, 4)
     sedr = [{q: 0.9 for q in queries}, {q: 0.8 for q in queries}]
     other = [{q: 0.2 for q in queries}, {q: 0.3 for q in queries}]
-    results = {
-        name: SimpleNamespace(per_item=lambda data, measure, s=s: s)
-        for name, s in {"SeDR": sedr, "MaxP": other, "FirstP": other}.items()
-    }
-    table = length_claims(SimpleNamespace(results=results, data=None), buckets, "SeDR", "MaxP", "FirstP")
+    table = length_claims(toy_study(sedr, other), buckets, "SeDR", "MaxP", "FirstP", 62)
     assert len(table) == 6 and list(table["verdict"][[1, 2, 4, 5]]) == [NOT_TESTABLE] * 4
     assert list(table["verdict"][[0, 3]]) == ["holds", "holds"]
     assert table.loc[0, "claim"] == "SeDR above MaxP on documents filling ≥ 4 segments"

@@ -403,14 +403,26 @@ def document_token_counts(study: Study) -> pd.Series:
 MIN_BUCKET_QUERIES = 10  # fewer queries in a bucket: its interval says nothing, the claim is not testable
 
 
-def length_claims(study: Study, buckets: pd.Series, sedr_name: str, maxp_name: str, first_name: str) -> pd.DataFrame:
+def tokens_read(study: Study, name: str) -> tuple[int, int]:
+    """A dense row's content tokens: (in its first segment, in all it reads of a document)."""
+    encoder = study.results[name].system.spec.encoder
+    first = encoder.segment_length - 2
+    return first, encoder.document_tokens or encoder.max_segments * first
+
+
+def length_claims(
+    study: Study, buckets: pd.Series, sedr_name: str, maxp_name: str, first_name: str, segment_tokens: int
+) -> pd.DataFrame:
     """Figure 4's statements as verdicts (MRR@100, 95% intervals over the bucket's queries and the
     seeds), posed as the paper poses them, on buckets by the segments a relevant document fills
     (:func:`~longdoc.analysis.length.segment_buckets`): SeDR above MaxP and above the first segment on
     documents longer than what one segment holds (the longest bucket), its gain growing from the
     one-segment bucket to the longest, and SeDR below them on documents within one segment, which
-    every compared system reads whole (the paper: under 512 tokens). A bucket with fewer than
-    :data:`MIN_BUCKET_QUERIES` queries leaves its claims not testable."""
+    every compared system reads whole (the paper: under 512 tokens). ``segment_tokens``: the content
+    tokens of the buckets' segment. Each claim is testable only when its bucket holds
+    :data:`MIN_BUCKET_QUERIES` queries and its rows read what the claim assumes, checked on their
+    encoders: every row's first segment holds a one-segment document whole, and SeDR and MaxP read the
+    same tokens of a long document (FirstP reading fewer is Figure 4's comparison itself)."""
     from longdoc.analysis.length import bucket_gains, bucket_order, gain_growth
     from longdoc.experiments.verdicts import Precondition, interval_text, verdict
 
@@ -423,6 +435,29 @@ def length_claims(study: Study, buckets: pd.Series, sedr_name: str, maxp_name: s
         return Precondition(
             all(counts.get(b, 0) >= MIN_BUCKET_QUERIES for b in names), f"{sizes} (≥ {MIN_BUCKET_QUERIES})"
         )
+
+    read = {name: tokens_read(study, name) for name in (sedr_name, maxp_name, first_name)}
+
+    def whole(against: str) -> Precondition:
+        firsts = ", ".join(f"{n} {read[n][0]}" for n in (sedr_name, against))
+        return Precondition(
+            all(read[n][0] >= segment_tokens for n in (sedr_name, against)),
+            f"both read a one-segment document whole (first segment, content tokens: {firsts}; "
+            f"the bucket's segment: {segment_tokens})",
+        )
+
+    def same_tokens(against: str) -> Precondition | None:
+        if against == first_name:
+            return None
+        return Precondition(
+            read[sedr_name][1] == read[against][1],
+            f"both read the same tokens of a long document ({sedr_name} {read[sedr_name][1]}, "
+            f"{against} {read[against][1]})",
+        )
+
+    def all_of(*conditions: Precondition | None) -> Precondition:
+        found = [c for c in conditions if c is not None]
+        return Precondition(all(c.holds for c in found), "; ".join(c.what for c in found))
 
     def row(claim: str, paper: str, stats: tuple[float, float, float], condition: Precondition) -> dict:
         value, low, high = stats
@@ -445,7 +480,7 @@ def length_claims(study: Study, buckets: pd.Series, sedr_name: str, maxp_name: s
                 f"SeDR above {against} on documents filling {longest}",
                 "Figure 4: SeDR clearly above the others on longer documents",
                 at.get(longest, nan),
-                enough(longest),
+                all_of(enough(longest), same_tokens(against)),
             )
         )
         growth = gain_growth(scores[sedr_name], scores[against], buckets) if one in at and longest != one else None
@@ -454,7 +489,7 @@ def length_claims(study: Study, buckets: pd.Series, sedr_name: str, maxp_name: s
                 f"SeDR's gain over {against} larger on documents filling {longest} than on those within one",
                 "Figure 4 (the gap widens with length)",
                 (growth["growth"], growth["95% CI low"], growth["95% CI high"]) if growth else nan,
-                enough(one, longest),
+                all_of(enough(one, longest), whole(against), same_tokens(against)),
             )
         )
         low_high = at.get(one, nan)
@@ -463,7 +498,7 @@ def length_claims(study: Study, buckets: pd.Series, sedr_name: str, maxp_name: s
                 f"SeDR below {against} on documents within one segment (every system reads them whole)",
                 "Figure 4: SeDR below ANCE(MaxP) and STAR on documents under 512 tokens (one segment)",
                 (-low_high[0], -low_high[2], -low_high[1]),
-                enough(one),
+                all_of(enough(one), whole(against)),
             )
         )
     return pd.DataFrame(rows)
