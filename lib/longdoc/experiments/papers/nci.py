@@ -380,6 +380,10 @@ def generation_summary(study: Study) -> pd.DataFrame:
         "generator dev loss (last evaluation)": round(-dev[-1], 3) if dev else "—",
     }
     rows |= {f"training examples: {kind}": n for kind, n in examples.items()}
+    total = sum(examples.values())
+    rows["share of NCI's training examples that are generated"] = (
+        f"{examples['generated queries'] / total:.0%}" if total else "—"
+    )
     return pd.DataFrame({"value": {k: str(v) for k, v in rows.items()}})
 
 
