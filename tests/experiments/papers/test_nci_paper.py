@@ -39,6 +39,8 @@ def test_the_generator_precondition_reads_whether_generated_queries_find_their_d
     condition = nci_paper.generator_works(study)
     assert condition.holds is (kind != "noise")
     assert f"{quality['generated']:.3f}" in condition.what and f"{quality['labelled']:.3f}" in condition.what
+    assert quality["generated copied"] == (1.0 if kind != "noise" else 0.0)  # the opening is a verbatim span
+    assert 0.0 <= quality["labelled copied"] <= 1.0
     if kind == "noise":
         assert quality["generated"] == 0.0
     claims = {c.against: c for c in nci_paper.ablation_claims(study)}

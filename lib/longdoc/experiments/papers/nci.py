@@ -418,19 +418,40 @@ def study_generated_queries(study: Study) -> dict[str, list[str]]:
     ]
 
 
+def _normalised(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def copied_share(queries: dict[str, str], qrels: dict[str, dict[str, int]], texts: dict[str, str]) -> float:
+    """The share of queries that appear verbatim (case and spacing aside) in a document they point at."""
+    if not queries:
+        return 0.0
+    documents = {d: _normalised(t) for d, t in texts.items()}
+    copied = sum(
+        any(_normalised(q) in documents.get(d, "") for d, grade in qrels.get(qid, {}).items() if grade > 0)
+        for qid, q in queries.items()
+    )
+    return copied / len(queries)
+
+
 def generator_quality(study: Study) -> dict[str, float]:
     """How well the generated queries point at their documents, beside the labelled train queries:
     BM25 over the (unexpanded) corpus, queried by each generated query, MRR@100 of the document it was
-    generated from; and by each labelled train query, of its relevant documents."""
+    generated from; and by each labelled train query, of its relevant documents. Beside it, the share
+    of each that is a verbatim span of its document: BM25 finds a copied span easily, so a generator
+    that copies passes the MRR test without writing queries."""
     generated = study_generated_queries(study)
     retriever = BM25Retriever().index(study.data.doc_ids, study.data.texts)
     queries = {f"{d}#{i}": q for d, qs in generated.items() for i, q in enumerate(qs) if q.strip()}
     own = {qid: {qid.rsplit("#", 1)[0]: 1} for qid in queries}
     train_queries, train_qrels = study.split("train")
+    texts = dict(zip(study.data.doc_ids, study.data.texts))
     return {
         "generated": evaluate(retriever.search(queries, 100), own, ["MRR@100"])["MRR@100"] if queries else 0.0,
         "labelled": evaluate(retriever.search(train_queries, 100), train_qrels, ["MRR@100"])["MRR@100"],
         "generated queries": len(queries),
+        "generated copied": copied_share(queries, own, texts),
+        "labelled copied": copied_share(train_queries, train_qrels, texts),
     }
 
 
