@@ -118,6 +118,10 @@ def test_figure_4_claims_need_rows_that_read_what_the_claim_assumes():
     fewer = length_claims(toy_study(sedr, other, maxp_segments=2), buckets, "SeDR", "MaxP", "FirstP", 62)
     assert list(fewer["verdict"][:3]) == [NOT_TESTABLE, NOT_TESTABLE, "reversed"]
     assert "NOT met" in fewer.loc[0, "condition"] and "MaxP 124" in fewer.loc[0, "condition"]
+    # each part of a combined condition carries its own status: the bucket size held, the tokens did not
+    assert fewer.loc[1, "condition"].startswith("met: 1 segment: 15 queries, ≥ 4 segments: 15 queries")
+    assert "met: both read a one-segment document whole" in fewer.loc[1, "condition"]
+    assert "NOT met: both read the same tokens of a long document (SeDR 248, MaxP 124)" in fewer.loc[1, "condition"]
     assert list(fewer["verdict"][3:]) == list(sound["verdict"][3:])  # FirstP's claims do not read MaxP
     short = length_claims(toy_study(sedr, other, first_length=32), buckets, "SeDR", "MaxP", "FirstP", 62)
     assert list(short["verdict"][4:]) == [NOT_TESTABLE, NOT_TESTABLE] and short.loc[3, "verdict"] == "holds"

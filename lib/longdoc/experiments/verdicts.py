@@ -82,6 +82,21 @@ def enough_runs(study, claim: Claim) -> Precondition | None:
     return Precondition(False, f"one seed of {', '.join(single)}: a trained system needs two runs or more")
 
 
+def first_failed(conditions: list[Precondition | None]) -> Precondition | None:
+    """The first unmet condition (None: every condition holds, or there is none)."""
+    return next((c for c in conditions if c is not None and not c.holds), None)
+
+
+def condition_text(conditions: list[Precondition | None]) -> str:
+    """Each condition with its own status ("met: …; NOT met: …"), so a reader sees which part failed;
+    a routine condition that holds is left out."""
+    return "; ".join(
+        f"{'met' if c.holds else 'NOT met'}: {c.what}"
+        for c in conditions
+        if c is not None and not (c.holds and c.routine)
+    )
+
+
 def assess(study, claims: list[Claim]) -> pd.DataFrame:
     """One row per claim: the paper's numbers, our Δ with its 95% interval and the same bootstrap's
     p-value, and the verdict. A claim is not testable when any of its conditions fails: its own
@@ -96,8 +111,7 @@ def assess(study, claims: list[Claim]) -> pd.DataFrame:
             *study.preconditions(claim.against, claim.measure),
             enough_runs(study, claim),
         ]
-        conditions = [c for c in conditions if c is not None]
-        failed = next((c for c in conditions if not c.holds), None)
+        failed = first_failed(conditions)
         rows.append(
             {
                 "claim": claim.statement,
@@ -106,9 +120,7 @@ def assess(study, claims: list[Claim]) -> pd.DataFrame:
                 "ours: Δ [95% CI]": interval_text(stats["Δ"], stats["95% CI low"], stats["95% CI high"]),
                 "p (bootstrap)": float(f"{float(stats['p (bootstrap)']):.3g}"),
                 "verdict": verdict(stats["95% CI low"], stats["95% CI high"], failed, claim.margin),
-                "condition": "; ".join(
-                    f"{'met' if c.holds else 'NOT met'}: {c.what}" for c in conditions if not (c.holds and c.routine)
-                ),
+                "condition": condition_text(conditions),
             }
         )
     return pd.DataFrame(rows)

@@ -424,7 +424,7 @@ def length_claims(
     encoders: every row's first segment holds a one-segment document whole, and SeDR and MaxP read the
     same tokens of a long document (FirstP reading fewer is Figure 4's comparison itself)."""
     from longdoc.analysis.length import bucket_gains, bucket_order, gain_growth
-    from longdoc.experiments.verdicts import Precondition, interval_text, verdict
+    from longdoc.experiments.verdicts import Precondition, condition_text, first_failed, interval_text, verdict
 
     scores = {name: study.results[name].per_item(study.data, "MRR@100") for name in (sedr_name, maxp_name, first_name)}
     order, counts = bucket_order(buckets), buckets.value_counts()
@@ -455,19 +455,15 @@ def length_claims(
             f"{against} {read[against][1]})",
         )
 
-    def all_of(*conditions: Precondition | None) -> Precondition:
-        found = [c for c in conditions if c is not None]
-        return Precondition(all(c.holds for c in found), "; ".join(c.what for c in found))
-
-    def row(claim: str, paper: str, stats: tuple[float, float, float], condition: Precondition) -> dict:
+    def row(claim: str, paper: str, stats: tuple[float, float, float], *conditions: Precondition | None) -> dict:
         value, low, high = stats
         return {
             "claim": claim,
             "paper": paper,
             "measure": "MRR@100",
             "ours: Δ [95% CI]": interval_text(value, low, high),
-            "verdict": verdict(low, high, condition),
-            "condition": f"{'met' if condition.holds else 'NOT met'}: {condition.what}",
+            "verdict": verdict(low, high, first_failed(conditions)),
+            "condition": condition_text(conditions),
         }
 
     nan = (float("nan"),) * 3
@@ -480,7 +476,8 @@ def length_claims(
                 f"SeDR above {against} on documents filling {longest}",
                 "Figure 4: SeDR clearly above the others on longer documents",
                 at.get(longest, nan),
-                all_of(enough(longest), same_tokens(against)),
+                enough(longest),
+                same_tokens(against),
             )
         )
         growth = gain_growth(scores[sedr_name], scores[against], buckets) if one in at and longest != one else None
@@ -489,7 +486,9 @@ def length_claims(
                 f"SeDR's gain over {against} larger on documents filling {longest} than on those within one",
                 "Figure 4 (the gap widens with length)",
                 (growth["growth"], growth["95% CI low"], growth["95% CI high"]) if growth else nan,
-                all_of(enough(one, longest), whole(against), same_tokens(against)),
+                enough(one, longest),
+                whole(against),
+                same_tokens(against),
             )
         )
         low_high = at.get(one, nan)
@@ -498,7 +497,8 @@ def length_claims(
                 f"SeDR below {against} on documents within one segment (every system reads them whole)",
                 "Figure 4: SeDR below ANCE(MaxP) and STAR on documents under 512 tokens (one segment)",
                 (-low_high[0], -low_high[2], -low_high[1]),
-                all_of(enough(one), whole(against)),
+                enough(one),
+                whole(against),
             )
         )
     return pd.DataFrame(rows)
