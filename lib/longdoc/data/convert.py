@@ -7,6 +7,8 @@
         --split test=msmarco-test2019-queries.tsv,2019qrels-docs.txt --out data/msmarco-doc
     # NQ320k as NCI distributes it (dev carved from train by a hash of the query id)
     python -m longdoc.data.convert nq320k --dir NQ_dataset --out data/nq320k
+    # a collection with only test judgements (most of BEIR): carve train and dev from its queries, seeded
+    python -m longdoc.data.convert split --dir data/scifact --from test --train 60 --dev 20 --seed 0 --out data/scifact-split
     # document pairs (SMITH) beside an existing BEIR corpus whose ids the pairs use
     python -m longdoc.data.convert pairs --format gwikimatch --split test=gwikimatch_test.tsv --out data/wiki
 
@@ -18,12 +20,14 @@ from the written files when the dataset is loaded (:func:`longdoc.data.beir.file
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
-from longdoc.data.beir import load_beir, read_corpus, save_beir
+from longdoc.data.beir import RetrievalDataset, load_beir, read_corpus, save_beir
 from longdoc.data.errors import DataFormatError
 from longdoc.data.pairs import read_gwikimatch, read_pair_tsv, read_smash_pairs, save_pairs
+from longdoc.data.splits import carve_splits
 from longdoc.io import atomic_directory
 
 PAIR_READERS = {"gwikimatch": read_gwikimatch, "smash": read_smash_pairs, "tsv": read_pair_tsv}
@@ -86,10 +90,26 @@ def convert_pairs(args) -> str:
     return f"{args.out}/pairs: {counts} ({stats.get('skipped_unknown', 0)} naming unknown documents skipped)"
 
 
+def convert_split(args) -> str:
+    """Train and dev carved from the queries of ``--from`` (:func:`~longdoc.data.splits.carve_splits`);
+    the corpus and queries are copied unchanged, and the manifest records the carve and its source."""
+    if args.out.resolve() == args.dir.resolve():
+        raise ValueError(f"--out {args.out}: must differ from --dir (the source stays as it is)")
+    source = load_beir(args.dir)
+    qrels = carve_splits(source.qrels, args.source, args.train, args.dev, args.seed)
+    _fresh_output(args.out, args.force)
+    carve = {"from": args.source, "train": args.train, "dev": args.dev, "seed": args.seed,
+             "source": str(args.dir), "source_checksum": source.checksum}
+    dataset = RetrievalDataset(args.out.name, source.corpus, source.queries, qrels, {"carved": carve})
+    return _write(dataset, args.out)
+
+
 def _write(dataset, out: Path) -> str:
     """Write, read back (what lands is a dataset the notebooks accept), then put in place."""
     with atomic_directory(out) as tmp:
         save_beir(dataset, tmp)
+        if dataset.manifest:
+            (tmp / "manifest.json").write_text(json.dumps(dataset.manifest, indent=1) + "\n", encoding="utf-8")
         written = load_beir(tmp)
     sizes = ", ".join(f"{split} {len(q)} queries" for split, q in sorted(written.qrels.items()))
     return (f"{out}: {len(written.corpus)} documents, {sizes}; checksum {written.checksum[:16]}\n"
@@ -113,11 +133,18 @@ def main(argv: list[str] | None = None) -> int:
     pairs.add_argument("--format", choices=sorted(PAIR_READERS), required=True)
     pairs.add_argument("--split", action="append", default=[], metavar="NAME=FILE")
     pairs.add_argument("--skip-unknown-docs", action="store_true", help="skip pairs naming documents the corpus lacks")
-    for command in (msmarco, nq, pairs):
+    split = commands.add_parser("split", help="carve train and dev from a BEIR folder's test queries, seeded")
+    split.add_argument("--dir", type=Path, required=True, help="the BEIR folder (left unchanged)")
+    split.add_argument("--from", dest="source", default="test", help="the split whose queries are dealt out")
+    split.add_argument("--train", type=int, default=60, help="percent of its queries to train")
+    split.add_argument("--dev", type=int, default=20, help="percent to dev (the rest stays in --from)")
+    split.add_argument("--seed", type=int, default=0, help="seed of the hash that deals the queries")
+    for command in (msmarco, nq, pairs, split):
         command.add_argument("--out", type=Path, required=True, help="the BEIR folder to write")
         command.add_argument("--force", action="store_true", help="replace a non-empty --out")
     args = parser.parse_args(argv)
-    convert = {"msmarco": convert_msmarco, "nq320k": convert_nq320k, "pairs": convert_pairs}[args.command]
+    convert = {"msmarco": convert_msmarco, "nq320k": convert_nq320k, "pairs": convert_pairs,
+               "split": convert_split}[args.command]
     try:
         print(convert(args))
     except (DataFormatError, ValueError, OSError) as err:

@@ -15,3 +15,47 @@ def hashed_split(key: str, shares: tuple[tuple[str, int], ...], salt: str) -> st
             return split
         bucket -= share
     raise AssertionError("unreachable")
+
+
+TRAINING_SPLITS = {"train": "fine-tuning", "dev": "model selection (learning rate, steps, early stopping)", "test": "evaluation"}
+
+
+def require_splits(name: str, available, needed=("train", "dev", "test")) -> None:
+    """Fail before any work when a dataset lacks a split the study needs, naming each missing split,
+    what it is for, and how to carve it from the queries of an existing one."""
+    missing = [split for split in needed if split not in available]
+    if not missing:
+        return
+    uses = "; ".join(f"qrels/{split}.tsv ({TRAINING_SPLITS.get(split, 'needed')})" for split in missing)
+    source = "test" if "test" in available else (sorted(available)[0] if available else None)
+    carve = (
+        f" A collection that ships only {source!r} judgements (most of BEIR) can have train and dev carved "
+        f"from its queries, seeded: python -m longdoc.data.convert split --dir {name} --from {source} "
+        f"--train 60 --dev 20 --seed 0 --out {name}-split"
+        if source
+        else ""
+    )
+    raise ValueError(f"dataset={name}: missing {uses}; it has {sorted(available)}. Every trained row needs train "
+                     f"and dev judgements, every table a test split.{carve}")
+
+
+def carve_splits(qrels: dict, source: str = "test", train: int = 60, dev: int = 20, seed: int = 0) -> dict:
+    """``qrels`` with the queries of split ``source`` dealt into train / dev / ``source`` by a seeded hash of
+    the query id (``train`` and ``dev`` percent; the rest stay in ``source``). Other splits are kept;
+    a carved split that already exists is an error rather than a silent merge."""
+    if source not in qrels:
+        raise ValueError(f"--from {source}: no such split (the dataset has {sorted(qrels)})")
+    if not (0 < train and 0 < dev and train + dev < 100):
+        raise ValueError(f"--train {train} --dev {dev}: each must be > 0 and together < 100 (the rest stays {source})")
+    clash = [split for split in ("train", "dev") if split in qrels and split != source]
+    if clash:
+        raise ValueError(f"the dataset already has {clash}: carve only from a collection that lacks them")
+    shares = (("train", train), ("dev", dev), (source, 100 - train - dev))
+    carved: dict = {split: {} for split in ("train", "dev", source)}
+    for qid, judged in qrels[source].items():
+        carved[hashed_split(qid, shares, salt=f"carve-{seed}")][qid] = judged
+    empty = [split for split, judged in carved.items() if not judged]
+    if empty:
+        raise ValueError(f"carving {len(qrels[source])} {source} queries left {empty} empty: too few queries for "
+                         f"--train {train} --dev {dev}")
+    return {**{k: v for k, v in qrels.items() if k != source}, **carved}

@@ -26,6 +26,7 @@ import numpy as np
 
 from longdoc.data.beir import RetrievalDataset
 from longdoc.data.registry import load_dataset
+from longdoc.data.splits import require_splits
 from longdoc.eval.chance import random_ranking_value
 from longdoc.eval.metrics import Run, evaluate, per_query
 from longdoc.eval.probes import in_batch_probe
@@ -61,7 +62,8 @@ class RetrievalFamily(Family):
     def load(self, study) -> RetrievalDataset:
         options = study.options
         data = load_dataset(options.dataset, max_docs=options.max_docs, seed=study.seeds[0])
-        for split in ("train", "dev", "test"):  # every table needs all three: fail before any training
+        require_splits(options.dataset, data.qrels)  # every table needs all three: fail before any training
+        for split in ("train", "dev", "test"):
             data.split(split)
         return data
 
