@@ -36,41 +36,61 @@ def length_histogram(lengths: pd.DataFrame, path: Path, limit: int = 512, bins: 
     return fig
 
 
-def system_bars(
-    table: pd.DataFrame,
-    path: Path,
-    measures: list[str],
-    paper: pd.DataFrame | None = None,
-    title: str = "",
-    paper_label: str = "paper",
-):
+INTERVAL_CAPTION = (
+    "error bars: 95% bootstrap interval over items (queries or pairs) and seeds, as the verdicts resample"
+)
+PAPER_CAPTION = "the papers' numbers (other collections, other scale) are not drawn here: see the claims figure"
+
+
+def _interval_errors(table: pd.DataFrame, measure: str):
+    """Asymmetric error bars from ``m 95% low`` / ``m 95% high`` (zero where a measure has none)."""
+    low, high = table[f"{measure} 95% low"].astype(float), table[f"{measure} 95% high"].astype(float)
+    means = table[measure].astype(float)
+    return [(means - low).fillna(0).clip(lower=0), (high - means).fillna(0).clip(lower=0)]
+
+
+def _require_intervals(table: pd.DataFrame, measures: list[str], where: str) -> None:
+    missing = [m for m in measures if f"{m} 95% low" not in table or f"{m} 95% high" not in table]
+    if missing:
+        raise ValueError(f"{where}: no 95% interval columns for {missing} (use study.table(..., intervals=True))")
+
+
+def system_bars(table: pd.DataFrame, path: Path, measures: list[str], title: str = ""):
     """One panel per measure, systems on the y axis (labels never overlap): our mean over seeds with
-    its standard deviation as an error bar, and the paper's value as a marker where it reports one.
-    ``table`` has columns ``m`` and ``m sd`` (from :meth:`Study.table`); ``paper`` is indexed by the
-    same system names."""
+    its 95% interval over test items and seeds (the resampling the verdicts use) as the error bar.
+    ``table`` comes from :meth:`Study.table` with ``intervals=True``. The papers' values stay off this
+    axis (another collection, another scale): the claims figure shows them as the papers' differences."""
+    _require_intervals(table, measures, "system_bars")
     systems = list(table.index)[::-1]  # first row on top
     fig, axes = plt.subplots(
-        1, len(measures), figsize=(3.2 * len(measures) + 2.2, 0.42 * len(systems) + 1.4), sharey=True, squeeze=False
+        1, len(measures), figsize=(3.2 * len(measures) + 2.2, 0.42 * len(systems) + 1.6), sharey=True, squeeze=False
     )
-    y = range(len(systems))
+    shown = table.loc[systems]
+    y = list(range(len(systems)))
     for ax, measure in zip(axes[0], measures):
-        means = table.loc[systems, measure].astype(float)
-        errors = table.loc[systems, f"{measure} sd"].astype(float) if f"{measure} sd" in table else None
         ax.barh(
-            list(y), means, xerr=errors, color="#4C72B0", alpha=0.85, capsize=3, label="ours (mean ± sd over seeds)"
+            y,
+            shown[measure].astype(float),
+            xerr=_interval_errors(shown, measure),
+            color="#4C72B0",
+            alpha=0.85,
+            capsize=3,
         )
-        if paper is not None and measure in paper:
-            values = [paper[measure].get(name, float("nan")) for name in systems]
-            ax.scatter(values, list(y), marker="D", color="#C44E52", zorder=3, label=paper_label)
         ax.set_xlim(0, 1)
-        ax.set_title(measure)
+        ax.set_title(measure if shown[f"{measure} 95% low"].notna().any() else f"{measure} (no per-item interval)")
         ax.grid(axis="x", alpha=0.3)
-    axes[0][0].set_yticks(list(y))
+    axes[0][0].set_yticks(y)
     axes[0][0].set_yticklabels(systems)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncols=2, frameon=False)
     fig.suptitle(title)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.text(
+        0.01,
+        0.01,
+        f"bars: mean over seeds; {INTERVAL_CAPTION}.\n{PAPER_CAPTION}.",
+        fontsize=7.5,
+        style="italic",
+        va="bottom",
+    )
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
     fig.savefig(path, dpi=120)
     return fig
 
@@ -85,25 +105,26 @@ def sweep_plot(
     logx: bool = False,
     ylabel: str = "score (test)",
 ):
-    """Measures against a swept parameter (the index), as in Longtriever Figure 3; error bars when the
-    table has ``m sd`` columns from several seeds, and the paper's trend as a caption (Figure 3 gives
-    no values)."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for measure in measures:
-        errors = table[f"{measure} sd"] if f"{measure} sd" in table and (table[f"{measure} sd"] > 0).any() else None
-        ax.errorbar(list(table.index), table[measure], yerr=errors, marker="o", capsize=3, label=measure)
-    if logx:
-        ax.set_xscale("log", base=2)
-    ax.set_xticks(list(table.index))
-    ax.set_xticklabels([str(v) for v in table.index])
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    if paper_trend:
-        fig.text(0.01, 0.01, f"paper: {paper_trend}", fontsize=8, style="italic")
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    """Measures against a swept parameter (the index), as in Longtriever Figure 3: one panel per
+    measure, each on its own axis (MRR@100 and R@100 differ in scale), with 95% intervals as error bars
+    (columns ``m 95% low`` / ``m 95% high``, from :meth:`Study.table` with ``intervals=True``), and the
+    paper's trend as a caption (its figures give no values on our collection)."""
+    _require_intervals(table, measures, "sweep_plot")
+    fig, axes = plt.subplots(1, len(measures), figsize=(4.2 * len(measures) + 0.6, 4.0), squeeze=False)
+    x = list(table.index)
+    for ax, measure in zip(axes[0], measures):
+        ax.errorbar(x, table[measure].astype(float), yerr=_interval_errors(table, measure), marker="o", capsize=3)
+        if logx:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(x)
+        ax.set_xticklabels([str(v) for v in x])
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"{measure} ({ylabel})" if ylabel != "score (test)" else f"{measure} (test)")
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    caption = f"{INTERVAL_CAPTION}." + (f"\npaper: {paper_trend}" if paper_trend else "")
+    fig.text(0.01, 0.01, caption, fontsize=8, style="italic", va="bottom")
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path, dpi=120)
     return fig
 
@@ -145,7 +166,7 @@ def bucket_plot(
     """Score per length bucket, one line per system, 95% intervals as error bars (SeDR Figure 4).
     ``scores``: rows of (system, bucket, queries, mean, 95% CI low, 95% CI high)."""
     buckets = list(dict.fromkeys(scores["bucket"]))
-    fig, ax = plt.subplots(figsize=(7.2, 4.4))
+    fig, ax = plt.subplots(figsize=(9.6, 4.4))
     for offset, (system, rows) in enumerate(scores.groupby("system", sort=False)):
         rows = rows.set_index("bucket").loc[buckets]
         x = [i + 0.06 * (offset - 2) for i in range(len(buckets))]
@@ -158,7 +179,7 @@ def bucket_plot(
     ax.set_ylabel(f"{measure} (test)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # never over a point
     if paper_trend:
         fig.text(0.01, 0.01, f"paper: {paper_trend}", fontsize=8, style="italic")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
@@ -322,10 +343,11 @@ VERDICT_COLOURS = {
 }
 
 
-def claim_forest(frame: pd.DataFrame, path: Path, title: str = ""):
+def claim_forest(frame: pd.DataFrame, path: Path, title: str = "", close: bool = True):
     """A paper's claim card as a forest plot: our difference with its 95% interval per claim (coloured by
     verdict; hollow where not testable), the zero line, and the paper's own difference as a black
-    diamond on the same Δ axis. ``frame``: rows of (claim, Δ, low, high, paper Δ, verdict)."""
+    diamond on the same Δ axis. ``frame``: rows of (claim, Δ, low, high, paper Δ, verdict). Returns the
+    path, or the figure with ``close=False`` (a notebook shows it inline)."""
     height = 0.55 * max(len(frame), 1) + 1.3
     fig, ax = plt.subplots(figsize=(9.5, height))
     labels = [c if len(c) <= 60 else c[:57] + "…" for c in frame["claim"]]
@@ -354,5 +376,7 @@ def claim_forest(frame: pd.DataFrame, path: Path, title: str = ""):
         ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120, bbox_inches="tight")
+    if not close:
+        return fig
     plt.close(fig)
     return path

@@ -159,3 +159,17 @@ def test_the_index_benchmark_compares_the_same_vectors():
 
     result = compare(documents=200, queries=20, k=10, dim=16, repeats=1)
     assert result["vectors"] >= 200 and result["ratio"] > 0 and {"segment index s", "raw FAISS s"} <= set(result)
+
+
+def test_a_readable_table_has_units_in_its_headers():
+    import pandas as pd
+
+    from longdoc.bench.efficiency import readable
+
+    raw = pd.DataFrame(
+        {"model": ["m"], "time_ms": [12.5], "memory_gib": [0.5], "parameters": [22_700_000], "flops": [125_627_793_408]}
+    )
+    shown = readable(raw)
+    assert list(shown.columns) == ["model", "time (ms)", "memory (GiB)", "parameters (M)", "GFLOP"]
+    assert shown.iloc[0]["parameters (M)"] == 22.7 and round(shown.iloc[0]["GFLOP"], 1) == 125.6
+    assert "time_ms" in raw  # the records keep the raw columns

@@ -77,3 +77,23 @@ def test_the_interval_ends_are_the_order_statistics_of_a_brute_force_resample():
     assert low <= 0 and bootstrap_p(means) == pytest.approx(0.05)  # p = 0.05 is not < 0.05: not excluded
     shifted = means + 0.001  # 49 at or below 0
     assert percentile_interval(shifted)[0] > 0 and bootstrap_p(shifted) < 0.05
+
+
+def test_a_systems_interval_is_its_mean_over_queries_and_seeds_resampled_like_the_comparisons():
+    """The figures' error bars: brute force over the same draws (seeds and queries with replacement)."""
+    from longdoc.eval.significance import seed_query_interval
+
+    rng = np.random.default_rng(3)
+    queries = [f"q{i}" for i in range(40)]
+    seeds = [dict(zip(queries, rng.uniform(0, 1, 40) + shift)) for shift in (0.0, 0.2, 0.4)]
+    stats = seed_query_interval(seeds, samples=4000, seed=5)
+    x = np.array([[s[q] for q in sorted(queries)] for s in seeds])
+    assert stats["mean"] == pytest.approx(x.mean())
+    draws = np.random.default_rng(5)  # the draws seed_query_bootstrap makes, in its order
+    weights = draws.multinomial(3, np.full(3, 1 / 3), size=4000) / 3
+    draws.multinomial(1, [1.0], size=4000)  # the constant system's single seed
+    picked = draws.integers(0, 40, size=(4000, 40))
+    means = np.sort(np.take_along_axis(weights @ x, picked, axis=1).mean(axis=1))
+    assert (stats["ci_low"], stats["ci_high"]) == (pytest.approx(means[99]), pytest.approx(means[-100]))
+    one_seed = seed_query_interval(seeds[:1], samples=4000)
+    assert one_seed["ci_high"] - one_seed["ci_low"] < stats["ci_high"] - stats["ci_low"]  # seeds widen it

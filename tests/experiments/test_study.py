@@ -241,3 +241,20 @@ def test_a_settings_class_refuses_a_name_outside_the_glossary():
     study_params = dict(profile="smoke", block_size=8)
     with pytest.raises(ValueError, match=r"EncoderSettings needs parameter\(s\) \['backbone'"):
         Study("scratch", study_params).settings(EncoderSettings)
+
+
+def test_a_tables_intervals_are_each_systems_bootstrap_over_queries_and_seeds(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study
+):
+    from longdoc.eval.significance import seed_query_interval
+
+    study = tiny_study(tiny_dataset, tiny_backbone)
+    study.run(System("BM25", BM25()))
+    table = study.table(intervals=True)
+    stats = seed_query_interval(study.results["BM25"].per_item(study.data, "MRR@100"))
+    row = table.loc["BM25"]
+    assert (row["MRR@100 95% low"], row["MRR@100"], row["MRR@100 95% high"]) == pytest.approx(
+        (stats["ci_low"], stats["mean"], stats["ci_high"])
+    )
+    assert row["MRR@100 95% low"] <= row["MRR@100"] <= row["MRR@100 95% high"]
+    assert "MRR@100 95% low" not in study.table().columns  # the tables the notebooks show are unchanged

@@ -108,7 +108,36 @@ def verdict_when_met(study):
 
 def test_markdown_table_escapes_pipes_and_formats_numbers():
     text = markdown_table(pd.DataFrame({"a": ["x|y"], "b": [0.12345], "c": [0.00001], "d": [float("nan")]}))
-    assert "x\\|y" in text and "0.123" in text and "1.0e-05" in text and "| — |" in text
+    assert "x\\|y" in text and "| 0.123 |" in text and "| 1e-05 |" in text and "| — |" in text
+
+
+def test_tables_show_counts_as_integers_three_significant_digits_and_no_index_leftovers():
+    from longdoc.experiments.tables import format_number
+
+    assert [format_number(v) for v in (1100.0, 173.0, 0.0, 125627793408.0, 1234.5, 12.345, 0.0523, 0.000723)] == [
+        "1100",
+        "173",
+        "0",
+        "125,627,793,408",
+        "1,234",
+        "12.3",
+        "0.0523",
+        "0.000723",
+    ]
+    assert format_number(0.0007) == "0.0007"  # a small p value is not "0.000"
+    frame = pd.DataFrame({"n": [1100.0], "p": [0.0007]}, index=pd.MultiIndex.from_tuples([("a", "b")]))
+    header = markdown_table(frame, index=True).splitlines()[0]
+    assert "index" not in header and "level_" not in header and header.endswith("| n | p |")
+    assert "| a | b | 1100 | 0.0007 |" in markdown_table(frame, index=True)
+    named = pd.DataFrame({"n": [1.0]}, index=pd.Index(["x"], name="system"))
+    assert markdown_table(named, index=True).startswith("| system | n |")
+
+
+def test_a_condition_column_empty_in_every_row_is_not_shown():
+    table = pd.DataFrame([{"claim": "A > B", "verdict": "holds", "condition": ""}])
+    assert "condition" not in Findings(table).markdown()
+    table.loc[0, "condition"] = "NOT met: one seed"
+    assert "| condition |" in Findings(table).markdown()
 
 
 def write_record(root, notebook, dataset="manpages", findings=None):

@@ -124,3 +124,37 @@ def forest_frame(filled: pd.DataFrame, card: pd.DataFrame) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows, columns=["claim", "Δ", "low", "high", "paper Δ", "verdict"])
+
+
+PAPER_PAIR = re.compile(r"(\d*\.?\d+) vs (\d*\.?\d+)")
+
+
+def paper_delta(text: str) -> float:
+    """The paper's own difference from a claim's numbers (``"Table 2: 0.329 vs 0.306"`` → +0.023; the first
+    ``A vs B`` where there are several, percentages as fractions); NaN where the paper gives no values."""
+    match = PAPER_PAIR.search(str(text))
+    if not match:
+        return float("nan")
+    a, b = (float(g) for g in match.groups())
+    scale = 100.0 if a > 1 and b > 1 else 1.0  # NCI and DSI report percentages
+    return (a - b) / scale
+
+
+def findings_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """A notebook's findings as the forest plot draws them (:func:`forest_frame`'s columns): claims
+    without an interval (notes, "—") are left out."""
+    rows = []
+    for _, row in table.iterrows():
+        ours = interval(row.get(OURS, ""))
+        if ours:
+            rows.append(
+                {
+                    "claim": row["claim"],
+                    "Δ": ours[0],
+                    "low": ours[1],
+                    "high": ours[2],
+                    "paper Δ": paper_delta(row.get("paper", "")),
+                    "verdict": row["verdict"],
+                }
+            )
+    return pd.DataFrame(rows, columns=["claim", "Δ", "low", "high", "paper Δ", "verdict"])

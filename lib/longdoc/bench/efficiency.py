@@ -380,6 +380,23 @@ def eager_fits(batch: int, length: int, heads: int, limit_gib: float = EAGER_LIM
     return batch * heads * length * length * 4 / 2**30 <= limit_gib
 
 
+READABLE = {  # column → (header with its unit, divisor)
+    "time_ms": ("time (ms)", 1),
+    "memory_gib": ("memory (GiB)", 1),
+    "total_memory_gib": ("total memory (GiB)", 1),
+    "parameters": ("parameters (M)", 1e6),
+    "flops": ("GFLOP", 1e9),
+}
+
+
+def readable(frame: pd.DataFrame) -> pd.DataFrame:
+    """A measurement table for reading: units in the headers, parameters in millions, FLOPs in GFLOP
+    (the records keep the raw columns)."""
+    present = {column: spec for column, spec in READABLE.items() if column in frame}
+    out = frame.assign(**{column: frame[column] / divisor for column, (_, divisor) in present.items()})
+    return out.rename(columns={column: header for column, (header, _) in present.items()})
+
+
 def against_reference(measured: pd.DataFrame, reference: str = "BERT-Document") -> pd.DataFrame:
     """Each row's time, memory and FLOPs divided by the reference model's at the same length, batch
     and attention kernel; ``× floor`` = time ratio / FLOP ratio (1.0: as fast as its FLOPs allow,

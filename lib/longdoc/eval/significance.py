@@ -98,3 +98,15 @@ def seed_query_bootstrap(
         "seeds": [len(x), len(y)],
         "queries": len(keys),
     }
+
+
+def seed_query_interval(
+    values: list[dict[str, float]], samples: int = 10_000, confidence: float = 0.95, seed: int = 0
+) -> dict[str, float]:
+    """95% interval of one system's mean over queries and seeds: :func:`seed_query_bootstrap` against a
+    system that scores 0 on every query, so a figure's error bar is resampled exactly as the verdicts'
+    differences are (queries with replacement, and the system's seeds with replacement)."""
+    if not values:
+        raise ValueError("the system needs at least one seed's per-query values")
+    stats = seed_query_bootstrap(values, [dict.fromkeys(values[0], 0.0)], samples, confidence, seed)
+    return {"mean": stats["mean_difference"], "ci_low": stats["ci_low"], "ci_high": stats["ci_high"]}

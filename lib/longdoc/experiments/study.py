@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import pandas as pd
 
 from longdoc.data.registry import REPO_ROOT
-from longdoc.eval.significance import seed_query_bootstrap
+from longdoc.eval.significance import seed_query_bootstrap, seed_query_interval
 from longdoc.experiments.cache import code_fingerprint
 from longdoc.experiments.fitting import FineTuned
 from longdoc.experiments.paper import paper_beside
@@ -40,7 +40,7 @@ from longdoc.experiments.preconditions import above_chance, pretraining_works, r
 from longdoc.experiments.records import RESULTS_DIR, check_record_slot, write_metrics
 from longdoc.experiments.settings import SETTINGS, StudySettings, from_parameters, required_fields
 from longdoc.experiments.systems import Family, Result, Spec, System
-from longdoc.experiments.tables import difference_label, markdown_table
+from longdoc.experiments.tables import difference_label, markdown_table, use_display_format
 from longdoc.experiments.verdicts import Claim, Findings, Precondition, assess
 from longdoc.plots import FIGURES_DIR
 
@@ -83,7 +83,9 @@ class Study:
     def open(
         cls, notebook: str, namespace: dict[str, Any], family: Family | None = None, progress: bool = True
     ) -> Study:
-        """The study of ``notebook`` with the parameters found in ``namespace`` (its ``globals()``)."""
+        """The study of ``notebook`` with the parameters found in ``namespace`` (its ``globals()``); the
+        notebook's tables show numbers as the report does (:func:`~longdoc.experiments.tables.format_number`)."""
+        use_display_format()
         return cls(notebook, {name: namespace[name] for name in PARAMETERS if name in namespace}, family, progress)
 
     def settings(self, kind: type[T]) -> T:
@@ -127,13 +129,25 @@ class Study:
 
     def show(self, title: str, frame: pd.DataFrame, note: str = "", index: bool = True) -> pd.DataFrame:
         """Keep ``frame`` for the record and the results report, and return it for display."""
-        self.shown.append({"title": title, "note": note, "markdown": markdown_table(frame.round(4), index=index)})
+        self.shown.append({"title": title, "note": note, "markdown": markdown_table(frame, index=index)})
         return frame
 
     def findings(self, claims: list[Claim], context: str = "") -> Findings:
         """Verdicts of the paper's claims from our intervals (:mod:`longdoc.experiments.verdicts`)."""
         self.verdicts = Findings(assess(self, claims), context)
         return self.verdicts
+
+    def claims_figure(self, findings: Findings):
+        """The notebook's verdicts as a forest plot (:func:`~longdoc.plots.claim_forest`): each claim's Δ
+        with its 95% interval, coloured by verdict, beside the paper's own Δ; None without intervals."""
+        from longdoc.analysis.claim_cards import findings_frame
+        from longdoc.plots import claim_forest
+
+        frame = findings_frame(findings.table)
+        if not len(frame):
+            return None
+        path = self.figure_path(f"{self.notebook}_claims")
+        return claim_forest(frame, path, f"{self.notebook}: our Δ (95% interval) and the paper's", close=False)
 
     def note_findings(self, text: str, verdicts: pd.DataFrame | None = None) -> Findings:
         """Findings that are not intervals between two systems (computed by the caller from its
@@ -226,9 +240,16 @@ class Study:
 
     # -- tables and comparisons ---------------------------------------------------------------
     def table(
-        self, names: list[str] | None = None, measures: list[str] | None = None, split: str = "test"
+        self,
+        names: list[str] | None = None,
+        measures: list[str] | None = None,
+        split: str = "test",
+        intervals: bool = False,
     ) -> pd.DataFrame:
-        """Mean and standard deviation over seeds of each measure (default: the family's), one row per system."""
+        """Mean and standard deviation over seeds of each measure (default: the family's), one row per
+        system; with ``intervals``, also each mean's 95% interval over queries and seeds
+        (``m 95% low`` / ``m 95% high``, resampled as the verdicts' differences are; NaN for a measure
+        without per-item values, such as F1)."""
         measures = list(measures or self.family.measures_on(split))
         rows = {}
         for name in names or list(self.results):
@@ -239,7 +260,19 @@ class Study:
                 **{f"{m} sd": per_seed[m].std(ddof=1) if len(per_seed) > 1 else 0.0 for m in measures},
                 "seeds": len(per_seed) if result.seeds != [None] else 0,
             }
+            if intervals:
+                for m in measures:
+                    low, high = self._mean_interval(result, m, split)
+                    rows[name] |= {f"{m} 95% low": low, f"{m} 95% high": high}
         return pd.DataFrame(rows).T.astype({"seeds": int})
+
+    def _mean_interval(self, result, measure: str, split: str) -> tuple[float, float]:
+        try:
+            values = result.per_item(self.data, measure, split)
+        except ValueError:  # no per-item values (F1): no interval
+            return float("nan"), float("nan")
+        stats = seed_query_interval(values)
+        return stats["ci_low"], stats["ci_high"]
 
     def compare(self, pairs: list[tuple[str, str]], measure: str | None = None, split: str = "test") -> pd.DataFrame:
         """For each (system, against): Δ of the means, 95% interval over items and seeds, the same

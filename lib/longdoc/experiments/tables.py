@@ -28,9 +28,29 @@ def difference_label(low: float, high: float) -> str:
     return "no difference (interval includes 0)"
 
 
+def format_number(value: float) -> str:
+    """How every table shows a number: a whole number without decimals (a count stored as a float is
+    still a count), otherwise three significant digits (0.545, 0.0523, 7.1e-05; 12.3; 1,235)."""
+    if value != value:
+        return "—"
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}" if abs(value) >= 10_000 else str(int(value))
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def use_display_format() -> None:
+    """Notebook tables show numbers as :func:`format_number` does (pandas' display option)."""
+    pd.set_option("display.float_format", format_number)
+
+
 def markdown_table(frame: pd.DataFrame, index: bool = False) -> str:
-    """A pipe table (no extra dependency); ``index`` adds the frame's index as the first column."""
-    frame = frame.reset_index() if index else frame
+    """A pipe table (no extra dependency); ``index`` adds the frame's index as the first column
+    (headed by its name, or left blank: never pandas' "index" / "level_1")."""
+    if index:
+        names = [" " * i if name is None else name for i, name in enumerate(frame.index.names)]  # blank, distinct
+        frame = frame.reset_index(names=names, allow_duplicates=True)
     header = "| " + " | ".join(map(str, frame.columns)) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     body = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
@@ -39,6 +59,6 @@ def markdown_table(frame: pd.DataFrame, index: bool = False) -> str:
 
 def _cell(value) -> str:
     if isinstance(value, float) and value == value:
-        return f"{value:.3f}" if abs(value) >= 1e-3 or value == 0 else f"{value:.1e}"
+        return format_number(value)
     text = str(value).replace("|", "\\|").replace("\n", " ")
     return "—" if text == "nan" else text  # NaN: nothing reported

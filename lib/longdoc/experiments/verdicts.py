@@ -158,8 +158,17 @@ class Findings:
             chance = chance_line(self.table)
             if chance:
                 lines.append(chance + "\n")
-            lines.append(markdown_table(self.table))
+            lines.append(markdown_table(self.shown_table()))
         return "\n".join(lines)
+
+    def shown_table(self) -> pd.DataFrame:
+        """The verdict table without a column that is empty in every row (no claim has a condition)."""
+        empty = [
+            c
+            for c in self.table.columns
+            if self.table[c].map(lambda v: v is None or str(v).strip() in ("", "nan")).all()
+        ]
+        return self.table.drop(columns=empty)
 
     def _repr_markdown_(self) -> str:
         return self.markdown()

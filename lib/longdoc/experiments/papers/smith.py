@@ -355,11 +355,20 @@ def pretraining_table(study, systems: list[System]) -> pd.DataFrame:
     return pd.DataFrame(rows).T
 
 
-def dev_and_test(study, names: list[str], measures: list[str] = ("Accuracy", "F1")) -> pd.DataFrame:
-    """Dev (what the paper reports for Figure 4 and Tables 6-7) and test, side by side."""
-    dev, test = study.table(names, split="dev"), study.table(names, split="test")
+def dev_and_test(
+    study, names: list[str], measures: list[str] = ("Accuracy", "F1"), intervals: bool = False
+) -> pd.DataFrame:
+    """Dev (what the paper reports for Figure 4 and Tables 6-7) and test, side by side; with
+    ``intervals``, each mean's 95% interval beside it (for the sweep figures)."""
+    dev = study.table(names, split="dev", intervals=intervals)
+    test = study.table(names, split="test", intervals=intervals)
+
+    def columns(chosen):
+        return [c for m in chosen for c in ([m, f"{m} 95% low", f"{m} 95% high"] if intervals else [m])]
+
     frame = pd.concat(
-        [dev[list(measures)].add_prefix("dev "), test[[*measures, "MRR@100", "R@10"]].add_prefix("test ")], axis=1
+        [dev[columns(measures)].add_prefix("dev "), test[columns([*measures, "MRR@100", "R@10"])].add_prefix("test ")],
+        axis=1,
     )
     frame.insert(
         len(measures),
