@@ -22,7 +22,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "longdoc"
 LAYERS = [
-    {"bench"},
+    {"bench", "explore"},
     {"experiments.papers"},
     {"experiments.families"},
     {"experiments"},

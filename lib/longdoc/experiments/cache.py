@@ -8,6 +8,7 @@ checkpoint made by older code never stands behind a newer record.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -48,6 +49,7 @@ PRESENTATION_ONLY = (
     "eval/classification.py",
     "eval/probes.py",
     "eval/chance.py",
+    "explore/",
 )
 
 
@@ -84,6 +86,28 @@ def cache_key(**determinants) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+class NotCached(LookupError):
+    """Raised under :func:`cache_only` where an artefact would have to be built (trained) first."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        super().__init__(f"no cached {kind} artefact for these settings (run the notebook that trains it)")
+
+
+_CACHE_ONLY = [False]
+
+
+@contextlib.contextmanager
+def cache_only():
+    """Within this block, :func:`cached_directory` only reads: a missing artefact raises
+    :class:`NotCached` instead of being built (the explorer never trains)."""
+    previous, _CACHE_ONLY[0] = _CACHE_ONLY[0], True
+    try:
+        yield
+    finally:
+        _CACHE_ONLY[0] = previous
+
+
 def cached_directory(kind: str, build, **determinants) -> Path:
     """``CACHE_DIR/kind/<key>``; calls ``build(tmp_dir)`` to create it when missing (atomically).
     The key covers ``determinants``, the code fingerprint (computed once per process) and the versions
@@ -96,6 +120,8 @@ def cached_directory(kind: str, build, **determinants) -> Path:
     key = cache_key(**determinants)
     directory = CACHE_DIR / kind / key
     if not (directory / "key.json").exists():
+        if _CACHE_ONLY[0]:
+            raise NotCached(kind)
         sweep_stale(CACHE_DIR / kind)
         resume = CACHE_DIR / kind / f"{key}.resume"
         with atomic_directory(directory) as tmp:

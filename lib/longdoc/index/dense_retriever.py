@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from longdoc.index.dense import DenseIndex, exhaustive_search
 from longdoc.models.biencoder import BiEncoder
 from longdoc.text.segments import SegmentedCorpus
@@ -40,6 +42,16 @@ class DenseRetriever:
         if self.vectors is not None and not self.exact:
             self.index = DenseIndex(self.vectors.shape[1], factory=self.index_factory)
             self.index.add(self.vectors, self.owners)
+        self._built = True
+        return self
+
+    def use_vectors(self, vectors: np.ndarray, owners: np.ndarray) -> DenseRetriever:
+        """Search corpus vectors encoded earlier by the same model (a fit's kept index) instead of
+        encoding the corpus again."""
+        self.vectors, self.owners = vectors, owners
+        if not self.exact:
+            self.index = DenseIndex(vectors.shape[1], factory=self.index_factory)
+            self.index.add(vectors, owners)
         self._built = True
         return self
 

@@ -1,0 +1,152 @@
+"""The explorer checked as a user meets it: JupyterLab started headless, ``notebooks/explore.ipynb``
+opened in headless Chromium (Selenium with Debian's ``chromium`` and ``chromium-driver``), every cell
+run, a query typed, **Rank** pressed, the ranking asserted, and a screenshot saved.
+
+    apt-get install chromium chromium-driver && .venv/bin/pip install -r requirements-browser.txt
+    .venv/bin/python -m longdoc.explore.browser_check --screenshot figures/explorer.png
+
+It takes a few minutes (JupyterLab's start, the explorer's catalog, the first encoding), so it is a
+documented script rather than a CI step; it exits non-zero with the step that failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from longdoc.data.registry import REPO_ROOT
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_lab(port: int, token: str, log: Path) -> subprocess.Popen:
+    """JupyterLab on ``port`` serving the repository, no browser, a fresh token."""
+    command = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        f"--port={port}",
+        "--ip=127.0.0.1",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={REPO_ROOT}",
+        "--allow-root",
+    ]
+    return subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, env=os.environ.copy())
+
+
+def wait_for_lab(port: int, timeout: float) -> None:
+    import urllib.request
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api", timeout=2)
+            return
+        except OSError:
+            time.sleep(1)
+    raise TimeoutError(f"JupyterLab did not answer on port {port} within {timeout:.0f} s")
+
+
+def browser(chromium: str, driver: str):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1500,1300"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(driver), options=options)
+
+
+def check(query: str, screenshot: Path, timeout: float, chromium: str, driver: str) -> dict:
+    """Run the whole check; returns what it saw (systems ranked, rows, seconds per step)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions as seen
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    port, token = free_port(), secrets.token_hex(16)
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / "longdoc-browser-check-lab.log"
+    lab = start_lab(port, token, log)
+    steps: dict[str, float] = {}
+    started = time.time()
+    web = None
+    try:
+        wait_for_lab(port, 120)
+        steps["lab started"] = time.time() - started
+        web = browser(chromium, driver)
+        wait = WebDriverWait(web, timeout)
+        web.get(f"http://127.0.0.1:{port}/lab/tree/notebooks/explore.ipynb?token={token}")
+        wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, ".jp-Notebook")))
+        time.sleep(3)  # the kernel attaches
+        steps["notebook open"] = time.time() - started
+        web.find_element(By.XPATH, "//div[contains(@class,'lm-MenuBar-itemLabel') and text()='Run']").click()
+        wait.until(seen.element_to_be_clickable((By.CSS_SELECTOR, "li[data-command='notebook:run-all-cells']"))).click()
+        box = wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, ".longdoc-query input")))
+        steps["explorer shown"] = time.time() - started
+        box.click()
+        box.send_keys(query, Keys.TAB)
+        web.find_element(By.CSS_SELECTOR, ".longdoc-rank").click()
+        wait.until(lambda w: w.find_elements(By.CSS_SELECTOR, ".longdoc-ranking .longdoc-system"))
+        systems = web.find_elements(By.CSS_SELECTOR, ".longdoc-ranking .longdoc-system")
+        rows = web.find_elements(By.CSS_SELECTOR, ".longdoc-ranking .longdoc-hit")
+        shown = web.find_element(By.CSS_SELECTOR, ".longdoc-ranking .longdoc-query-shown").text
+        steps["ranked"] = time.time() - started
+        if query not in shown or not rows:
+            raise AssertionError(
+                f"the ranking does not show the query {query!r} with hits (saw {shown!r}, {len(rows)} rows)"
+            )
+        web.execute_script("arguments[0].scrollIntoView();", web.find_element(By.CSS_SELECTOR, ".longdoc-query"))
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        web.save_screenshot(str(screenshot))
+        names = [s.find_element(By.TAG_NAME, "h4").text for s in systems]
+        return {
+            "systems": names,
+            "rows": len(rows),
+            "query": query,
+            "seconds": {k: round(v, 1) for k, v in steps.items()},
+            "screenshot": str(screenshot),
+        }
+    finally:
+        if web is not None:
+            web.quit()
+        lab.terminate()
+        lab.wait(timeout=30)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m longdoc.explore.browser_check", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--query", default="change the owner of a file")
+    parser.add_argument("--screenshot", type=Path, default=REPO_ROOT / "figures" / "explorer.png")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for each step")
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--driver", default="/usr/bin/chromedriver")
+    args = parser.parse_args(argv)
+    for tool in (args.chromium, args.driver):
+        if not Path(tool).exists():
+            print(f"browser_check: {tool} missing (apt-get install chromium chromium-driver)", file=sys.stderr)
+            return 2
+    try:
+        seen = check(args.query, args.screenshot, args.timeout, args.chromium, args.driver)
+    except Exception as err:  # the step that failed, for the person running it
+        print(f"browser_check: FAILED: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+    print(f"browser_check: passed: {seen}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
