@@ -38,7 +38,7 @@ def trained(tmp_path_factory, tiny_backbone):
     systems = [
         System("BM25", BM25()),
         System("FirstP", Dense("FirstP", encoders.encoder("FirstP"))),
-        System("MaxP", Dense("MaxP", encoders.encoder("MaxP"))),
+        System("MaxP", Dense("MaxP", encoders.encoder("MaxP")), paper_name="MaxP"),
     ]
     missing_before = availability(tiny, systems[2])
     tiny.run_all(systems)
@@ -157,7 +157,7 @@ def test_the_explorer_shows_each_systems_top_k_side_by_side_with_marks_and_reaso
     with pytest.raises(ValueError, match="unknown system 'NCI'"):
         explorer.ranking_html(["NCI"], text)
     assert "differ most" in explorer.disagreement_html("BM25", "MaxP")
-    assert explorer.default_systems() == ["BM25", "FirstP", "MaxP"]  # BM25, one trained row per notebook, then the rest
+    assert explorer.default_systems() == ["BM25", "MaxP", "FirstP"]  # BM25, the papers' own rows, other trained rows
 
 
 def test_the_widget_builds_with_the_classes_the_browser_check_finds(trained):

@@ -14,13 +14,17 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from longdoc.data.registry import REPO_ROOT
+
+NOTEBOOK = REPO_ROOT / "notebooks" / "explore.ipynb"
 
 
 def free_port() -> int:
@@ -29,8 +33,8 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start_lab(port: int, token: str, log: Path) -> subprocess.Popen:
-    """JupyterLab on ``port`` serving the repository, no browser, a fresh token."""
+def start_lab(port: int, token: str, log: Path, root: Path) -> subprocess.Popen:
+    """JupyterLab on ``port`` serving ``root`` (a scratch copy of the notebook), no browser, a fresh token."""
     command = [
         sys.executable,
         "-m",
@@ -39,7 +43,7 @@ def start_lab(port: int, token: str, log: Path) -> subprocess.Popen:
         f"--port={port}",
         "--ip=127.0.0.1",
         f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={REPO_ROOT}",
+        f"--ServerApp.root_dir={root}",
         "--allow-root",
     ]
     return subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, env=os.environ.copy())
@@ -77,8 +81,10 @@ def check(query: str, screenshot: Path, timeout: float, chromium: str, driver: s
     from selenium.webdriver.support.ui import WebDriverWait
 
     port, token = free_port(), secrets.token_hex(16)
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / "longdoc-browser-check-lab.log"
-    lab = start_lab(port, token, log)
+    scratch = Path(tempfile.mkdtemp(prefix="longdoc-browser-check-"))
+    shutil.copy(NOTEBOOK, scratch / NOTEBOOK.name)  # JupyterLab autosaves: never into the tracked notebook
+    log = scratch / "lab.log"
+    lab = start_lab(port, token, log, scratch)
     steps: dict[str, float] = {}
     started = time.time()
     web = None
@@ -87,27 +93,40 @@ def check(query: str, screenshot: Path, timeout: float, chromium: str, driver: s
         steps["lab started"] = time.time() - started
         web = browser(chromium, driver)
         wait = WebDriverWait(web, timeout)
-        web.get(f"http://127.0.0.1:{port}/lab/tree/notebooks/explore.ipynb?token={token}")
+        web.get(f"http://127.0.0.1:{port}/lab/tree/{NOTEBOOK.name}?token={token}")
         wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, ".jp-Notebook")))
         time.sleep(3)  # the kernel attaches
         steps["notebook open"] = time.time() - started
         web.find_element(By.XPATH, "//div[contains(@class,'lm-MenuBar-itemLabel') and text()='Run']").click()
-        wait.until(seen.element_to_be_clickable((By.CSS_SELECTOR, "li[data-command='notebook:run-all-cells']"))).click()
+        run_all = "//div[contains(@class,'lm-Menu-itemLabel') and text()='Run All Cells']"
+        wait.until(seen.element_to_be_clickable((By.XPATH, run_all))).click()
         box = wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, ".longdoc-query input")))
         steps["explorer shown"] = time.time() - started
+        # the last cell's ranking: every cell has run and the kernel is idle (a busy kernel would get the
+        # Rank click before the typed text, which the front end holds back while it is busy)
+        wait.until(lambda w: w.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output .longdoc-query-shown"))
+        steps["all cells run"] = time.time() - started
+        if not query:  # the first test query's text, typed (its judgements then mark the hits)
+            first = web.find_elements(By.CSS_SELECTOR, ".longdoc-pick select option")[1].text
+            query = first.split(": ", 1)[1]
+        for dismiss in web.find_elements(By.XPATH, "//button[.//text()='No']"):  # JupyterLab's news prompt
+            dismiss.click()
         box.click()
         box.send_keys(query, Keys.TAB)
+        time.sleep(2)  # the text box syncs to the kernel asynchronously: let it arrive before Rank reads it
         web.find_element(By.CSS_SELECTOR, ".longdoc-rank").click()
         wait.until(lambda w: w.find_elements(By.CSS_SELECTOR, ".longdoc-ranking .longdoc-system"))
         systems = web.find_elements(By.CSS_SELECTOR, ".longdoc-ranking .longdoc-system")
         rows = web.find_elements(By.CSS_SELECTOR, ".longdoc-ranking .longdoc-hit")
         shown = web.find_element(By.CSS_SELECTOR, ".longdoc-ranking .longdoc-query-shown").text
         steps["ranked"] = time.time() - started
-        if query not in shown or not rows:
+        if query[:40] not in shown or not rows:
             raise AssertionError(
                 f"the ranking does not show the query {query!r} with hits (saw {shown!r}, {len(rows)} rows)"
             )
-        web.execute_script("arguments[0].scrollIntoView();", web.find_element(By.CSS_SELECTOR, ".longdoc-query"))
+        web.find_element(By.CSS_SELECTOR, "body").send_keys(Keys.CONTROL, "b")  # fold the file browser
+        time.sleep(1)
+        web.execute_script("arguments[0].scrollIntoView();", web.find_element(By.CSS_SELECTOR, ".longdoc-systems"))
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         web.save_screenshot(str(screenshot))
         names = [s.find_element(By.TAG_NAME, "h4").text for s in systems]
@@ -118,6 +137,15 @@ def check(query: str, screenshot: Path, timeout: float, chromium: str, driver: s
             "seconds": {k: round(v, 1) for k, v in steps.items()},
             "screenshot": str(screenshot),
         }
+    except Exception as err:
+        if web is not None:
+            failed = screenshot.with_name(screenshot.stem + ".failed.png")
+            failed.parent.mkdir(parents=True, exist_ok=True)
+            web.save_screenshot(str(failed))
+        reached = ", ".join(steps) or "nothing"
+        raise RuntimeError(
+            f"{type(err).__name__} after: {reached} (JupyterLab log: {log}; screen: {screenshot.stem}.failed.png)"
+        ) from err
     finally:
         if web is not None:
             web.quit()
@@ -129,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m longdoc.explore.browser_check", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--query", default="change the owner of a file")
+    parser.add_argument("--query", default="", help="the text to type (default: the first test query's)")
     parser.add_argument("--screenshot", type=Path, default=REPO_ROOT / "figures" / "explorer.png")
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for each step")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
@@ -142,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         seen = check(args.query, args.screenshot, args.timeout, args.chromium, args.driver)
     except Exception as err:  # the step that failed, for the person running it
-        print(f"browser_check: FAILED: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"browser_check: FAILED: {err}", file=sys.stderr)
         return 1
     print(f"browser_check: passed: {seen}")
     return 0

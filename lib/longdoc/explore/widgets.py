@@ -12,6 +12,9 @@ from longdoc.explore.evidence import deciding_segment, highlight, identifier_pat
 from longdoc.explore.ranking import Searcher, disagreements, ranking_table
 
 
+HEADLINE = ("MaxP", "Longtriever", "SeDR", "NCI")  # each paper's own row (by its paper name), shown first
+
+
 class Explorer:
     """The systems of :func:`~longdoc.explore.catalog.catalog` under ``profile`` with a searcher each
     (built on first use), and the test queries of their data."""
@@ -33,13 +36,19 @@ class Explorer:
         return [name for name, e in self.entries.items() if e.ready]
 
     def default_systems(self, count: int = 4) -> list[str]:
-        """BM25 and the first trained row of each source notebook (baselines, Longtriever, SeDR, NCI)."""
-        chosen = [n for n in self.ready if self.entries[n].kind == "bm25"][:1]
-        for name in self.ready:
+        """BM25 and each paper's own system where it is ready (MaxP, Longtriever, SeDR, NCI), then the
+        other trained rows, then the rest."""
+        ready = self.ready
+
+        def rank(name: str) -> int:
             entry = self.entries[name]
-            if entry.system.spec.trained and all(self.entries[c].notebook != entry.notebook for c in chosen[1:]):
-                chosen.append(name)
-        return (chosen + [n for n in self.ready if n not in chosen])[:count]
+            if entry.kind == "bm25":
+                return 0
+            if entry.system.paper_name in HEADLINE:
+                return 1
+            return 2 if entry.system.spec.trained else 3
+
+        return sorted(ready, key=lambda n: (rank(n), ready.index(n)))[:count]
 
     @property
     def missing(self) -> dict[str, str]:
@@ -81,12 +90,12 @@ class Explorer:
         hits = searcher.search(query, self.k)
         table = ranking_table(searcher.entry, hits, qrels)
         rows = []
-        for row in table.itertuples(index=False):
+        for row in table.itertuples(index=False):  # the first hit's reason open, the others folded
             mark = {"yes": "✔", "no": "✘"}.get(row.relevant, "")
             rows.append(
                 f"<tr class='longdoc-hit'><td>{row.rank}</td><td title='{html.escape(row.document)}'>"
                 f"{html.escape(str(row.title))[:60]}</td><td>{mark}</td><td>{row.tokens}</td><td>{row.score:.3g}</td></tr>"
-                f"<tr><td></td><td colspan='4'>{self._reason(searcher, row.document, query)}</td></tr>"
+                f"<tr><td></td><td colspan='4'>{self._reason(searcher, row.document, query, row.rank == 1)}</td></tr>"
             )
         body = "".join(rows) or "<tr><td colspan='5'>no document</td></tr>"
         return (
@@ -95,22 +104,23 @@ class Explorer:
             f"{body}</table></div>"
         )
 
-    def _reason(self, searcher: Searcher, doc_id: str, query: str) -> str:
+    def _reason(self, searcher: Searcher, doc_id: str, query: str, unfolded: bool = False) -> str:
         kind = searcher.entry.kind
+        details = "<details open>" if unfolded else "<details>"
         if doc_id not in searcher.entry.study.data.corpus:
             return "<i>an identifier no document has</i>"
         if kind == "dense":
             evidence = deciding_segment(searcher, doc_id, query)
             return (
-                f"<details><summary>{html.escape(evidence.note)}</summary>"
+                f"{details}<summary>{html.escape(evidence.note)}</summary>"
                 f"<div style='font-size:85%'>{highlight(evidence.text, query)}</div></details>"
             )
         if kind == "nci":
             path = identifier_path(searcher.engine(), doc_id)
             steps = " → ".join(f"{p['prefix']} ({p['documents']} docs)" for p in path)
-            return f"<details><summary>identifier {path[-1]['prefix']}</summary><div style='font-size:85%'>{steps}</div></details>"
+            return f"{details}<summary>identifier {path[-1]['prefix']}</summary><div style='font-size:85%'>{steps}</div></details>"
         text = searcher.entry.study.data.corpus[doc_id].full_text[:400]
-        return f"<details><summary>BM25: the document's terms</summary><div style='font-size:85%'>{highlight(text, query)}</div></details>"
+        return f"{details}<summary>BM25: the document's terms</summary><div style='font-size:85%'>{highlight(text, query)}</div></details>"
 
     def disagreement_html(self, a: str, b: str, top: int = 10) -> str:
         frame = disagreements(self.searcher(a), self.searcher(b), self.test_queries, self.test_qrels, top=top)
