@@ -11,7 +11,6 @@ from longdoc.explore.catalog import Entry, catalog
 from longdoc.explore.evidence import deciding_segment, highlight, identifier_path
 from longdoc.explore.ranking import Searcher, disagreements, ranking_table
 
-
 HEADLINE = ("MaxP", "Longtriever", "SeDR", "NCI")  # each paper's own row (by its paper name), shown first
 
 
