@@ -108,7 +108,7 @@ def verdict_when_met(study):
 
 def test_markdown_table_escapes_pipes_and_formats_numbers():
     text = markdown_table(pd.DataFrame({"a": ["x|y"], "b": [0.12345], "c": [0.00001], "d": [float("nan")]}))
-    assert "x\\|y" in text and "| 0.123 |" in text and "| 1e-05 |" in text and "| — |" in text
+    assert "x\\|y" in text and "| 0.123 |" in text and "| 1.00e-05 |" in text and "| — |" in text
 
 
 def test_tables_show_counts_as_integers_three_significant_digits_and_no_index_leftovers():
@@ -124,11 +124,12 @@ def test_tables_show_counts_as_integers_three_significant_digits_and_no_index_le
         "0.0523",
         "0.000723",
     ]
-    assert format_number(0.0007) == "0.0007"  # a small p value is not "0.000"
+    assert format_number(0.0007) == "0.000700"  # a small p value is not "0.000"
+    assert format_number(0.72) == "0.720" and format_number(100.5) == "100"  # three digits, no dangling point
     frame = pd.DataFrame({"n": [1100.0], "p": [0.0007]}, index=pd.MultiIndex.from_tuples([("a", "b")]))
     header = markdown_table(frame, index=True).splitlines()[0]
     assert "index" not in header and "level_" not in header and header.endswith("| n | p |")
-    assert "| a | b | 1100 | 0.0007 |" in markdown_table(frame, index=True)
+    assert "| a | b | 1100 | 0.000700 |" in markdown_table(frame, index=True)
     named = pd.DataFrame({"n": [1.0]}, index=pd.Index(["x"], name="system"))
     assert markdown_table(named, index=True).startswith("| system | n |")
 

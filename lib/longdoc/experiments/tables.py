@@ -30,14 +30,14 @@ def difference_label(low: float, high: float) -> str:
 
 def format_number(value: float) -> str:
     """How every table shows a number: a whole number without decimals (a count stored as a float is
-    still a count), otherwise three significant digits (0.545, 0.0523, 7.1e-05; 12.3; 1,235)."""
+    still a count), otherwise three significant digits (0.545, 0.720, 0.0523, 7.10e-05; 12.3; 1,235)."""
     if value != value:
         return "—"
     if float(value).is_integer() and abs(value) < 1e15:
         return f"{int(value):,}" if abs(value) >= 10_000 else str(int(value))
     if abs(value) >= 1000:
         return f"{value:,.0f}"
-    return f"{value:.3g}"
+    return f"{value:#.3g}".rstrip(".")  # '#': trailing zeros stay (0.720, not 0.72)
 
 
 def use_display_format() -> None:
