@@ -74,6 +74,10 @@ def test_the_papers_difference_is_read_from_a_claims_numbers():
     assert paper_delta("Table 3, NQ320k MRR@100: 73.12 vs 70.56") == pytest.approx(0.0256)  # percent
     assert paper_delta("Wiki65K: 0.9585 vs 0.9492; AAN104K: 0.8536 vs 0.8400") == pytest.approx(0.0093)
     assert np.isnan(paper_delta("Figure 4: rising with length (no values given)"))
+    assert paper_delta("0.394 vs STAR 0.390") == pytest.approx(0.004)  # a label between
+    assert paper_delta("0.434 (Table 1: MS MARCO) vs 0.329") == pytest.approx(0.105)  # "Table 1" is no value
+    assert paper_delta("M3 = 2: 72.83 vs M3 = 0: 70.56") == pytest.approx(0.0227)
+    assert paper_delta("Table 6: 0.9589 / 0.9594 vs 0.9537 (Wiki65K dev)") == pytest.approx(0.0057)
 
 
 def test_a_notebooks_claims_figure_draws_each_claim_with_an_interval(tmp_path):

@@ -143,4 +143,6 @@ def test_figure_4_claims_need_enough_queries_in_their_buckets():
     assert len(table) == 6 and list(table["verdict"][[1, 2, 4, 5]]) == [NOT_TESTABLE] * 4
     assert list(table["verdict"][[0, 3]]) == ["holds", "holds"]
     assert table.loc[0, "claim"] == "SeDR above MaxP on documents filling ≥ 4 segments"
-    assert table.loc[0, "ours: Δ [95% CI]"].startswith("+0.6 ") and "1 segment: 3 queries" in table.loc[2, "condition"]
+    assert (
+        table.loc[0, "ours: Δ [95% CI]"].startswith("+0.600 ") and "1 segment: 3 queries" in table.loc[2, "condition"]
+    )

@@ -63,7 +63,9 @@ def test_assess_gives_one_row_per_claim_with_its_interval():
     ]
     table = assess(study, claims)
     assert list(table.verdict) == [HOLDS, REVERSED, NOT_TESTABLE]
-    assert table.loc[0, "ours: Δ [95% CI]"] == "+0.02 [+0.01, +0.03]"  # three significant digits
+    assert (
+        table.loc[0, "ours: Δ [95% CI]"] == "+0.0200 [+0.0100, +0.0300]"
+    )  # three significant digits, trailing zeros kept
     assert "NOT met: probe of A" in table.loc[2, "condition"]
     text = Findings(table, "context line").markdown()
     assert "3 claim(s) of the paper: 1 holds, 1 reversed, 1 not testable at this scale." in text
@@ -77,7 +79,7 @@ def test_a_trained_system_with_one_run_gets_no_verdict():
     study = FakeStudy({("A", "BM25"): (0.00004, 0.05), ("A", "B"): (0.01, 0.03)}, seeds={"BM25": [None], "B": [0]})
     table = assess(study, [Claim("A beats BM25", "A", "BM25"), Claim("A beats B", "A", "B")])
     assert list(table.verdict) == [HOLDS, NOT_TESTABLE]
-    assert table.loc[0, "ours: Δ [95% CI]"] == "+0.025 [+4e-05, +0.05]" and table.loc[0, "condition"] == ""
+    assert table.loc[0, "ours: Δ [95% CI]"] == "+0.0250 [+4.00e-05, +0.0500]" and table.loc[0, "condition"] == ""
     assert table.loc[1, "condition"] == "NOT met: one seed of B: a trained system needs two runs or more"
 
 
@@ -126,6 +128,10 @@ def test_tables_show_counts_as_integers_three_significant_digits_and_no_index_le
     ]
     assert format_number(0.0007) == "0.000700"  # a small p value is not "0.000"
     assert format_number(0.72) == "0.720" and format_number(100.5) == "100"  # three digits, no dangling point
+    assert format_number(999.6) == "1,000"  # not 1.00e+03
+    from longdoc.experiments.verdicts import p_text
+
+    assert p_text(0.0) == "< 0.0001" and p_text(0.0007) == "0.000700"  # p = 0 is below one resample in 10,000
     frame = pd.DataFrame({"n": [1100.0], "p": [0.0007]}, index=pd.MultiIndex.from_tuples([("a", "b")]))
     header = markdown_table(frame, index=True).splitlines()[0]
     assert "index" not in header and "level_" not in header and header.endswith("| n | p |")

@@ -176,3 +176,14 @@ def test_the_catalog_names_what_is_missing_on_a_fresh_cache(tiny_dataset, isolat
     assert trained and all("run notebooks/01_baselines.ipynb under profile smoke" in e.missing for e in trained)
     with pytest.raises(ValueError, match="profile='nope'"):
         catalog("nope")
+
+
+def test_a_system_on_another_corpus_is_not_shown_beside_the_others(trained, tiny_backbone):
+    """A profile may subsample per notebook (cpu: NCI reads 300 documents): such a row is listed with
+    the reason, never ranked beside rows of another corpus."""
+    smaller = build_tiny_study(trained.study.params["dataset"], tiny_backbone, max_docs=12)
+    other = Entry("BM25 (12 documents)", "40_nci_main", System("BM25 (12 documents)", BM25()), smaller)
+    explorer = Explorer(entries=[*trained.entries.values(), other], k=3)
+    assert "BM25 (12 documents)" not in explorer.ready
+    assert explorer.missing["BM25 (12 documents)"].startswith("ranks another corpus (tiny[12], 12 documents)")
+    assert "notebooks=['40_nci_main']" in explorer.missing["BM25 (12 documents)"]

@@ -126,17 +126,20 @@ def forest_frame(filled: pd.DataFrame, card: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["claim", "Δ", "low", "high", "paper Δ", "verdict"])
 
 
-PAPER_PAIR = re.compile(r"(\d*\.?\d+) vs (\d*\.?\d+)")
+DECIMAL = re.compile(r"-?\d*\.\d+")
 
 
 def paper_delta(text: str) -> float:
-    """The paper's own difference from a claim's numbers (``"Table 2: 0.329 vs 0.306"`` → +0.023; the first
-    ``A vs B`` where there are several, percentages as fractions); NaN where the paper gives no values."""
-    match = PAPER_PAIR.search(str(text))
-    if not match:
+    """The paper's own difference from a claim's numbers: the last decimal before the first " vs " minus
+    the first decimal after it (``"Table 2: 0.329 vs 0.306"`` → +0.023; ``"M3 = 2: 72.83 vs M3 = 0:
+    70.56"`` and ``"0.394 vs STAR 0.390"`` read too; labels such as "Table 1" have no decimal point);
+    percentages as fractions; NaN where the paper gives no values."""
+    left, sep, right = str(text).replace("−", "-").partition(" vs ")
+    before, after = DECIMAL.findall(left), DECIMAL.findall(right)
+    if not (sep and before and after):
         return float("nan")
-    a, b = (float(g) for g in match.groups())
-    scale = 100.0 if a > 1 and b > 1 else 1.0  # NCI and DSI report percentages
+    a, b = float(before[-1]), float(after[0])
+    scale = 100.0 if abs(a) > 1 and abs(b) > 1 else 1.0  # NCI and DSI report percentages
     return (a - b) / scale
 
 

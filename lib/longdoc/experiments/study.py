@@ -269,7 +269,9 @@ class Study:
     def _mean_interval(self, result, measure: str, split: str) -> tuple[float, float]:
         try:
             values = result.per_item(self.data, measure, split)
-        except ValueError:  # no per-item values (F1): no interval
+        except ValueError as err:  # no per-item values (F1): no interval; any other error stands
+            if "intervals are defined for" not in str(err):
+                raise
             return float("nan"), float("nan")
         stats = seed_query_interval(values)
         return stats["ci_low"], stats["ci_high"]

@@ -35,7 +35,7 @@ def format_number(value: float) -> str:
         return "—"
     if float(value).is_integer() and abs(value) < 1e15:
         return f"{int(value):,}" if abs(value) >= 10_000 else str(int(value))
-    if abs(value) >= 1000:
+    if abs(value) >= 999.5:  # what rounds to four digits or more: a plain number with separators
         return f"{value:,.0f}"
     return f"{value:#.3g}".rstrip(".")  # '#': trailing zeros stay (0.720, not 0.72)
 

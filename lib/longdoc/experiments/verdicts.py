@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from longdoc.experiments.tables import markdown_table
+from longdoc.experiments.tables import format_number, markdown_table
 
 HOLDS, REVERSED, NOT_SHOWN, NOT_TESTABLE = "holds", "reversed", "not shown at this scale", "not testable at this scale"
 
@@ -66,7 +66,12 @@ def interval_text(delta: float, low: float, high: float) -> str:
     not computed)."""
     if any(value != value for value in (delta, low, high)):
         return "—"
-    return f"{delta:+.3g} [{low:+.3g}, {high:+.3g}]"
+    return f"{_signed(delta)} [{_signed(low)}, {_signed(high)}]"
+
+
+def _signed(value: float) -> str:
+    """Three significant digits with a sign, trailing zeros kept (-0.140, not -0.14)."""
+    return f"{value:+#.3g}".rstrip(".")
 
 
 def enough_runs(study, claim: Claim) -> Precondition | None:
@@ -126,6 +131,15 @@ def assess(study, claims: list[Claim]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def p_text(p) -> str:
+    """A bootstrap p value as shown: 0 means no resample fell on the far side, i.e. p < 1/10,000."""
+    if p is None or p != p:
+        return "—"
+    return f"< {1 / BOOTSTRAP_SAMPLES:g}" if float(p) == 0 else format_number(float(p))
+
+
+BOOTSTRAP_SAMPLES = 10_000  # the resamples of every interval (:func:`~longdoc.eval.significance.seed_query_bootstrap`)
+
 CHANCE = 0.025  # a 95% two-sided interval lies above zero by chance in 2.5% of tests of a true null
 
 
@@ -168,7 +182,10 @@ class Findings:
             for c in self.table.columns
             if self.table[c].map(lambda v: v is None or str(v).strip() in ("", "nan")).all()
         ]
-        return self.table.drop(columns=empty)
+        shown = self.table.drop(columns=empty)
+        if "p (bootstrap)" in shown:  # no resample on the far side of zero: p is below one in the resamples
+            shown = shown.assign(**{"p (bootstrap)": shown["p (bootstrap)"].map(p_text)})
+        return shown
 
     def _repr_markdown_(self) -> str:
         return self.markdown()

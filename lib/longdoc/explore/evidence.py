@@ -64,11 +64,16 @@ def deciding_segment(searcher, doc_id: str, query: str) -> Evidence:
     scores = [float(v) for v in retriever.vectors[rows] @ query_vector]
     if len(rows) == len(segments):
         best = int(np.argmax(scores))
-        note = (
-            f"segment {best + 1} of {len(segments)} decided (the score is the best segment's)"
-            if len(segments) > 1
-            else "the model read one segment"
-        )
+        interaction = getattr(model.config, "interaction", "none")
+        if len(segments) == 1:
+            note = "the model read one segment"
+        elif interaction == "none":
+            note = f"segment {best + 1} of {len(segments)} decided (the score is the best segment's)"
+        else:
+            note = (
+                f"segment {best + 1} of {len(segments)} scored best; its vector also read the other segments "
+                f"({interaction} interaction), so its text alone did not decide"
+            )
         return Evidence(best, scores, len(segments), decode(segments[best]), note)
     return Evidence(
         None,

@@ -11,6 +11,11 @@ from longdoc.explore.catalog import Entry, catalog
 from longdoc.explore.evidence import deciding_segment, highlight, identifier_path
 from longdoc.explore.ranking import Searcher, disagreements, ranking_table
 
+
+def same_corpus(a, b) -> bool:
+    return a.checksum == b.checksum and a.doc_ids == b.doc_ids
+
+
 HEADLINE = ("MaxP", "Longtriever", "SeDR", "NCI")  # each paper's own row (by its paper name), shown first
 
 
@@ -19,16 +24,29 @@ class Explorer:
     (built on first use), and the test queries of their data."""
 
     def __init__(
-        self, profile: str = "smoke", dataset: str | None = None, k: int = 10, entries: list[Entry] | None = None
+        self,
+        profile: str = "smoke",
+        dataset: str | None = None,
+        k: int = 10,
+        entries: list[Entry] | None = None,
+        notebooks: list[str] | None = None,
     ):
-        self.entries = {e.name: e for e in (entries if entries is not None else catalog(profile, dataset))}
+        found = entries if entries is not None else catalog(profile, dataset, notebooks)
+        self.entries = {e.name: e for e in found}
         if not self.entries:
             raise ValueError(f"profile={profile!r}: no explorable system")
         self.k = k
         self.searchers: dict[str, Searcher] = {}
         first = next(iter(self.entries.values())).study
+        self.corpus = first.data
         self.test_queries, self.test_qrels = first.split("test")
         self.all_qrels = {q: d for judged in first.data.qrels.values() for q, d in judged.items()}
+        for entry in self.entries.values():  # side by side only on one corpus (a profile may subsample per notebook)
+            if entry.ready and not same_corpus(entry.study.data, self.corpus):
+                entry.missing = (
+                    f"ranks another corpus ({entry.study.data.name}, {len(entry.study.data.corpus)} documents) than "
+                    f"{self.corpus.name} ({len(self.corpus.corpus)}): Explorer(profile, notebooks=['{entry.notebook}'])"
+                )
 
     @property
     def ready(self) -> list[str]:
@@ -116,7 +134,11 @@ class Explorer:
             )
         if kind == "nci":
             path = identifier_path(searcher.engine(), doc_id)
-            steps = " → ".join(f"{p['prefix']} ({p['documents']} docs)" for p in path)
+            steps = "<br>".join(
+                f"{p['prefix']}: {p['documents']} document(s)"
+                + (f", e.g. {html.escape(p['examples'])}" if p["examples"] else "")
+                for p in path
+            )
             return f"{details}<summary>identifier {path[-1]['prefix']}</summary><div style='font-size:85%'>{steps}</div></details>"
         text = searcher.entry.study.data.corpus[doc_id].full_text[:400]
         return f"{details}<summary>BM25: the document's terms</summary><div style='font-size:85%'>{highlight(text, query)}</div></details>"
