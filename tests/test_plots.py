@@ -99,3 +99,13 @@ def test_a_notebooks_claims_figure_draws_each_claim_with_an_interval(tmp_path):
     assert (tmp_path / "claims.png").stat().st_size > 1000 and fig.axes[0].get_yticklabels()[
         0
     ].get_text() == "A beats B"
+
+
+def test_a_measure_without_per_item_values_gets_no_error_bar(tmp_path):
+    table = interval_table(["normal", "attention"], [0.8, 0.7], [0.02, 0.03], ("Accuracy", "F1"))
+    table["F1 95% low"] = table["F1 95% high"] = float("nan")
+    fig = plots.system_bars(table, tmp_path / "f1.png", ["Accuracy", "F1"])
+    assert fig.axes[1].get_title() == "F1 (no per-item interval)"
+    assert not [c for c in fig.axes[1].containers if hasattr(c, "lines")] or all(
+        not c.lines[2] for c in fig.axes[1].containers if hasattr(c, "lines")
+    )

@@ -68,16 +68,17 @@ def system_bars(table: pd.DataFrame, path: Path, measures: list[str], title: str
     shown = table.loc[systems]
     y = list(range(len(systems)))
     for ax, measure in zip(axes[0], measures):
+        has_interval = shown[f"{measure} 95% low"].notna().any()  # F1: none, and no empty caps either
         ax.barh(
             y,
             shown[measure].astype(float),
-            xerr=_interval_errors(shown, measure),
+            xerr=_interval_errors(shown, measure) if has_interval else None,
             color="#4C72B0",
             alpha=0.85,
             capsize=3,
         )
         ax.set_xlim(0, 1)
-        ax.set_title(measure if shown[f"{measure} 95% low"].notna().any() else f"{measure} (no per-item interval)")
+        ax.set_title(measure if has_interval else f"{measure} (no per-item interval)")
         ax.grid(axis="x", alpha=0.3)
     axes[0][0].set_yticks(y)
     axes[0][0].set_yticklabels(systems)
