@@ -70,7 +70,7 @@ def browser(chromium: str, driver: str):
 
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1500,1300"):
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1920,1250"):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service(driver), options=options)
 
@@ -128,7 +128,8 @@ def check(query: str, screenshot: Path, timeout: float, chromium: str, driver: s
             raise AssertionError(
                 f"the ranking does not show the query {query!r} with hits (saw {shown!r}, {len(rows)} rows)"
             )
-        web.find_element(By.CSS_SELECTOR, "body").send_keys(Keys.CONTROL, "b")  # fold the file browser
+        for tab in web.find_elements(By.CSS_SELECTOR, "li.lm-TabBar-tab[data-id='filebrowser'].lm-mod-current"):
+            tab.click()  # fold the file browser: room for the columns
         time.sleep(1)
         web.execute_script("arguments[0].scrollIntoView();", web.find_element(By.CSS_SELECTOR, ".longdoc-systems"))
         screenshot.parent.mkdir(parents=True, exist_ok=True)

@@ -68,19 +68,16 @@ def deciding_segment(searcher, doc_id: str, query: str) -> Evidence:
         if len(segments) == 1:
             note = "the model read one segment"
         elif interaction == "none":
-            note = f"segment {best + 1} of {len(segments)} decided (the score is the best segment's)"
+            note = f"segment {best + 1} of {len(segments)} decided the score"
         else:
-            note = (
-                f"segment {best + 1} of {len(segments)} scored best; its vector also read the other segments "
-                f"({interaction} interaction), so its text alone did not decide"
-            )
+            note = f"segment {best + 1} of {len(segments)} scored best (its vector also read the others: {interaction})"
         return Evidence(best, scores, len(segments), decode(segments[best]), note)
     return Evidence(
         None,
         scores,
         len(segments),
         decode(segments[0]),
-        f"one vector for all {len(segments)} blocks: every block counts, none decides alone (first shown)",
+        f"one vector for all {len(segments)} blocks, none decides alone (the first shown)",
     )
 
 

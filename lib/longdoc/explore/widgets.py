@@ -52,7 +52,7 @@ class Explorer:
     def ready(self) -> list[str]:
         return [name for name, e in self.entries.items() if e.ready]
 
-    def default_systems(self, count: int = 4) -> list[str]:
+    def default_systems(self, count: int = 5) -> list[str]:
         """BM25 and each paper's own system where it is ready (MaxP, Longtriever, SeDR, NCI), then the
         other trained rows, then the rest."""
         ready = self.ready
@@ -116,7 +116,7 @@ class Explorer:
             )
         body = "".join(rows) or "<tr><td colspan='5'>no document</td></tr>"
         return (
-            f"<div class='longdoc-system' style='flex:1;min-width:260px'><h4>{html.escape(name)}</h4>"
+            f"<div class='longdoc-system' style='flex:1;min-width:230px'><h4>{html.escape(name)}</h4>"
             "<table><tr><th>#</th><th>document</th><th>rel.</th><th>tokens</th><th>score</th></tr>"
             f"{body}</table></div>"
         )
