@@ -124,5 +124,5 @@ def test_figure_5_spread_claims_from_one_model_per_system_get_no_verdict(
     per_document = {n["global"]: gaps, n["sedr"]: {d: g - 0.3 for d, g in gaps.items()}, n["no_sit"]: gaps}
     table = sedr_study.spread_claims(per_document, study)
     assert list(table["verdict"]) == [NOT_TESTABLE, NOT_TESTABLE]
-    assert table["ours: Δ [95% CI]"].iloc[0] == "+0.3 [+0.3, +0.3]" and table["p (bootstrap)"].iloc[0] == 0
+    assert table["ours: Δ [95% CI]"].iloc[0] == "+0.300 [+0.300, +0.300]" and table["p (bootstrap)"].iloc[0] == 0
     assert table["condition"].str.contains("one seed").all()
