@@ -107,23 +107,23 @@ def interval(text: str) -> tuple[float, float, float] | None:
     return tuple(float(g) for g in match.groups()) if match else None
 
 
+FOREST_COLUMNS = ["claim", "Δ", "low", "high", "paper Δ", "verdict"]
+
+
+def _forest(rows, paper_deltas) -> pd.DataFrame:
+    """Rows of (claim, ours, verdict) with their paper Δ as the forest plot draws them; a claim without
+    an interval (a note, "—") is left out."""
+    drawn = []
+    for row, paper in zip(rows, paper_deltas):
+        ours = interval(row.get(OURS, ""))
+        if ours:
+            drawn.append(dict(zip(FOREST_COLUMNS, (row["claim"], *ours, paper, row["verdict"]))))
+    return pd.DataFrame(drawn, columns=FOREST_COLUMNS)
+
+
 def forest_frame(filled: pd.DataFrame, card: pd.DataFrame) -> pd.DataFrame:
     """The numbers a card's forest plot draws: label, ours (Δ, low, high), the paper's Δ and the verdict."""
-    rows = []
-    for (_, row), paper_delta in zip(filled.iterrows(), card["paper_delta"]):
-        ours = interval(row[OURS])
-        if ours:
-            rows.append(
-                {
-                    "claim": row["claim"],
-                    "Δ": ours[0],
-                    "low": ours[1],
-                    "high": ours[2],
-                    "paper Δ": paper_delta,
-                    "verdict": row["verdict"],
-                }
-            )
-    return pd.DataFrame(rows, columns=["claim", "Δ", "low", "high", "paper Δ", "verdict"])
+    return _forest(filled.to_dict("records"), card["paper_delta"])
 
 
 DECIMAL = re.compile(r"-?\d*\.\d+")
@@ -144,20 +144,7 @@ def paper_delta(text: str) -> float:
 
 
 def findings_frame(table: pd.DataFrame) -> pd.DataFrame:
-    """A notebook's findings as the forest plot draws them (:func:`forest_frame`'s columns): claims
-    without an interval (notes, "—") are left out."""
-    rows = []
-    for _, row in table.iterrows():
-        ours = interval(row.get(OURS, ""))
-        if ours:
-            rows.append(
-                {
-                    "claim": row["claim"],
-                    "Δ": ours[0],
-                    "low": ours[1],
-                    "high": ours[2],
-                    "paper Δ": paper_delta(row.get("paper", "")),
-                    "verdict": row["verdict"],
-                }
-            )
-    return pd.DataFrame(rows, columns=["claim", "Δ", "low", "high", "paper Δ", "verdict"])
+    """A notebook's findings as the forest plot draws them (:func:`forest_frame`'s columns), the paper's
+    Δ read from each claim's numbers (:func:`paper_delta`)."""
+    rows = table.to_dict("records")
+    return _forest(rows, [paper_delta(row.get("paper", "")) for row in rows])
