@@ -110,19 +110,28 @@ def test_sweep_rows_and_claims_follow_the_parameters(tiny_dataset, tiny_backbone
     ]
 
 
-def test_figure_5_spread_claims_from_one_model_per_system_get_no_verdict(
+def test_figure_5_spread_claims_need_two_seeds_and_resample_them(
     tiny_dataset, tiny_backbone, isolated_outputs, tiny_study
 ):
-    """The spread claims read one model per system (the first seed's): Δ, its interval and p come from
-    one bootstrap over documents, and the one-seed rule leaves the verdict "not testable" even where the
-    interval clears zero."""
-    from longdoc.experiments.verdicts import NOT_TESTABLE
+    """The spread claims compare per-document gaps: with one model per system the one-seed rule leaves
+    the verdict "not testable" although the interval clears zero; with two seeds a clear gap holds, and
+    a seed-to-seed spread as large as the gap widens the interval across zero."""
+    from longdoc.experiments.verdicts import HOLDS, NOT_SHOWN, NOT_TESTABLE, REVERSED
 
     study = tiny_study(tiny_dataset, tiny_backbone, **sedr_params())
     n = sedr_study.names(study)
     gaps = {d: 0.5 + 0.01 * d for d in range(30)}
-    per_document = {n["global"]: gaps, n["sedr"]: {d: g - 0.3 for d, g in gaps.items()}, n["no_sit"]: gaps}
-    table = sedr_study.spread_claims(per_document, study)
-    assert list(table["verdict"]) == [NOT_TESTABLE, NOT_TESTABLE]
-    assert table["ours: Δ [95% CI]"].iloc[0] == "+0.300 [+0.300, +0.300]" and table["p (bootstrap)"].iloc[0] == 0
-    assert table["condition"].str.contains("one seed").all()
+    lower = {d: g - 0.3 for d, g in gaps.items()}
+    one_seed = sedr_study.spread_claims({n["global"]: [gaps], n["sedr"]: [lower], n["no_sit"]: [gaps]}, study)
+    assert list(one_seed["verdict"]) == [NOT_TESTABLE, NOT_TESTABLE]
+    assert one_seed["ours: Δ [95% CI]"].iloc[0] == "+0.300 [+0.300, +0.300]" and one_seed["p (bootstrap)"].iloc[0] == 0
+    assert one_seed["condition"].str.contains("NOT met: one seed").all()
+
+    two = {n["global"]: [gaps, gaps], n["sedr"]: [lower, lower], n["no_sit"]: [gaps, gaps]}
+    table = sedr_study.spread_claims(two, study)
+    assert list(table["verdict"]) == [HOLDS, REVERSED] and (table["condition"] == "").all()
+
+    far = {d: g + 0.6 for d, g in lower.items()}  # SeDR's second seed sits above Global-Attention
+    spread = sedr_study.spread_claims({**two, n["sedr"]: [lower, far]}, study)
+    low, high = (float(x) for x in spread["ours: Δ [95% CI]"].iloc[0].split("[")[1].rstrip("]").split(","))
+    assert spread["verdict"].iloc[0] == NOT_SHOWN and low < 0 < high
