@@ -398,7 +398,7 @@ def training_budget(study: Study) -> pd.DataFrame:
         fit, training = result.fits[0], result.training
         per_epoch = fit.last["steps_per_epoch"]
         rows[name] = {
-            "examples": fit.history.get("examples"),
+            "examples": fit.history.get("examples", "—"),  # dense rows do not count theirs
             "steps trained": ", ".join(str(t["dev_curve"][-1][0]) for t in training),
             "dev-best step": ", ".join(str(t["best_step"]) for t in training),
             "epochs at the dev best": ", ".join(f"{t['best_step'] / per_epoch:.1f}" for t in training),
