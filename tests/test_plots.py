@@ -101,6 +101,21 @@ def test_a_notebooks_claims_figure_draws_each_claim_with_an_interval(tmp_path):
     ].get_text() == "A beats B"
 
 
+@pytest.mark.parametrize("claims", [1, 2, 12])
+def test_the_claims_legend_covers_neither_the_axis_label_nor_the_axes(tmp_path, claims):
+    frame = pd.DataFrame(
+        [(f"claim {i}", 0.01 * i, 0.01 * i - 0.03, 0.01 * i + 0.03, 0.03, "holds") for i in range(claims)],
+        columns=["claim", "Δ", "low", "high", "paper Δ", "verdict"],
+    )
+    fig = plots.claim_forest(frame, tmp_path / "c.png", "t", close=False)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    legend = (fig.legends or [ax.get_legend()])[0].get_window_extent(renderer)
+    assert legend.y1 <= ax.xaxis.label.get_window_extent(renderer).y0
+    assert legend.y1 <= ax.get_tightbbox(renderer).y0 + 1  # below everything the axes draw
+
+
 def test_a_measure_without_per_item_values_gets_no_error_bar(tmp_path):
     table = interval_table(["normal", "attention"], [0.8, 0.7], [0.02, 0.03], ("Accuracy", "F1"))
     table["F1 95% low"] = table["F1 95% high"] = float("nan")

@@ -349,7 +349,7 @@ def claim_forest(frame: pd.DataFrame, path: Path, title: str = "", close: bool =
     verdict; hollow where not testable), the zero line, and the paper's own difference as a black
     diamond on the same Δ axis. ``frame``: rows of (claim, Δ, low, high, paper Δ, verdict). Returns the
     path, or the figure with ``close=False`` (a notebook shows it inline)."""
-    height = 0.55 * max(len(frame), 1) + 1.3
+    height = 0.55 * max(len(frame), 1) + 1.7
     fig, ax = plt.subplots(figsize=(9.5, height))
     labels = [c if len(c) <= 60 else c[:57] + "…" for c in frame["claim"]]
     for y, (_, row) in enumerate(frame.iterrows()):
@@ -371,11 +371,11 @@ def claim_forest(frame: pd.DataFrame, path: Path, title: str = "", close: bool =
         )
         for v, c in VERDICT_COLOURS.items()
     ] + [plt.Line2D([], [], marker="D", linestyle="", color="black", label="the paper's Δ")]
-    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.7 / height), ncol=5)
+    fig.legend(handles=handles, fontsize=7, loc="lower center", ncol=5)  # below the axis label, at any height
     ax.grid(axis="x", alpha=0.3)
     if title:
         ax.set_title(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.4 / height, 1, 1))  # the bottom 0.4 inch is the legend's
     fig.savefig(path, dpi=120, bbox_inches="tight")
     if not close:
         return fig

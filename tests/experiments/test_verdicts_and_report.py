@@ -187,6 +187,24 @@ def test_the_report_is_rendered_from_the_records(tmp_path):
         report.render("smoke", root=root)
 
 
+def test_the_report_redraws_each_notebooks_claims_figure_from_its_record(tmp_path):
+    """A notebook's claims figure is redrawn from the findings in its record (no training), at the path
+    the record lists, with one row per claim that has an interval."""
+    root = tmp_path / "results"
+    claims = [
+        {"claim": "A beats B", "paper": "0.3 vs 0.2", "ours: Δ [95% CI]": "+0.05 [+0.01, +0.09]", "verdict": HOLDS},
+        {"claim": "a trend", "paper": "Figure 3", "ours: Δ [95% CI]": "—", "verdict": NOT_TESTABLE},
+    ]
+    write_record(root, "20_sedr_main", findings={"context": "", "claims": claims})
+    record = root / "cpu" / "manpages" / "20_sedr_main" / "metrics.json"
+    data = json.loads(record.read_text())
+    data["metrics"]["figures"].append("figures/cpu/manpages/20_sedr_main_claims.png")
+    record.write_text(json.dumps(data))
+    write_record(root, "10_longtriever_main", findings={"context": "", "claims": claims})  # lists no claims figure
+    written = report.write_notebook_claim_figures("cpu", root=root, link_base=tmp_path)
+    assert written == [tmp_path / "figures/cpu/manpages/20_sedr_main_claims.png"] and written[0].stat().st_size > 1000
+
+
 def test_a_notebook_without_its_record_keeps_its_section_from_the_previous_report(tmp_path):
     root = tmp_path / "results"
     claims = [{"claim": "A beats B", "paper": "0.3 vs 0.2", "verdict": HOLDS}]

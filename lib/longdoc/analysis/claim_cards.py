@@ -143,6 +143,11 @@ def paper_delta(text: str) -> float:
     return (a - b) / scale
 
 
+def notebook_claims_title(notebook: str) -> str:
+    """The title of a notebook's claims figure (drawn by the notebook, redrawn by the report)."""
+    return f"{notebook}: our Δ (95% interval) and the paper's"
+
+
 def findings_frame(table: pd.DataFrame) -> pd.DataFrame:
     """A notebook's findings as the forest plot draws them (:func:`forest_frame`'s columns), the paper's
     Δ read from each claim's numbers (:func:`paper_delta`)."""

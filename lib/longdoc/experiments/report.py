@@ -247,6 +247,27 @@ def write_card_figures(profile: str, root: Path = RESULTS_DIR, link_base: Path =
     return written
 
 
+def write_notebook_claim_figures(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT) -> list[Path]:
+    """Redraw each record's claims figure (``<notebook>_claims.png``, first drawn by
+    :meth:`~longdoc.experiments.study.Study.claims_figure`) from the findings in its record, so that a change
+    of the plot's code reaches every linked figure without training; returns the paths written."""
+    import pandas as pd
+
+    from longdoc.plots import claim_forest
+
+    written = []
+    for record in records(profile, root):
+        metrics = record.get("metrics", {})
+        claims = pd.DataFrame(metrics.get("findings", {}).get("claims", []))
+        frame = claim_cards.findings_frame(claims) if len(claims) else claims
+        for figure in metrics.get("figures", []):
+            if Path(figure).stem == f"{record['notebook']}_claims" and len(frame):
+                path = link_base / figure
+                path.parent.mkdir(parents=True, exist_ok=True)
+                written.append(claim_forest(frame, path, claim_cards.notebook_claims_title(record["notebook"])))
+    return written
+
+
 def anchor(title: str) -> str:
     """GitHub's heading anchor: lower case, punctuation dropped, spaces to hyphens."""
     return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
@@ -454,6 +475,7 @@ def main(argv: list[str] | None = None) -> Path:
     )
     text = render(args.profile, out=out)
     write_card_figures(args.profile, out=out)
+    write_notebook_claim_figures(args.profile)
     from longdoc.io import atomic_write
 
     with atomic_write(out) as handle:

@@ -140,14 +140,14 @@ class Study:
     def claims_figure(self, findings: Findings):
         """The notebook's verdicts as a forest plot (:func:`~longdoc.plots.claim_forest`): each claim's Δ
         with its 95% interval, coloured by verdict, beside the paper's own Δ; None without intervals."""
-        from longdoc.analysis.claim_cards import findings_frame
+        from longdoc.analysis.claim_cards import findings_frame, notebook_claims_title
         from longdoc.plots import claim_forest
 
         frame = findings_frame(findings.table)
         if not len(frame):
             return None
         path = self.figure_path(f"{self.notebook}_claims")
-        return claim_forest(frame, path, f"{self.notebook}: our Δ (95% interval) and the paper's", close=False)
+        return claim_forest(frame, path, notebook_claims_title(self.notebook), close=False)
 
     def note_findings(self, text: str, verdicts: pd.DataFrame | None = None) -> Findings:
         """Findings that are not intervals between two systems (computed by the caller from its
