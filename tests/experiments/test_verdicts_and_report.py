@@ -305,3 +305,13 @@ def test_the_report_header_names_the_seeds_each_row_ran():
     }
     assert seeds_used(mixed) == "seeds [0, 1, 2]: A; [0]: B, C"
     assert seeds_used({"seeds": [0], "metrics": {}}) == "seeds [0]"
+
+
+def test_the_claims_at_a_glance_follow_notebook_order_carried_over_or_not():
+    found = [{"notebook": "01_baselines", "metrics": {"findings": {"claims": [{"verdict": HOLDS}]}}}]
+    carried = {"10_longtriever_main": {"claims": ("2", "1 holds, 1 reversed")}}
+    rows = [line for line in report.verdict_summary(found, carried) if line.startswith("| 0") or line.startswith("| 1")]
+    assert rows == [
+        "| 01_baselines | 1 | 1 | 0 | 0 | 0 |",
+        "| 10_longtriever_main (carried over) | 2 | 1 | 0 | 1 | 0 |",
+    ]

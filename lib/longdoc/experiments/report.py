@@ -420,14 +420,14 @@ VERDICT_ORDER = ("holds", "not shown at this scale", "reversed", "not testable a
 
 
 def verdict_summary(found: list[dict], carried: dict | None = None) -> list[str]:
-    """The paper claims of every record at a glance: how many hold, are not shown, reversed, untestable
-    (a carried-over section: its own count line)."""
-    rows = []
-    for notebook, section in sorted((carried or {}).items()):
+    """The paper claims of every record at a glance, in notebook order: how many hold, are not shown,
+    reversed, untestable (a carried-over section: its own count line)."""
+    by_notebook = {}
+    for notebook, section in (carried or {}).items():
         if section["claims"]:
             total, text = section["claims"]
             counts = dict((v, int(n)) for n, v in re.findall(r"(\d+) ([^,]+)", text))
-            rows.append(
+            by_notebook[notebook] = (
                 f"| {notebook} (carried over) | {total} | "
                 + " | ".join(str(counts.get(v, 0)) for v in VERDICT_ORDER)
                 + " |"
@@ -436,7 +436,8 @@ def verdict_summary(found: list[dict], carried: dict | None = None) -> list[str]
         claims = (r["metrics"].get("findings") or {}).get("claims") or []
         if claims:
             counts = [sum(c.get("verdict") == v for c in claims) for v in VERDICT_ORDER]
-            rows.append(f"| {r['notebook']} | {len(claims)} | " + " | ".join(map(str, counts)) + " |")
+            by_notebook[r["notebook"]] = f"| {r['notebook']} | {len(claims)} | " + " | ".join(map(str, counts)) + " |"
+    rows = [by_notebook[notebook] for notebook in sorted(by_notebook)]
     if not rows:
         return []
     return [
