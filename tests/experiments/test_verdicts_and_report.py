@@ -315,3 +315,19 @@ def test_the_claims_at_a_glance_follow_notebook_order_carried_over_or_not():
         "| 01_baselines | 1 | 1 | 0 | 0 | 0 |",
         "| 10_longtriever_main (carried over) | 2 | 1 | 0 | 1 | 0 |",
     ]
+
+
+def test_only_claims_decided_by_an_interval_count_toward_chance_holds():
+    from longdoc.experiments.verdicts import chance_line
+
+    intervals = pd.DataFrame(
+        {
+            "ours: Δ [95% CI]": ["+0.0200 [+0.0100, +0.0300]", "—", "-0.0100 [-0.0300, +0.0100]"],
+            "verdict": [HOLDS, NOT_TESTABLE, NOT_SHOWN],
+        }
+    )
+    assert chance_line(intervals).startswith("2 claim(s) tested by a 95% interval") and "about 0.05 would hold" in (
+        chance_line(intervals)
+    )
+    ratios = pd.DataFrame({"ours": ["0.88×", "1.02"], "verdict": [HOLDS, HOLDS]})  # a benchmark's measured ratios
+    assert chance_line(ratios) == ""

@@ -122,7 +122,7 @@ def assess(study, claims: list[Claim]) -> pd.DataFrame:
                 "claim": claim.statement,
                 "paper": claim.paper,
                 "measure": claim.measure,
-                "ours: Δ [95% CI]": interval_text(stats["Δ"], stats["95% CI low"], stats["95% CI high"]),
+                INTERVAL: interval_text(stats["Δ"], stats["95% CI low"], stats["95% CI high"]),
                 "p (bootstrap)": float(f"{float(stats['p (bootstrap)']):.3g}"),
                 "verdict": verdict(stats["95% CI low"], stats["95% CI high"], failed, claim.margin),
                 "condition": condition_text(conditions),
@@ -140,12 +140,17 @@ def p_text(p) -> str:
 
 BOOTSTRAP_SAMPLES = 10_000  # the resamples of every interval (:func:`~longdoc.eval.significance.seed_query_bootstrap`)
 
+INTERVAL = "ours: Δ [95% CI]"  # the findings column of a claim's difference and its interval
 CHANCE = 0.025  # a 95% two-sided interval lies above zero by chance in 2.5% of tests of a true null
 
 
 def chance_line(table: pd.DataFrame) -> str:
-    """How many "holds" (and "reversed") the interval tests of a table would give by chance alone."""
-    tested = int((table["verdict"] != NOT_TESTABLE).sum()) if "verdict" in table else 0
+    """How many "holds" (and "reversed") the interval tests of a table would give by chance alone: the
+    claims with a verdict whose Δ has a 95% interval (a measured ratio, as in a benchmark, is no such test)."""
+    if "verdict" not in table or INTERVAL not in table:
+        return ""
+    has_interval = table[INTERVAL].astype(str).str.contains("[", regex=False)
+    tested = int(((table["verdict"] != NOT_TESTABLE) & has_interval).sum())
     if not tested:
         return ""
     return (
