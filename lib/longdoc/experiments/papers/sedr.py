@@ -526,7 +526,7 @@ def spread_claims(per_document: dict[str, list[dict[int, float]]], study: Study)
     95% interval resamples documents (paired) and each model's seeds, as the ranking claims resample
     queries and seeds; a model with one seed leaves the claim "not testable" (Δ and interval still shown)."""
     from longdoc.eval.significance import seed_query_bootstrap
-    from longdoc.experiments.verdicts import Precondition, condition_text, interval_text, verdict
+    from longdoc.experiments.verdicts import INTERVAL, Precondition, condition_text, interval_text, verdict
 
     n = names(study)
     pairs = [
@@ -559,7 +559,7 @@ def spread_claims(per_document: dict[str, list[dict[int, float]]], study: Study)
                 "claim": claim,
                 "paper": paper,
                 "measure": "within − between-document cosine",
-                "ours: Δ [95% CI]": interval_text(stats["mean_difference"], stats["ci_low"], stats["ci_high"]),
+                INTERVAL: interval_text(stats["mean_difference"], stats["ci_low"], stats["ci_high"]),
                 "p (bootstrap)": float(f"{stats['p_value']:.3g}"),
                 "verdict": verdict(stats["ci_low"], stats["ci_high"], runs),
                 "condition": condition_text([runs]),
