@@ -331,3 +331,40 @@ def test_only_claims_decided_by_an_interval_count_toward_chance_holds():
     )
     ratios = pd.DataFrame({"ours": ["0.88×", "1.02"], "verdict": [HOLDS, HOLDS]})  # a benchmark's measured ratios
     assert chance_line(ratios) == ""
+
+
+def test_provenance_names_the_notebooks_behind_each_checksum_and_what_differed_from_the_commit():
+    def record(notebook, checksum, versions):
+        return {
+            "notebook": notebook,
+            "dataset": "manpages",
+            "data_checksum": checksum,
+            "versions": versions,
+            "code_fingerprint": "f",
+        }
+
+    lines = report.provenance_lines(
+        [
+            record("10_a", "a" * 40, {"git_commit": "1" * 40, "git_dirty": True, "git_dirty_code": False}),
+            record("30_b", "b" * 40, {"git_commit": "1" * 40, "git_dirty": True, "git_dirty_code": False}),
+            record("40_c", "a" * 40, {"git_commit": "2" * 40, "git_dirty": True, "git_dirty_code": True}),
+            record("41_d", "a" * 40, {"git_commit": "3" * 40, "git_dirty": True}),  # an older record
+        ]
+    )
+    text = "\n".join(lines)
+    assert f"manpages, checksum `{'a' * 16}` (10, 40, 41)" in text and f"manpages, checksum `{'b' * 16}` (30)" in text
+    assert f"commit `{'1' * 12}` (10, 30)" in text  # only the study's outputs differed: not a code change
+    assert f"commit `{'2' * 12}` with uncommitted code changes (40)" in text
+    assert f"commit `{'3' * 12}` with uncommitted changes¹ (41)" in text and "\n¹ Code, or only" in text
+
+
+def test_a_record_does_not_call_the_studys_own_outputs_a_code_change(tmp_path, monkeypatch):
+    from longdoc.experiments import records
+
+    calls = []
+    monkeypatch.setattr(
+        records, "_git", lambda *args: calls.append(args) or ("M RESULTS.md" if len(calls) == 2 else "")
+    )
+    state = records._git_state()
+    assert state["git_dirty"] is True and state["git_dirty_code"] is False
+    assert calls[2][-3:] == (":(exclude)results", ":(exclude)figures", ":(exclude)RESULTS.md")

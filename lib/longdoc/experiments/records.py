@@ -34,12 +34,18 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
 
+STUDY_OUTPUTS = ("results", "figures", "RESULTS.md")  # what a study run itself rewrites: not a code change
+
+
 def _git_state() -> dict:
-    """The commit, and whether tracked files differed from it (the record then does not match the commit)."""
+    """The commit, and whether tracked files differed from it: ``git_dirty`` counts every tracked file,
+    ``git_dirty_code`` all but the study's own outputs (the record then does not match the commit's code)."""
     try:
+        outputs = [f":(exclude){path}" for path in STUDY_OUTPUTS]
         return {
             "git_commit": _git("rev-parse", "HEAD"),
             "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+            "git_dirty_code": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", *outputs)),
         }
     except (OSError, subprocess.CalledProcessError):
         return {"git_commit": "unknown"}

@@ -99,7 +99,7 @@ def carried_sections(previous: str, present: set[str]) -> dict[str, dict]:
             continue
         following = HEADING.search(previous, match.end())
         text = previous[match.start() : following.start() if following else len(previous)].rstrip()
-        made_by = commit.group(1) if commit else "an earlier commit"
+        made_by = _entry_for(commit.group(1), notebook) if commit else "an earlier commit"
         mark = re.search(rf"^{re.escape(CARRIED)} \((.+?)\): .*$\n?", text, re.M)
         if mark:  # carried twice: keep the commit that made it, drop the old mark
             made_by, text = mark.group(1), text[: mark.start()] + text[mark.end() :]
@@ -107,13 +107,25 @@ def carried_sections(previous: str, present: set[str]) -> dict[str, dict]:
         counts = re.search(r"\*\*(\d+) claim\(s\) of the paper: (.+?)\.\*\*", text)
         carried[notebook] = {
             "text": text,
-            "row": _seven_cells(row.group(0).replace(" (carried over)", ""), machine.group(1) if machine else "—")
+            "row": _seven_cells(
+                row.group(0).replace(" (carried over)", ""), _entry_for(machine.group(1), notebook) if machine else "—"
+            )
             if row
             else None,
             "claims": (int(counts.group(1)), counts.group(2)) if counts else None,
             "commit": made_by,
         }
     return carried
+
+
+def _entry_for(line: str, notebook: str) -> str:
+    """From a provenance line ("X (10, 11); Y (20)"), the entry naming ``notebook``'s number, without its
+    list; a line of an older report, which names no notebooks, whole."""
+    for entry in line.split("; "):
+        listed = re.fullmatch(r"(.+?) \(([\d, ]+)\)", entry)
+        if listed and notebook[:2] in listed.group(2).split(", "):
+            return listed.group(1)
+    return line
 
 
 def _seven_cells(row: str, machine: str) -> str:
@@ -380,25 +392,59 @@ def time_lines(found: list[dict], carried: dict, times: dict[str, dict]) -> list
     return lines + [""]
 
 
+def _notebook_list(records: list[dict]) -> str:
+    return ", ".join(sorted(r.get("notebook", "?")[:2] for r in records))
+
+
+def _grouped(found: list[dict], key) -> list[tuple[object, str]]:
+    """Each distinct ``key(record)`` with the notebooks (by number) whose records have it."""
+    groups: dict = {}
+    for record in found:
+        groups.setdefault(key(record), []).append(record)
+    return [(value, _notebook_list(records)) for value, records in sorted(groups.items(), key=lambda kv: str(kv[0]))]
+
+
+def _changes(versions: dict) -> str:
+    """What differed from the record's commit: code (newer records tell code from the study's own outputs,
+    which a run rewrites as it goes), or, in older records, any tracked file."""
+    if "git_dirty_code" in versions:
+        return " with uncommitted code changes" if versions["git_dirty_code"] else ""
+    if versions.get("git_dirty", False):
+        return " with uncommitted changes¹"
+    return ""
+
+
 def provenance_lines(found: list[dict]) -> list[str]:
-    commits = sorted(
-        {(r["versions"].get("git_commit", "unknown"), r["versions"].get("git_dirty", False)) for r in found}
-    )
-    machines = sorted({_machine(r) for r in found if "machine" in r})
-    datasets = sorted({(r.get("dataset", "?"), r["data_checksum"][:16]) for r in found})
+    """Commits, machines, data checksums and code fingerprints, each with the notebooks it covers."""
+    commits = _grouped(found, lambda r: (r["versions"].get("git_commit", "unknown"), _changes(r["versions"])))
+    machines = _grouped([r for r in found if "machine" in r], _machine)
+    datasets = _grouped(found, lambda r: (r.get("dataset", "?"), r["data_checksum"][:16]))
+    fingerprints = _grouped(found, lambda r: r.get("code_fingerprint", "?"))
     return [
         "## Provenance",
         "",
-        "Of the records above (a carried-over section names the commit that made it).",
+        "Of the records above (a carried-over section names the commit that made it), each with the notebooks "
+        "it covers. A data checksum covers the files the notebook "
+        "reads: the retrieval notebooks read corpus, queries and judgements, the matching notebooks corpus and "
+        "document pairs, so one dataset can show two.",
         "",
         "- code: "
-        + "; ".join(f"commit `{c[:12]}`" + (" with uncommitted changes" if dirty else "") for c, dirty in commits),
-        "- machine: " + "; ".join(machines),
-        "- data: " + "; ".join(f"{name} (checksum `{checksum}`)" for name, checksum in datasets),
+        + "; ".join(f"commit `{commit[:12]}`{changes} ({notebooks})" for (commit, changes), notebooks in commits),
+        "- machine: " + "; ".join(f"{machine} ({notebooks})" for machine, notebooks in machines),
+        "- data: "
+        + "; ".join(f"{name}, checksum `{checksum}` ({notebooks})" for (name, checksum), notebooks in datasets),
         "- code fingerprint of the artefacts: "
-        + ", ".join(sorted({f"`{r.get('code_fingerprint', '?')}`" for r in found})),
+        + "; ".join(f"`{fingerprint}` ({notebooks})" for fingerprint, notebooks in fingerprints),
         "",
-    ]
+    ] + (
+        [
+            "¹ Code, or only the study's own outputs (`results/`, `figures/`, this file), which a run rewrites as it "
+            "goes: records made before the two were told apart do not say which.",
+            "",
+        ]
+        if any(changes.endswith("¹") for (_, changes), _ in commits)
+        else []
+    )
 
 
 def seeds_used(record: dict) -> str:
