@@ -368,3 +368,14 @@ def test_a_record_does_not_call_the_studys_own_outputs_a_code_change(tmp_path, m
     state = records._git_state()
     assert state["git_dirty"] is True and state["git_dirty_code"] is False
     assert calls[2][-3:] == (":(exclude)results", ":(exclude)figures", ":(exclude)RESULTS.md")
+
+
+def test_a_bootstrap_p_of_zero_reads_below_one_in_the_resamples_in_every_table():
+    from longdoc.experiments.tables import markdown_table, p_cells
+
+    frame = pd.DataFrame({"system": ["A", "B"], "Δ": [0.2, 0.0], "p (bootstrap)": [0.0, 0.0312]})
+    table = markdown_table(frame)
+    assert "| A | 0.200 | < 0.0001 |" in table and "| B | 0 | 0.0312 |" in table  # Δ = 0 stays 0
+    older = "| system | Δ | p (bootstrap) |\n|---|---|---|\n| A | 0.200 | 0 |\n| B | 0 | 0.0312 |\n\nafter | 0 |"
+    assert p_cells(older) == table + "\n\nafter | 0 |"  # a record written before the rule is mended
+    assert p_cells("| a | b |\n|---|---|\n| 0 | 0 |") == "| a | b |\n|---|---|\n| 0 | 0 |"  # no p column

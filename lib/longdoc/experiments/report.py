@@ -25,7 +25,7 @@ from longdoc.analysis import claim_cards
 from longdoc.data.registry import REPO_ROOT
 from longdoc.experiments.profiles import parameters_for
 from longdoc.experiments.records import RESULTS_DIR
-from longdoc.experiments.tables import markdown_table
+from longdoc.experiments.tables import markdown_table, p_cells
 from longdoc.experiments.verdicts import Findings
 
 COMMITTED_PROFILE = "cpu"  # its report is RESULTS.md at the top of the repository
@@ -332,7 +332,7 @@ def notebook_sections(found, carried, profile, root, link_base, base) -> dict[tu
                 "",
             ]
         for table in metrics.get("tables", []):
-            body = re.sub(r"(?<=\| )nan(?= \|)", "—", table["markdown"])  # records made before NaN showed as —
+            body = p_cells(re.sub(r"(?<=\| )nan(?= \|)", "—", table["markdown"]))  # older records: NaN, p = 0
             part += [f"### {table['title']}", ""] + ([table["note"], ""] if table["note"] else []) + [body, ""]
         for figure in metrics.get("figures", []):
             link = Path(_relative(link_base / figure, base))

@@ -40,6 +40,28 @@ def format_number(value: float) -> str:
     return f"{value:#.3g}".rstrip(".")  # '#': trailing zeros stay (0.720, not 0.72)
 
 
+P_COLUMN = "p (bootstrap)"
+P_FLOOR = "< 0.0001"  # a bootstrap p of 0: no one of the 10,000 resamples fell on the far side of zero
+
+
+def p_cells(markdown: str) -> str:
+    """A pipe table's ``p (bootstrap)`` column with its zeros as :data:`P_FLOOR` (tables of records
+    made before :func:`markdown_table` wrote them so are mended when the report shows them)."""
+    lines = markdown.split("\n")
+    for i, line in enumerate(lines):
+        cells = line.strip().strip("|").split(" | ")
+        if line.startswith("| ") and P_COLUMN in [c.strip() for c in cells]:
+            column = [c.strip() for c in cells].index(P_COLUMN)
+            for j in range(i + 2, len(lines)):
+                row = lines[j].strip().strip("|").split(" | ")
+                if not lines[j].startswith("| ") or len(row) != len(cells):
+                    break
+                if row[column].strip() in ("0", "0.0", "0.000"):
+                    row[column] = P_FLOOR
+                    lines[j] = "| " + " | ".join(c.strip() for c in row) + " |"
+    return "\n".join(lines)
+
+
 def use_display_format() -> None:
     """Notebook tables show numbers as :func:`format_number` does (pandas' display option)."""
     pd.set_option("display.float_format", format_number)
@@ -53,7 +75,11 @@ def markdown_table(frame: pd.DataFrame, index: bool = False) -> str:
         frame = frame.reset_index(names=names, allow_duplicates=True)
     header = "| " + " | ".join(map(str, frame.columns)) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    p_column = list(frame.columns).index(P_COLUMN) if P_COLUMN in frame.columns else -1
+    body = [
+        "| " + " | ".join(P_FLOOR if i == p_column and v == 0 else _cell(v) for i, v in enumerate(row)) + " |"
+        for row in frame.itertuples(index=False)
+    ]
     return "\n".join([header, rule, *body])
 
 
