@@ -41,7 +41,7 @@ def format_number(value: float) -> str:
 
 
 P_COLUMN = "p (bootstrap)"
-P_FLOOR = "< 0.0001"  # a bootstrap p of 0: no one of the 10,000 resamples fell on the far side of zero
+P_FLOOR = "< 0.0001"  # a bootstrap p of 0: none of the 10,000 resamples (verdicts.BOOTSTRAP_SAMPLES) fell on the far side of zero
 
 
 def p_cells(markdown: str) -> str:
@@ -49,9 +49,9 @@ def p_cells(markdown: str) -> str:
     made before :func:`markdown_table` wrote them so are mended when the report shows them)."""
     lines = markdown.split("\n")
     for i, line in enumerate(lines):
-        cells = line.strip().strip("|").split(" | ")
-        if line.startswith("| ") and P_COLUMN in [c.strip() for c in cells]:
-            column = [c.strip() for c in cells].index(P_COLUMN)
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if line.startswith("| ") and P_COLUMN in cells:
+            column = cells.index(P_COLUMN)
             for j in range(i + 2, len(lines)):
                 row = lines[j].strip().strip("|").split(" | ")
                 if not lines[j].startswith("| ") or len(row) != len(cells):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from longdoc.experiments.tables import format_number, markdown_table
+from longdoc.experiments.tables import P_FLOOR, format_number, markdown_table
 
 HOLDS, REVERSED, NOT_SHOWN, NOT_TESTABLE = "holds", "reversed", "not shown at this scale", "not testable at this scale"
 
@@ -135,7 +135,7 @@ def p_text(p) -> str:
     """A bootstrap p value as shown: 0 means no resample fell on the far side, i.e. p < 1/10,000."""
     if p is None or p != p:
         return "—"
-    return f"< {1 / BOOTSTRAP_SAMPLES:g}" if float(p) == 0 else format_number(float(p))
+    return P_FLOOR if float(p) == 0 else format_number(float(p))
 
 
 BOOTSTRAP_SAMPLES = 10_000  # the resamples of every interval (:func:`~longdoc.eval.significance.seed_query_bootstrap`)
