@@ -13,6 +13,7 @@ from longdoc.bench.efficiency import (
     flops,
     main,
     measure,
+    measure_here,
 )
 
 
@@ -25,6 +26,26 @@ def test_shape_checks_its_fields():
         Shape("Longtriever", length=100, block_size=32)
     with pytest.raises(ValueError, match="attention"):
         Shape("BERT-Document", attention="flash")
+    with pytest.raises(ValueError, match="compile must be one of"):
+        Shape("Longtriever", compile="fast")
+
+
+def test_a_compiled_measurement_times_the_compiled_forward_and_counts_the_eager_flops(monkeypatch):
+    compiled = []
+
+    def fake_compile(function, mode=None):
+        def wrapped():
+            compiled.append(mode)
+            return function()
+
+        return wrapped
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    tiny = dict(batch=2, length=64, block_size=32, hidden=32, layers=2, heads=2, repeats=2, device="cpu")
+    eager = measure_here(Shape("Longtriever", **tiny), memory=False)
+    graphs = measure_here(Shape("Longtriever", compile="reduce-overhead", **tiny), memory=False)
+    assert compiled == ["reduce-overhead"] * 5  # three warm-up calls, then the two timed ones
+    assert graphs["flops"] == eager["flops"] > 0 and graphs["compile"] == "reduce-overhead"
 
 
 @pytest.mark.parametrize("model", MODELS)

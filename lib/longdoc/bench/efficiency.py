@@ -7,7 +7,9 @@ blocks for the hierarchical ones (PARADE, Hi-Transformer, Longtriever) and for X
 the blocks one after another with the previous block's states as memory (Transformer-XL recurrence,
 ``mem_len = block_size``; "XLNet (4*512)" in Table 3). Forward pass, no gradients: the paper's memory
 figures (8.42 GiB for BERT-base at 16 x 2048) are those of inference. ``precision="bf16"`` runs the
-forward under bf16 autocast, as the study's models do.
+forward under bf16 autocast, as the study's models do. ``compile`` times the forward compiled by
+``torch.compile`` in one of its modes ("reduce-overhead" replays CUDA graphs: the cure for a model whose
+many small kernels leave the GPU waiting on launches); its FLOPs are still counted on the eager pass.
 
 Memory is given twice: ``memory_gib``, what the forward pass adds above the built model and its
 inputs (activations), and ``total_memory_gib``, the peak above what the process held before the
@@ -46,6 +48,7 @@ FULL_LENGTH = ("BERT-Document", "Longformer", "BigBird")
 HIERARCHICAL = ("PARADE", "Hi-Transformer", "Longtriever", "SMITH")
 RECURRENT = ("XLNet",)
 MODELS = FULL_LENGTH + HIERARCHICAL + RECURRENT
+COMPILE_MODES = ("", "default", "reduce-overhead", "max-autotune")
 BIGBIRD_BLOCK, BIGBIRD_RANDOM_BLOCKS = 64, 3  # Hugging Face's defaults (the BigBird paper's ITC setting)
 
 
@@ -62,6 +65,7 @@ class Shape:
     device: str = "auto"
     attention: str = "sdpa"  # of the BERT-based models; "eager" materialises the attention matrix
     precision: str = "fp32"  # "bf16": the forward pass under bf16 autocast
+    compile: str = ""  # a torch.compile mode ("default", "reduce-overhead": CUDA graphs, "max-autotune"); "": eager
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
@@ -70,6 +74,8 @@ class Shape:
             raise ValueError(f"attention must be 'sdpa' or 'eager', got {self.attention!r}")
         if self.precision not in ("fp32", "bf16"):
             raise ValueError(f"precision must be 'fp32' or 'bf16', got {self.precision!r}")
+        if self.compile not in COMPILE_MODES:
+            raise ValueError(f"compile must be one of {COMPILE_MODES}, got {self.compile!r}")
         if self.length % self.block_size:
             raise ValueError(f"length ({self.length}) must be a multiple of block_size ({self.block_size})")
 
@@ -247,7 +253,11 @@ def measure_here(shape: Shape, memory: bool = True) -> dict:
 
     _count_cpu_fused_attention()
     with FlopCounterMode(display=False) as counter:
-        run()  # warm-up, its operations counted
+        run()  # warm-up, its operations counted (eager: the count is the model's, not the compiler's)
+    if shape.compile:  # ``run`` calls the compiled forward from here on
+        encode = torch.compile(encode, mode=None if shape.compile == "default" else shape.compile)
+        for _ in range(3):  # compilation, then (reduce-overhead) the CUDA graph's recording
+            run()
     times = [run() for _ in range(shape.repeats)]
     grown = total = float("nan")
     if cuda:

@@ -69,10 +69,11 @@ def exact_match(model, examples, tokens) -> float:
     from longdoc.train.nci import identifier_batch
 
     model.eval()
+    device = next(model.parameters()).device  # on a GPU, training left the model there
     with torch.no_grad():
-        inputs = model.query_inputs([query for query, _ in examples])
+        inputs = {k: v.to(device) for k, v in model.query_inputs([query for query, _ in examples]).items()}
         decoder_inputs, labels = identifier_batch([tokens[number] for _, number in examples])
-        predicted = model(**inputs, decoder_input_ids=decoder_inputs).logits.argmax(-1)
+        predicted = model(**inputs, decoder_input_ids=decoder_inputs.to(device)).logits.argmax(-1).cpu()
     return float(((predicted == labels) | (labels == -100)).all(-1).float().mean())
 
 
