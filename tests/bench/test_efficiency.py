@@ -71,6 +71,7 @@ def test_in_process_cpu_measurement_reports_time_only(precision):
             heads=2,
             repeats=1,
             precision=precision,
+            device="cpu",
         ),
         isolate=False,
     )
@@ -155,7 +156,19 @@ def test_isolated_cpu_measurement_sees_the_attention_matrices_grow():
 
 def test_a_failure_in_the_worker_process_names_the_shape():
     with pytest.raises(RuntimeError, match="(?s)BERT-Document.*failed in its worker.*hidden size"):
-        measure(Shape("BERT-Document", batch=1, length=64, block_size=64, hidden=30, heads=4, layers=1, repeats=1))
+        measure(
+            Shape(
+                "BERT-Document",
+                batch=1,
+                length=64,
+                block_size=64,
+                hidden=30,
+                heads=4,
+                layers=1,
+                repeats=1,
+                device="cpu",
+            )
+        )
 
 
 def test_every_model_is_built_on_the_requested_device():

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from longdoc.losses import contrastive_loss
-from longdoc.losses.late_cache import LateCacheNegatives
+from longdoc.losses.late_cache import TENSORS, LateCacheNegatives
 from longdoc.models.biencoder import maxp_scores
 
 RELEVANT = {"q1": {10}, "q2": {20}, "q3": {30}, "q4": {40, 41}}
@@ -93,6 +93,21 @@ def test_the_queue_keeps_the_newest_instances_with_their_documents():
     restored = LateCacheNegatives(2, RELEVANT.get, maxp_scores)
     restored.load_state_dict(loss.state_dict())
     assert restored.query_ids == loss.query_ids and torch.equal(restored.documents, loss.documents)
+
+
+def test_a_restored_queue_follows_the_device_of_the_next_step(monkeypatch):
+    """A checkpoint restores the queue on the CPU; a resumed run on a GPU then scored CUDA queries
+    against CPU documents ("mat2 is on cpu"). Each step first moves the queue to its documents' device
+    (the 'meta' device stands in for a GPU here)."""
+    loss = LateCacheNegatives(2, RELEVANT.get, maxp_scores)
+    loss(**step(["q1"], [[1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], [10, 15], [0, 0]))
+    moves = []
+    original = loss.to
+    monkeypatch.setattr(loss, "to", lambda device: moves.append(device) or original(device))
+    loss(**step(["q2"], [[0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]], [20, 25], [0, 0]))
+    assert moves == [torch.device("cpu")]
+    assert original("meta") is loss and loss.query_ids == ["q1", "q2"]
+    assert {getattr(loss, name).device.type for name in TENSORS} == {"meta"}
 
 
 def test_segments_score_by_their_maximum_and_padding_never_wins():

@@ -89,7 +89,7 @@ def test_head_warmup_trains_the_head_and_decoder_with_the_encoder_frozen(tiny_be
     config = PretrainConfig(steps=0, epochs=1, batch_size=2, head_warmup_steps=3, warmup_ratio=0.0)
     result = pretrain_encoder(task, corpus, config, progress=False)
     assert [r["phase"] for r in result.history] == ["head"] * 3 + ["full"]
-    changed = {k for k, v in task.state_dict().items() if not torch.equal(v, before[k])}
+    changed = {k for k, v in task.state_dict().items() if not torch.equal(v.cpu(), before[k])}  # on a GPU: moved
     assert any(k.startswith("encoder.") for k in changed)  # the one full step
     with seeded(0):
         task2 = LongtrieverPretraining(encoder(tiny_bert_copy(tiny_bert), tokenizer))
@@ -100,7 +100,7 @@ def test_head_warmup_trains_the_head_and_decoder_with_the_encoder_frozen(tiny_be
         PretrainConfig(steps=1, batch_size=2, head_warmup_steps=3, warmup_ratio=0.0, learning_rate=0.0),
         progress=False,
     )
-    moved = {k for k, v in task2.state_dict().items() if not torch.equal(v, start[k])}
+    moved = {k for k, v in task2.state_dict().items() if not torch.equal(v.cpu(), start[k])}
     assert moved and all(k.startswith(("head.", "decoder.")) for k in moved), moved  # lr 0 in the full phase
     assert all(p.requires_grad for p in task2.parameters())
 

@@ -20,9 +20,12 @@ def toy_data(tokenizer):
 
 @torch.no_grad()
 def full_batch_loss(model, corpus, queries):
+    """On the model's device (a trainer on a GPU machine leaves the model there)."""
     model.eval()
-    q, docs, mask = model(model.query_inputs(list(queries.values())), model.doc_inputs(corpus.segments))
-    return contrastive_loss(maxp_scores(q, docs, mask), torch.arange(len(queries))).item()
+    device = next(model.parameters()).device
+    query_inputs = {k: v.to(device) for k, v in model.query_inputs(list(queries.values())).items()}
+    q, docs, mask = model(query_inputs, model.doc_inputs(corpus.segments).to(device))
+    return contrastive_loss(maxp_scores(q, docs, mask).cpu(), torch.arange(len(queries))).item()
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])

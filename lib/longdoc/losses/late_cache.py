@@ -27,6 +27,7 @@ import torch
 from longdoc.losses.contrastive import contrastive_loss
 
 Score = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+TENSORS = ("queries", "positive", "documents", "mask", "numbers", "owner")  # the queue's tensors
 
 
 class LateCacheNegatives:
@@ -66,6 +67,7 @@ class LateCacheNegatives:
         """The loss of one step (``queries [B, H]``, ``documents [D, S, H]`` with ``mask [D, S]``,
         ``positive_index [B]`` into D, ``doc_numbers [D]``, ``doc_owner [D]`` = the query each document
         was drawn for), then the step's instances join the queue."""
+        self.to(documents.device)  # a queue restored from a checkpoint comes back on the CPU
         loss = self.loss(queries, documents, mask, positive_index, query_ids, doc_numbers)
         if self.size:
             self.enqueue(queries, documents, mask, positive_index, query_ids, doc_numbers, doc_owner)
@@ -126,6 +128,14 @@ class LateCacheNegatives:
             self.queries, self.query_ids = self.queries[drop:], self.query_ids[drop:]
             self.documents, self.mask = self.documents[keep_docs], self.mask[keep_docs]
             self.numbers, self.owner = self.numbers[keep_docs], self.owner[keep_docs] - drop
+
+    def to(self, device: torch.device | str) -> LateCacheNegatives:
+        """The queue's tensors on ``device`` (no copy where they are already there)."""
+        for name in TENSORS:
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, value.to(device))
+        return self
 
     def state_dict(self) -> dict:
         """The queue (saved with a training state, so a resumed run keeps its cache)."""
