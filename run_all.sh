@@ -52,28 +52,69 @@ fi
 
 log() { printf '[run_all %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
+PACKAGES="manpages manpages-dev man-db groff-base"  # what the embedded benchmark is rendered from
+
 ensure_system_packages() {
-  # the embedded benchmark is rendered from Debian's man pages by the system's man/groff
-  if ! dpkg -s manpages manpages-dev man-db groff-base >/dev/null 2>&1; then
-    log "installing Debian packages manpages manpages-dev man-db groff-base"
-    if [ "$(id -u)" = 0 ]; then
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq manpages manpages-dev man-db groff-base >/dev/null
-    else
-      sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq manpages manpages-dev man-db groff-base >/dev/null
-    fi || { echo "run_all.sh: could not install manpages manpages-dev man-db groff-base" >&2; exit 1; }
+  # only when the embedded benchmark must be built (Debian's man pages, rendered by man and groff);
+  # never an unasked sudo: as root apt-get installs them, otherwise the message says what to run
+  dpkg -s $PACKAGES >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    log "installing Debian packages $PACKAGES (the embedded benchmark is rendered from them)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $PACKAGES >/dev/null \
+      || { echo "run_all.sh: could not install $PACKAGES" >&2; exit 1; }
+    return 0
   fi
+  local how="sudo apt-get install $PACKAGES"
+  command -v apt-get >/dev/null || how="a Debian or Ubuntu machine (or container) with $PACKAGES"
+  echo "run_all.sh: the embedded benchmark (data/manpages) is built from Debian's man pages: the packages" >&2
+  echo "  $PACKAGES are missing. Install them ($how), or copy a built data/manpages" >&2
+  echo "  from another checkout, or run on your own data with --dataset DIR." >&2
+  exit 1
+}
+
+benchmark_built() {
+  "$PY" -c "import sys; from longdoc.data.registry import benchmark_built; sys.exit(0 if benchmark_built() else 1)"
+}
+
+ensure_benchmark() {
+  benchmark_built && return 0
+  ensure_system_packages
+  log "building the embedded benchmark (data/manpages)"
+  "$PY" -c "from longdoc.data import load_dataset; load_dataset('manpages')" || exit 1
+}
+
+find_python() {
+  # Python >= 3.11 (numpy and pandas pins need it): LONGDOC_PYTHON, else python3
+  local candidate="${LONGDOC_PYTHON:-python3}"
+  if ! "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "run_all.sh: $candidate is $("$candidate" --version 2>&1 || echo missing); the study needs Python >= 3.11." >&2
+    echo "  Point LONGDOC_PYTHON at one (e.g. LONGDOC_PYTHON=python3.11 ./run_all.sh ...)." >&2
+    exit 1
+  fi
+  echo "$candidate"
+}
+
+install_cpu_torch() {
+  # PyTorch's CPU wheel index when it answers (PyPI's Linux torch is the CUDA build: gigabytes of
+  # nvidia-* wheels), else the package index pip is configured with (here: a CPU build on disk)
+  local index=https://download.pytorch.org/whl/cpu
+  if [ "$(uname -s)" = Linux ] && "$1" -c "import urllib.request as u; u.urlopen('$index/torch/', timeout=5)" 2>/dev/null; then
+    "$1" -m pip install -q torch==2.13.0 --index-url "$index" && return 0
+  fi
+  "$1" -m pip install -q torch==2.13.0
 }
 
 ensure_python_env() {
   if [ "${LONGDOC_USE_ACTIVE_ENV:-0}" = 1 ]; then PY=python; return; fi
-  local stamp want
+  local stamp want python
   want=$(cat requirements-common.txt requirements-cpu.txt pyproject.toml | sha256sum | cut -c1-16)
   stamp=.venv/.longdoc-setup
   if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    log "setting up .venv (pip, CPU torch 2.13.0)"
-    python3 -m venv .venv || exit 1
+    python=$(find_python) || exit 1
+    log "setting up .venv with $python (pip, CPU torch 2.13.0)"
+    "$python" -m venv .venv || exit 1
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null || exit 1
-    .venv/bin/python -m pip install -q torch==2.13.0 || exit 1
+    install_cpu_torch .venv/bin/python || exit 1
     .venv/bin/python -m pip install -q -r requirements-cpu.txt || exit 1
     .venv/bin/python -m pip install -q --no-deps -e . || exit 1
     echo "$want" > "$stamp"
@@ -82,7 +123,6 @@ ensure_python_env() {
 }
 
 setup() {
-  ensure_system_packages
   ensure_python_env
   export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONHASHSEED=0 MPLBACKEND=Agg
   export LONGDOC_PROGRESS="${LONGDOC_PROGRESS:-final}"  # one line per loop in executed notebooks
@@ -90,6 +130,7 @@ setup() {
 
 run_tests() {
   setup
+  ensure_benchmark  # tests and the smoke notebooks read it
   log "ruff (lint and format, rules in pyproject.toml), pytest (unit tests) and nbval (notebooks under the smoke profile)"
   # nbval re-executes every notebook (smoke defaults, fp32) and compares the cells tagged
   # nbval-check-output with the outputs stored in them, through notebooks/nbval-sanitize.cfg
@@ -131,8 +172,7 @@ run_study() {
   done
   print_device | while read -r line; do log "$line"; done
   if grep -qx "dataset: manpages" "$work"/*.yaml 2>/dev/null; then
-    log "building the embedded benchmark (kept if already built)"
-    "$PY" -c "from longdoc.data import load_dataset; load_dataset('manpages')" || exit 1
+    ensure_benchmark
   fi
   local i=0 start seconds status name executed="results/$PROFILE/executed${DATASET:+/$(basename "$DATASET")}"
   local timings="results/$PROFILE/timings.tsv" built cache="${LONGDOC_CACHE:-${LONGDOC_DATA:-data}/cache}"

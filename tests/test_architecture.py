@@ -3,7 +3,7 @@
 Every import counts, those inside functions too (a deferred import is still a dependency). Layers,
 top to bottom (a module may import its own layer and the ones below):
 
-- ``bench``: measurements that build whatever they time
+- ``bench``, ``explore``, ``fetch``: measurements that build whatever they time, the explorer, the model fetcher
 - ``experiments.papers``: one module per paper (rows, claims, protocols)
 - ``experiments.families``: retrieval, matching, generative, pre-training
 - ``experiments``: the study kernel (study, systems, settings, fitting, cache, records, verdicts, report)
@@ -22,7 +22,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "longdoc"
 LAYERS = [
-    {"bench", "explore"},
+    {"bench", "explore", "fetch"},
     {"experiments.papers"},
     {"experiments.families"},
     {"experiments"},

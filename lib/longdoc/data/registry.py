@@ -17,6 +17,14 @@ def dataset_directory(name: str) -> Path:
     return DATA_DIR / name if name == "manpages" else Path(name)
 
 
+def benchmark_built(name: str = "manpages") -> bool:
+    """Whether the embedded benchmark is built and current (nothing needs the man pages' packages)."""
+    from longdoc.data.manpages import BUILDER_VERSION
+
+    manifest = dataset_directory(name) / "manifest.json"
+    return manifest.exists() and json.loads(manifest.read_text()).get("builder_version", 1) == BUILDER_VERSION
+
+
 def ensure_built(name: str) -> Path:
     """The directory of ``name``: ``manpages`` is built on first use, and again when its build is older
     than the builder (``BUILDER_VERSION``); any other name is a directory that must exist."""
@@ -25,11 +33,10 @@ def ensure_built(name: str) -> Path:
         if not path.is_dir():
             raise FileNotFoundError(f"dataset={name!r}: neither an embedded benchmark ('manpages') nor a dataset directory")
         return path
-    from longdoc.data.manpages import BUILDER_VERSION, build_manpages
+    from longdoc.data.manpages import build_manpages
 
     directory = dataset_directory(name)
-    manifest = directory / "manifest.json"
-    if not manifest.exists() or json.loads(manifest.read_text()).get("builder_version", 1) != BUILDER_VERSION:
+    if not benchmark_built(name):
         build_manpages(directory)
     return directory
 
