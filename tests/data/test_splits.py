@@ -18,7 +18,9 @@ def only_test_judgements(tmp_path):
     lines = [(directory / "qrels" / f"{split}.tsv").read_text().splitlines() for split in ("train", "dev", "test")]
     for split in ("train", "dev"):
         (directory / "qrels" / f"{split}.tsv").unlink()
-    (directory / "qrels" / "test.tsv").write_text("\n".join([lines[0][0]] + [row for rows in lines for row in rows[1:]]) + "\n")
+    (directory / "qrels" / "test.tsv").write_text(
+        "\n".join([lines[0][0]] + [row for rows in lines for row in rows[1:]]) + "\n"
+    )
     return directory
 
 
@@ -71,11 +73,60 @@ def test_convert_split_writes_a_dataset_the_study_accepts(tmp_path, capsys):
     assert sorted(carved.qrels) == ["dev", "test", "train"] and carved.corpus.keys() == load_beir(source).corpus.keys()
     assert load_beir(source).checksum == before  # the source folder is left as it was
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["carved"] == {"from": "test", "train": 50, "dev": 25, "seed": 3, "source": str(source),
-                                  "source_checksum": before}
+    assert manifest["carved"] == {
+        "from": "test",
+        "train": 50,
+        "dev": 25,
+        "seed": 3,
+        "source": str(source),
+        "source_checksum": before,
+    }
     require_splits(str(out), carved.qrels)
     assert main(["split", "--dir", str(source), "--out", str(out)]) == 2  # never over an existing folder
     assert "exists and is not empty" in capsys.readouterr().err
     shutil.rmtree(out)
     assert main(["split", "--dir", str(source), "--train", "90", "--dev", "20", "--out", str(out)]) == 2
     assert "--train 90 --dev 20" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_dev_hold_out_is_a_seeded_disjoint_share_of_train():
+    from longdoc.data.splits import hold_out_dev, in_share
+
+    train = {f"q{i}": {f"d{i}": 1} for i in range(2000)}
+    held = hold_out_dev({"train": train, "test": {"t": {"d": 1}}}, 0.1, seed=0)
+    assert set(held["train"]) | set(held["dev"]) == set(train) and not set(held["train"]) & set(held["dev"])
+    assert 150 < len(held["dev"]) < 250 and held["test"] == {"t": {"d": 1}}
+    assert hold_out_dev({"train": train}, 0.1, seed=0)["dev"] == held["dev"]  # the same seed, the same split
+    assert set(hold_out_dev({"train": train}, 0.1, seed=1)["dev"]) != set(held["dev"])
+    assert in_share("q7", 1.0) and not in_share("q7", 0.0)
+
+
+def test_a_dev_hold_out_refuses_what_it_cannot_do():
+    from longdoc.data.splits import hold_out_dev
+
+    with pytest.raises(ValueError, match="already has a 'dev' split"):
+        hold_out_dev({"train": {"q": {"d": 1}}, "dev": {}}, 0.1, seed=0)
+    with pytest.raises(ValueError, match="needs a 'train' split"):
+        hold_out_dev({"test": {"q": {"d": 1}}}, 0.1, seed=0)
+    with pytest.raises(ValueError, match=r"must be in \(0, 1\)"):
+        hold_out_dev({"train": {"q": {"d": 1}}}, 1.5, seed=0)
+    with pytest.raises(ValueError, match="left dev empty"):
+        hold_out_dev({"train": {"q": {"d": 1}}}, 0.0001, seed=0)
+
+
+def test_the_msmarco_converter_holds_dev_out_of_train_and_keeps_ms_marco_dev_reportable(fixtures, tmp_path):
+    from longdoc.data.beir import load_beir
+    from longdoc.data.convert import main
+
+    d = fixtures / "msmarco"
+    train = f"train={d / 'msmarco-doctrain-queries.tsv'},{d / 'msmarco-doctrain-qrels.tsv'}"
+    reported = f"msmarco-dev={d / 'msmarco-test2019-queries.tsv'},{d / '2019qrels-docs.txt'}"
+    out = tmp_path / "msmarco"
+    args = ["msmarco", "--docs", str(d / "msmarco-docs.tsv"), "--split", train, "--split", reported]
+    assert main(args + ["--dev-from-train", "0.5", "--seed", "5", "--skip-unknown-docs", "--out", str(out)]) == 0
+    dataset = load_beir(out)
+    assert set(dataset.qrels) == {"train", "dev", "msmarco-dev"}
+    assert sorted(set(dataset.qrels["train"]) | set(dataset.qrels["dev"])) == ["174249", "320792"]
+    assert dataset.manifest["dev_held_out_of_train"] == {"fraction": 0.5, "seed": 5}
+    clash = ["--split", f"dev={d / 'msmarco-test2019-queries.tsv'},{d / '2019qrels-docs.txt'}"]
+    assert main(args + clash + ["--dev-from-train", "0.5", "--out", str(tmp_path / "x")]) == 2

@@ -64,7 +64,8 @@ def convert_msmarco(args) -> str:
         raise ValueError("msmarco: give at least one --split NAME=QUERIES,QRELS")
     _fresh_output(args.out, args.force)
     dataset = load_msmarco_documents(args.docs, splits, name=args.out.name,
-                                     on_unknown_doc="skip" if args.skip_unknown_docs else "error")
+                                     on_unknown_doc="skip" if args.skip_unknown_docs else "error",
+                                     dev_from_train=args.dev_from_train, seed=args.seed)
     return _write(dataset, args.out)
 
 
@@ -126,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
                          help="queries TSV and qrels (MS MARCO 'qid 0 docid 1' or TREC 'qid Q0 docid rel'); repeatable")
     msmarco.add_argument("--skip-unknown-docs", action="store_true",
                          help="skip judgements of documents the corpus lacks (TREC DL), counted in the manifest")
+    msmarco.add_argument("--dev-from-train", type=float, default=0.0, metavar="FRACTION",
+                         help="hold out this seeded share of the train queries as dev (the selection split)")
+    msmarco.add_argument("--seed", type=int, default=0, help="the seed of --dev-from-train's hold-out")
     nq = commands.add_parser("nq320k", help="NCI's NQ320k files to BEIR")
     nq.add_argument("--dir", type=Path, required=True, help="folder with nq_title_abs.tsv, nq_train_doc_newid.tsv, nq_dev_doc_newid.tsv")
     nq.add_argument("--dev-fraction", type=float, default=0.05, help="share of train queries held out as dev")

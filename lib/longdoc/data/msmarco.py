@@ -11,6 +11,7 @@ from pathlib import Path
 
 from longdoc.data.beir import Document, RetrievalDataset
 from longdoc.data.errors import DataFormatError, check_id, text_lines
+from longdoc.data.splits import hold_out_dev
 from longdoc.data.trec import read_trec_qrels
 
 
@@ -60,9 +61,16 @@ def load_msmarco_documents(
     splits: dict[str, tuple[str | Path, str | Path]],
     name: str = "msmarco-doc",
     on_unknown_doc: str = "error",
+    dev_from_train: float = 0.0,
+    seed: int = 0,
 ) -> RetrievalDataset:
     """Build a dataset from ``msmarco-docs.tsv`` and ``{split: (queries.tsv, qrels)}``, e.g.
-    ``{"train": (train queries, train qrels), "dev": (...), "test": (TREC DL 2019 queries, 2019qrels-docs.txt)}``."""
+    ``{"train": (train queries, train qrels), "test": (TREC DL 2019 queries, 2019qrels-docs.txt)}``.
+    ``dev_from_train`` > 0 holds out that seeded share of the training queries as ``dev``, the split that
+    selects settings: MS MARCO's own dev queries can then be a reported split, as in the papers' tables."""
+    if dev_from_train and "dev" in splits:
+        raise ValueError("msmarco: --split dev=... and --dev-from-train both make 'dev'; name MS MARCO's dev "
+                         "queries as a reported split instead (e.g. --split msmarco-dev=...)")
     stats: dict = {}
     corpus = read_msmarco_docs(docs, stats)
     queries: dict[str, str] = {}
@@ -76,4 +84,8 @@ def load_msmarco_documents(
         split_stats: dict = {}
         qrels[split] = read_trec_qrels(qrels_path, split_queries, corpus, on_unknown_doc, split_stats)
         stats[f"{split}_skipped_unknown"] = split_stats["skipped_unknown"]
-    return RetrievalDataset(name, corpus, queries, qrels, {"source": str(docs), "import_stats": stats})
+    manifest = {"source": str(docs), "import_stats": stats}
+    if dev_from_train:
+        qrels = hold_out_dev(qrels, dev_from_train, seed)
+        manifest["dev_held_out_of_train"] = {"fraction": dev_from_train, "seed": seed}
+    return RetrievalDataset(name, corpus, queries, qrels, manifest)

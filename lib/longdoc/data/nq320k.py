@@ -9,11 +9,11 @@ is NCI's test set (7,830 queries); there is no separate dev split, so ours is ca
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from longdoc.data.beir import Document, RetrievalDataset
 from longdoc.data.errors import DataFormatError, text_lines
+from longdoc.data.splits import in_share
 
 
 def _rows(path: Path, min_fields: int = 3):
@@ -72,12 +72,9 @@ def load_nq320k(directory: str | Path, dev_fraction: float = 0.05) -> RetrievalD
     if clash:
         raise DataFormatError(directory / "nq_dev_doc_newid.tsv", f"{len(clash)} query ids also occur in the train file, e.g. {sorted(clash)[0]!r}")
 
-    def in_dev(qid: str) -> bool:
-        return int(hashlib.sha256(qid.encode()).hexdigest(), 16) % 10_000 < dev_fraction * 10_000
-
     qrels = {
-        "train": {q: d for q, d in train_qrels.items() if not in_dev(q)},
-        "dev": {q: d for q, d in train_qrels.items() if in_dev(q)},
+        "train": {q: d for q, d in train_qrels.items() if not in_share(q, dev_fraction)},
+        "dev": {q: d for q, d in train_qrels.items() if in_share(q, dev_fraction)},
         "test": test_qrels,
     }
     manifest = {"source": str(directory), "semantic_id_columns": max((len(v) for v in semantic_ids.values()), default=0)}

@@ -17,6 +17,30 @@ def hashed_split(key: str, shares: tuple[tuple[str, int], ...], salt: str) -> st
     raise AssertionError("unreachable")
 
 
+def in_share(key: str, fraction: float, salt: str = "") -> bool:
+    """Whether ``key`` falls in a deterministic hash share of size ``fraction`` (0-1; in steps of 1/10,000)."""
+    text = f"{salt}:{key}" if salt else key
+    return int(hashlib.sha256(text.encode()).hexdigest(), 16) % 10_000 < fraction * 10_000
+
+
+def hold_out_dev(qrels: dict, fraction: float, seed: int, source: str = "train") -> dict:
+    """``qrels`` with a seeded hash share ``fraction`` of the ``source`` split's queries moved to ``dev``
+    (the selection split is then never a reported one); a dataset that already has ``dev`` is refused."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"dev hold-out fraction must be in (0, 1), got {fraction}")
+    if source not in qrels:
+        raise ValueError(f"a dev hold-out needs a {source!r} split (the dataset has {sorted(qrels)})")
+    if "dev" in qrels:
+        raise ValueError("the dataset already has a 'dev' split: hold dev out of train, or give it, not both")
+    salt = f"dev-{seed}"
+    dev = {q: judged for q, judged in qrels[source].items() if in_share(q, fraction, salt)}
+    kept = {q: judged for q, judged in qrels[source].items() if q not in dev}
+    if not dev or not kept:
+        raise ValueError(f"holding out {fraction} of {len(qrels[source])} {source} queries left "
+                         f"{'dev' if not dev else source} empty")
+    return {**qrels, source: kept, "dev": dev}
+
+
 TRAINING_SPLITS = {"train": "fine-tuning", "dev": "model selection (learning rate, steps, early stopping)", "test": "evaluation"}
 
 
