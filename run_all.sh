@@ -6,6 +6,8 @@
 #   ./run_all.sh --only 00,01         a subset of notebooks (by number prefix)
 #   ./run_all.sh --dataset DIR        your own data: a BEIR-layout directory (python -m longdoc.data.convert
 #                                     makes one from MS MARCO / TREC / NQ320k / pair files)
+#   ./run_all.sh --data ROLE=DIR      the dataset of one role's notebooks (repeatable): retrieval (00-24),
+#                                     matching (30-33), nci (40-45); e.g. --data nci=data/nq320k
 #   ./run_all.sh --backbone NAME      another backbone (a Hugging Face name or a local path)
 #   ./run_all.sh --set NAME=VALUE     any other parameter of the profile (repeatable; value read as YAML)
 #                                     (every run ends with the results report: RESULTS.md for cpu,
@@ -23,6 +25,12 @@ ONLY=""
 MODE=study
 OVERRIDES=()
 DATASET=""
+add_role_dataset() {  # --data ROLE=DIR: an existing directory, passed on as an absolute path
+  local role="${1%%=*}" dir="${1#*=}"
+  [[ "$1" == *=* && -n "$role" && -n "$dir" ]] || { echo "run_all.sh: --data ${1}: expected ROLE=DIR" >&2; exit 2; }
+  [ -d "$dir" ] || { echo "run_all.sh: --data $1: $dir is not a directory (expected a BEIR-layout directory)" >&2; exit 2; }
+  OVERRIDES+=(--data "$role=$(cd "$dir" && pwd)")
+}
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile) PROFILE="${2:?--profile needs a name}"; shift 2 ;;
@@ -31,13 +39,15 @@ while [ $# -gt 0 ]; do
     --only=*) ONLY="${1#*=}"; [ -n "$ONLY" ] || { echo "run_all.sh: --only= needs a list like 00,01" >&2; exit 2; }; shift ;;
     --dataset) DATASET="${2:?--dataset needs a directory}"; shift 2 ;;
     --dataset=*) DATASET="${1#*=}"; [ -n "$DATASET" ] || { echo "run_all.sh: --dataset= needs a directory" >&2; exit 2; }; shift ;;
+    --data) add_role_dataset "${2:-}"; shift 2 ;;
+    --data=*) add_role_dataset "${1#*=}"; shift ;;
     --backbone) OVERRIDES+=(--set "backbone=${2:?--backbone needs a name}"); shift 2 ;;
     --backbone=*) OVERRIDES+=(--set "backbone=${1#*=}"); shift ;;
     --set) [[ "${2:-}" == *=* ]] || { echo "run_all.sh: --set ${2:-}: expected NAME=VALUE" >&2; exit 2; }
            OVERRIDES+=(--set "$2"); shift 2 ;;
     --tests) MODE=tests; shift ;;
     --setup) MODE=setup; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "run_all.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

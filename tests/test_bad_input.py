@@ -319,6 +319,12 @@ CASES = [
         r"--dataset /nonexistent/dir: not a directory",
     ),
     ("run_all.sh --set without value", run_all("--set", "batch_size"), r"--set batch_size: expected NAME=VALUE"),
+    ("run_all.sh --data without a role", run_all("--data", "data/x"), r"--data data/x: expected ROLE=DIR"),
+    (
+        "run_all.sh --data missing directory",
+        run_all("--data", "nci=/nonexistent/nq"),
+        r"--data nci=/nonexistent/nq: /nonexistent/nq is not a directory",
+    ),
 ]
 
 

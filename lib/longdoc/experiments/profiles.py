@@ -99,17 +99,50 @@ def load_profile(profile: str | Path) -> dict:
     return {**values, "notebooks": per_notebook}
 
 
+ROLES = {"retrieval": ("0", "1", "2"), "matching": ("3",), "nci": ("4",)}  # by the notebook number's first digit
+
+
+def dataset_role(notebook: str | Path) -> str | None:
+    """The kind of dataset a notebook reads (``ROLES``); None for one that reads several (the ladder, 90)."""
+    first = Path(notebook).stem[:1]
+    return next((role for role, digits in ROLES.items() if first in digits), None)
+
+
+def role_problem(role: str, dataset: str) -> str | None:
+    """What a dataset directory lacks for ``role`` (matching: pairs; retrieval and NCI: judgements); None when
+    it looks right, or when it is the embedded benchmark or not a directory (then loading names the error)."""
+    directory = Path(dataset)
+    if dataset == "manpages" or not directory.is_dir():
+        return None
+    needed = ["pairs/train.tsv", "pairs/dev.tsv", "pairs/test.tsv"] if role == "matching" else ["qrels"]
+    missing = [name for name in needed if not (directory / name).exists()]
+    if missing:
+        return f"{dataset} has no {', '.join(missing)}"
+    return None
+
+
 def parameters_for(profile: str | Path, notebook: str | Path, overrides: dict | None = None) -> dict:
     """The values of ``notebook``'s parameters under ``profile``, then ``overrides`` (checked; e.g.
-    ``run_all.sh --dataset DIR --backbone NAME``)."""
+    ``run_all.sh --dataset DIR --backbone NAME``). ``dataset`` comes from, first to last: the command line,
+    the notebook's own entry, the dataset of the notebook's role (``datasets``: the profile's, updated by
+    the command line's), the profile's; a dataset that lacks what its role needs is refused here."""
     values = load_profile(profile)
     names = notebook_parameter_names(notebook)
     own = values.pop("notebooks").get(Path(notebook).stem, {})
     values.update(own)
     try:
-        values.update(check_parameters(overrides or {}))
+        command_line = check_parameters(overrides or {})
     except ValueError as err:
         raise ProfileError(f"command line: {err}") from None
+    roles = {**values.get("datasets", {}), **command_line.pop("datasets", {})}
+    values.update(command_line)
+    values["datasets"] = roles
+    role = dataset_role(notebook)
+    if role in roles and "dataset" not in own and "dataset" not in command_line:
+        values["dataset"] = roles[role]
+    problem = role and "dataset" in names and role_problem(role, values.get("dataset", ""))
+    if problem:
+        raise ProfileError(f"{Path(notebook).stem} reads a {role} dataset, but {problem}")
     missing = [n for n in names if n not in values]
     if missing:
         raise ProfileError(f"profile {profile} does not set {missing}, which {Path(notebook).name} declares")
@@ -144,8 +177,20 @@ def _main(argv: list[str]) -> None:
         metavar="NAME=VALUE",
         help="override a parameter (value parsed as YAML), e.g. --set dataset=data/mine",
     )
+    parser.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="ROLE=DIR",
+        help=f"the dataset of one role's notebooks ({', '.join(ROLES)}), e.g. --data nci=data/nq320k",
+    )
     args = parser.parse_args(argv)
     overrides = {}
+    for item in args.data:
+        role, sep, directory = item.partition("=")
+        if not sep or not directory:
+            sys.exit(f"profile error: --data {item!r}: expected ROLE=DIR")
+        overrides.setdefault("datasets", {})[role] = directory
     for item in args.set:
         name, sep, text = item.partition("=")
         if not sep:

@@ -35,7 +35,7 @@ from longdoc.experiments.papers import nci as nci_paper
 from longdoc.experiments.papers import sedr as sedr_paper
 from longdoc.experiments.papers import smith as smith_paper
 from longdoc.experiments.papers.baselines import baseline_names, passage_baselines
-from longdoc.experiments.profiles import load_profile, notebook_parameter_names
+from longdoc.experiments.profiles import dataset_role, load_profile, notebook_parameter_names
 from longdoc.experiments.settings import from_parameters, settings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import Family, System
@@ -186,7 +186,11 @@ def rung_parameters(params: dict, headline: Headline, multiplier: int, two_seeds
     seeds at 1×, its first two up to ``two_seeds_until`` and one above. A command-line ``--set`` reaches the ladder's values,
     not a value the profile sets for that notebook alone."""
     names = notebook_parameter_names(NOTEBOOKS_DIR / f"{headline.notebook}.ipynb")
-    values = {**params, **profile_overrides(params["profile"], headline.notebook)}
+    own = profile_overrides(params["profile"], headline.notebook)
+    values = {**params, **own}
+    role_dataset = params.get("datasets", {}).get(dataset_role(headline.notebook))
+    if role_dataset and "dataset" not in own:  # the headline reads its role's dataset (run_all.sh --data)
+        values["dataset"] = role_dataset
     missing = [n for n in names if n not in values]
     if missing:
         raise ValueError(f"{LADDER_NOTEBOOK} must declare {missing}: {headline.notebook} reads them")
