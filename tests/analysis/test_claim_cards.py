@@ -87,3 +87,35 @@ def test_the_forest_plot_draws_a_card(tmp_path):
 
     path = claim_forest(frame, tmp_path / "card.png", "A paper")
     assert path.stat().st_size > 1000
+
+
+def test_a_card_names_each_headline_claims_largest_budget_and_its_trend():
+    from longdoc.analysis.claim_cards import LADDER_NOTEBOOK, ladder_lines
+
+    claims = [
+        {
+            "paper": "SeDR",
+            "claim": "SeDR beats STAR(MaxP)",
+            "largest budget run": "2× (2 seeds)",
+            "largest budget with a verdict": "2×",
+            "ours there: Δ [95% CI]": "+0.031 [+0.004, +0.060]",
+            "verdict": "holds",
+            "Δ moves": "toward the paper's: +0.0286 at 1× → +0.031 at 2×",
+        },
+        {
+            "paper": "NCI",
+            "claim": "NCI beats BM25",
+            "largest budget run": "2× (1 seed)",
+            "largest budget with a verdict": "none",
+            "verdict": "not testable at this scale",
+            "Δ moves": "toward the paper's: -0.492 at 1× → -0.432 at 2×",
+        },
+    ]
+    records = {LADDER_NOTEBOOK: {"metrics": {"findings": {"claims": claims}}}}
+    sedr = ladder_lines("SeDR", records)
+    assert sedr[0].startswith("With more fine-tuning") and sedr[2] == (
+        "- SeDR beats STAR(MaxP): run up to 2× (2 seeds); holds at 2×, +0.031 [+0.004, +0.060]; "
+        "Δ moved toward the paper's: +0.0286 at 1× → +0.031 at 2×."
+    )
+    assert "no budget gives a verdict (not testable at this scale)" in ladder_lines("NCI", records)[2]
+    assert ladder_lines("SMITH", records) == [] and ladder_lines("SeDR", {}) == []

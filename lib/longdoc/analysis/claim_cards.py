@@ -101,6 +101,33 @@ def fill(card: pd.DataFrame, records: dict[str, dict], carried: dict[str, dict])
     return pd.DataFrame(rows)
 
 
+LADDER_NOTEBOOK = "90_budget_ladder"
+
+
+def ladder_lines(paper: str, records: dict[str, dict]) -> list[str]:
+    """Under a paper's card, its headline claims on the budget ladder (notebook 90's record): the largest
+    budget run, the verdict at the largest budget that has one, and where the difference moved. Empty
+    without a ladder record or a claim of ``paper`` in it."""
+    record = records.get(LADDER_NOTEBOOK)
+    claims = ((record or {}).get("metrics", {}).get("findings") or {}).get("claims") or []
+    mine = [c for c in claims if c.get("paper") == paper]
+    if not mine:
+        return []
+    lines = [f"With more fine-tuning (the budget ladder, notebook {LADDER_NOTEBOOK[:2]}):", ""]
+    for claim in mine:
+        largest = claim.get("largest budget with a verdict", "none")
+        verdict = (
+            f"{claim['verdict']} at {largest}, {claim.get('ours there: Δ [95% CI]', '—')}"
+            if largest != "none"
+            else f"no budget gives a verdict ({claim['verdict']})"
+        )
+        lines.append(
+            f"- {claim['claim']}: run up to {claim.get('largest budget run', '?')}; {verdict}; "
+            f"Δ moved {claim.get('Δ moves', '—')}."
+        )
+    return lines + [""]
+
+
 def interval(text: str) -> tuple[float, float, float] | None:
     """(Δ, low, high) from the findings' ``+0.123 [-0.010, +0.200]``; None for ``—``."""
     match = INTERVAL.match(str(text).strip())

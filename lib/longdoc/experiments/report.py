@@ -228,6 +228,7 @@ def card_lines(profile: str, found: list[dict], carried: dict, link_base: Path, 
         filled = claim_cards.fill(card, by_notebook, carried)
         figure = Path(_relative(card_figure(profile, key, link_base), base))
         lines += [f"### {claim_cards.PAPERS[key]}", "", markdown_table(filled), ""]
+        lines += claim_cards.ladder_lines(claim_cards.PAPERS[key], by_notebook)
         if len(claim_cards.forest_frame(filled, card)):
             lines += [f"![{key} claims]({figure.as_posix()})", ""]
     return lines
