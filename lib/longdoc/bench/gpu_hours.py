@@ -1,0 +1,549 @@
+"""GPU-hours per paper table under a profile: the study's own plan of fits, priced by measured step times.
+
+An estimate, not a measurement. For each notebook the paper module's rows are built under the profile
+(no data is read, nothing is trained) and walked as :class:`~longdoc.experiments.study.Study` runs them:
+a row's learning-rate grid on the first seed, then each of its seeds at the chosen rate (any rate costs
+the same); a ``settings_from`` row first costs its source's grid; a warm start costs its own fit;
+pre-training is shared by every row with the same start; an ensemble costs its members. Each fit is
+counted as work (:class:`Work`): optimizer steps x items per step, and documents encoded (each dev
+evaluation encodes the corpus; each further iteration and a miner's negatives encode it once more), and
+priced from a measurement file of :mod:`longdoc.bench.training` (``results/bench/h100/training.json``,
+one H100, the papers' per-GPU shapes):
+
+- GPU-seconds per item = seconds per step / per-GPU batch (linear in batch and ideal across GPUs:
+  8 GPUs at 6 queries each cost 8 x one GPU's step), scaled linearly by tokens per document to the
+  row's shape;
+- a model that was not measured is priced as its nearest measured one (``STAND_INS``), and a document
+  encoding that was not measured as a sixth of a training item (a training item holds two documents;
+  a forward pass is about a third of forward + backward); NCI was measured with its two dropout views,
+  so a row without the consistency loss (α = 0: DSI, "w/o consistency") costs half;
+- NCI's beam-search dev evaluations and test decoding, and query generation (docT5query), were not
+  measured: they are listed under "not priced", never given a number.
+
+Corpus sizes come from :data:`PAPER_SCALE` (the papers' datasets). Fits shared through the cache (a row
+of 10 that 01 already trained) cost nothing in a later notebook: ``own GPU-hours`` count what a
+notebook trains first in ``run_all.sh``'s order, ``alone`` what it trains from an empty cache.
+``python -m longdoc.bench.gpu_hours --profile paper`` prints the table the README quotes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
+
+from longdoc.data.registry import REPO_ROOT
+
+MEASUREMENTS = REPO_ROOT / "results" / "bench" / "h100" / "training.json"
+NOTEBOOKS = REPO_ROOT / "notebooks"
+PROFILES = NOTEBOOKS / "profiles"
+ENCODE_AS_FORWARD = 1 / 3  # a forward pass of a training item's forward + backward (not measured)
+QUERY_GENERATION = "query generation (docT5query, once per corpus)"
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A paper's dataset in numbers (what pricing needs)."""
+
+    name: str
+    documents: int  # the corpus every dev evaluation encodes
+    pretrain_documents: int  # one pre-training pass (pretrain_steps 0)
+    source: str
+
+
+PAPER_SCALE = {
+    "retrieval": Scale("MS MARCO documents", 3_213_835, 3_213_835, "MS MARCO document ranking corpus"),
+    "matching": Scale(
+        "Wiki65K",
+        164_488,
+        164_488,
+        "SMITH Table 4: 82,244 pairs; at most two new documents per pair (an upper bound)",
+    ),
+    "nci": Scale("NQ320k", 109_739, 0, "NCI section 4.1: 109,739 documents"),
+}
+
+# unmeasured models, priced as the measured one they resemble most
+STAND_INS = {
+    "retrieval:PARADE": "retrieval:MaxP",  # MaxP's passages plus a small aggregator
+    "retrieval:Hi-Transformer": "retrieval:Longtriever",  # interleaved block and document layers
+    "encode:PARADE": "encode:MaxP",
+    "encode:Hi-Transformer": "encode:Longtriever",
+    "matching:Longtriever": "retrieval:Longtriever",  # a pair's two documents ~ a query's two
+    "matching:SeDR": "retrieval:SeDR",
+    "matching:HAN": "matching:SMITH",  # hierarchical over sentence blocks
+    "pretrain:SeDR": "pretrain:Longtriever",
+}
+
+
+@dataclass(frozen=True)
+class Price:
+    """GPU-seconds per item (a query, a pair, a document, an NCI example) at ``tokens`` per document."""
+
+    seconds: float
+    tokens: int
+    measured: str  # the measured job it comes from
+
+    def per_item(self, tokens: int) -> float:
+        return self.seconds * (tokens / self.tokens if self.tokens and tokens else 1.0)
+
+
+def measured_tokens(job: str, shape: dict) -> int:
+    """Tokens per document of ``job`` at the measured ``shape`` (0: not scaled by length)."""
+    kind, _, model = job.partition(":")
+    if kind in ("retrieval", "encode"):
+        return shape["block"] * (1 if model == "FirstP" else shape["blocks"])
+    if kind == "matching":
+        return shape["matchbert_length"] if model == "MatchBERT" else shape["sentence_block"] * shape["sentence_blocks"]
+    if kind == "pretrain":
+        return (
+            shape["block"] * shape["pretrain_blocks"]
+            if model == "Longtriever"
+            else shape["sentence_block"] * shape["sentence_blocks"]
+        )
+    return 0
+
+
+def items_per_step(job: str, shape: dict) -> int:
+    kind = job.partition(":")[0]
+    return {"retrieval": shape["batch"], "matching": shape["pair_batch"], "pretrain": shape["pretrain_batch"]}.get(
+        kind, shape["nci_batch"]
+    )
+
+
+def load_prices(path: Path = MEASUREMENTS, hidden: int = 768) -> dict[str, Price]:
+    """Per job, the mean GPU-seconds per item over the file's runs at ``hidden`` (the papers' size)."""
+    samples: dict[str, list[tuple[float, int]]] = {}
+    for run in json.loads(Path(path).read_text())["runs"]:
+        shape = run["header"]["shape"]
+        if shape["hidden"] != hidden:
+            continue
+        for row in run["rows"]:
+            job = row["job"]
+            if "seconds_per_step" in row:
+                per_item = row["seconds_per_step"] / items_per_step(job, shape)
+            elif "documents_per_second" in row:
+                per_item = 1 / row["documents_per_second"]
+            else:
+                continue  # out of memory
+            samples.setdefault(job, []).append((per_item, measured_tokens(job, shape)))
+    if not samples:
+        raise ValueError(f"{path}: no measured job at hidden size {hidden}")
+    return {job: Price(sum(s for s, _ in values) / len(values), values[0][1], job) for job, values in samples.items()}
+
+
+def price_of(job: str, prices: dict[str, Price]) -> Price | None:
+    """``job``'s price, a stand-in's, or (for an encoding) a third of its training item's; None: unpriced."""
+    if job in prices:
+        return prices[job]
+    if job in STAND_INS and STAND_INS[job] in prices:
+        return replace(prices[STAND_INS[job]], measured=f"{STAND_INS[job]} (stand-in)")
+    kind, _, model = job.partition(":")
+    if kind == "encode":
+        for trained in (f"retrieval:{model}", f"matching:{model}"):
+            base = price_of(trained, prices)
+            if base is not None:  # a training item (a pair; a query and two documents) holds two documents
+                return Price(
+                    base.seconds * ENCODE_AS_FORWARD / 2,
+                    base.tokens,
+                    f"{base.measured} / 6 (one document's forward pass)",
+                )
+    return None
+
+
+@dataclass(frozen=True)
+class Work:
+    """Items of one job: ``items`` queries, pairs, documents or examples at ``tokens`` per document."""
+
+    what: str  # "fine-tuning", "dev evaluation", "negatives", "pre-training", "zero-shot"
+    job: str  # a :mod:`longdoc.bench.training` job: "retrieval:MaxP", "encode:SeDR", "nci", ...
+    items: float
+    tokens: int = 0
+
+
+@dataclass
+class Plan:
+    """What one notebook trains: its fits' work, keyed so that another notebook's identical fit is known."""
+
+    notebook: str
+    works: dict[tuple, list[Work]] = field(default_factory=dict)  # fit key -> its work
+    unpriced: set[str] = field(default_factory=set)  # work that was not measured
+    rows: dict[str, list] = field(default_factory=dict)  # each row run: its seeds ([None]: not trained)
+
+    @property
+    def fits(self) -> int:
+        return sum(1 for key in self.works if key[0] in ("fit", "pretraining"))
+
+
+class Planner:
+    """Walks a notebook's rows as the study would fit them (:meth:`Study.selection`, :meth:`Study.run`),
+    recording work instead of training."""
+
+    def __init__(self, study, scale: Scale):
+        self.study, self.scale = study, scale
+        self.plan = Plan(study.notebook)
+        self.chosen: dict[str, float] = {}
+
+    def add(self, key: tuple, works: list[Work]) -> None:
+        self.plan.works.setdefault(key, works)
+
+    # -- the study's protocol ----------------------------------------------------------------------
+    def run(self, system, seeds: list[int] | None = None) -> None:
+        seeds = list(seeds or self.study.seeds)
+        spec = system.spec
+        if not spec.trained:
+            self.plan.rows[system.name] = [None]
+            self.untrained(spec, seeds)
+            return
+        self.plan.rows[system.name] = seeds
+        rate = self.selection(system)
+        for seed in seeds:
+            self.fit(spec, rate, seed)
+
+    def selection(self, system) -> float:
+        if system.name not in self.chosen:
+            if system.settings_from is not None:
+                self.chosen[system.name] = self.selection(system.settings_from)
+            else:
+                grid = list(system.learning_rates or system.family.learning_rates(self.study))
+                for rate in grid:
+                    self.fit(system.spec, rate, self.study.seeds[0])
+                self.chosen[system.name] = grid[0]  # any rate costs the same
+        return self.chosen[system.name]
+
+    # -- each kind of row ----------------------------------------------------------------------------
+    def fit(self, spec, rate: float, seed: int) -> None:
+        from longdoc.experiments.families.generative import Generative
+        from longdoc.experiments.families.matching import Matcher
+        from longdoc.experiments.families.retrieval import Dense, ExactSearch
+
+        if isinstance(spec, ExactSearch):
+            self.fit(spec.dense, rate, seed)
+        elif isinstance(spec, Dense):
+            self.dense(spec, rate, seed)
+        elif isinstance(spec, Matcher):
+            self.matcher(spec, rate, seed)
+        elif isinstance(spec, Generative):
+            self.generative(spec, rate, seed)
+        else:
+            raise TypeError(f"{type(spec).__name__}: no cost rule (add one to longdoc.bench.gpu_hours)")
+
+    def untrained(self, spec, seeds: list[int]) -> None:
+        from longdoc.experiments.families.generative import Ensemble, ExpandedBM25
+        from longdoc.experiments.families.retrieval import BM25, Dense
+
+        if isinstance(spec, Dense):  # zero-shot: the corpus encoded once
+            self.add(("zero-shot", repr(spec)), [self.encode("zero-shot", spec.model, spec.encoder)])
+        elif isinstance(spec, Ensemble):
+            for member in spec.members:
+                self.run(member, seeds)
+        elif isinstance(spec, ExpandedBM25):
+            self.plan.unpriced.add(QUERY_GENERATION)
+        elif not isinstance(spec, BM25):  # BM25 runs on CPUs
+            raise TypeError(f"{type(spec).__name__}: no cost rule (add one to longdoc.bench.gpu_hours)")
+
+    def encode(self, what: str, model: str, encoder, times: float = 1) -> Work:
+        return Work(what, f"encode:{model}", times * self.scale.documents, tokens_of(encoder))
+
+    def budget(self):
+        from longdoc.experiments.settings import BudgetSettings
+
+        return self.study.settings(BudgetSettings)
+
+    def pretraining(self, model: str, encoder, pretrain) -> None:
+        if pretrain is None:
+            return
+        steps = pretrain.steps or pretrain.epochs * -(-self.scale.pretrain_documents // pretrain.batch_size)
+        self.add(
+            ("pretraining", model, repr(encoder), repr(pretrain)),
+            [Work("pre-training", f"pretrain:{model}", steps * pretrain.batch_size, tokens_of(encoder))],
+        )
+
+    def dense(self, spec, rate: float, seed: int) -> None:
+        self.pretraining(spec.model, spec.encoder, spec.pretrain)
+        if spec.warm_start is not None:
+            self.selection(spec.warm_start)
+            self.fit(spec.warm_start.spec, self.chosen[spec.warm_start.name], seed)
+        budget, protocol = self.budget(), spec.protocol
+        for iteration in range(1, protocol.iterations + 1):  # each iteration is its own cached fit
+            works = [
+                Work(
+                    "fine-tuning",
+                    f"retrieval:{spec.model}",
+                    budget.train_steps * budget.batch_size,
+                    tokens_of(spec.encoder),
+                ),
+                self.encode("dev evaluation", spec.model, spec.encoder, budget.dev_evals),
+            ]
+            if iteration > 1:  # hard negatives mined by the previous iteration's model
+                works.append(self.encode("negatives", spec.model, spec.encoder))
+            key = (
+                "fit",
+                repr(replace(spec, protocol=replace(protocol, iterations=iteration))),
+                repr(budget),
+                rate,
+                seed,
+            )
+            self.add(key, works)
+        if protocol.negatives == "warm start" and spec.warm_start is not None:  # the miner encodes once
+            warm = spec.warm_start.spec
+            self.add(("mining", repr(warm), rate, seed), [self.encode("negatives", warm.model, warm.encoder)])
+
+    def matcher(self, spec, rate: float, seed: int) -> None:
+        self.pretraining(spec.model, spec.pretrain_encoder or spec.encoder, spec.pretrain)
+        budget = self.budget()
+        self.add(
+            ("fit", repr(spec), repr(budget), rate, seed),
+            [
+                Work(
+                    "fine-tuning",
+                    f"matching:{spec.model}",
+                    budget.train_steps * budget.batch_size,
+                    tokens_of(spec.encoder),
+                ),
+                self.encode("dev evaluation", spec.model, spec.encoder, budget.dev_evals + 1),  # + the test split
+            ],
+        )
+
+    def generative(self, spec, rate: float, seed: int) -> None:
+        from longdoc.experiments.families.generative import NciSettings
+
+        options = self.study.settings(NciSettings)
+        if spec.nci.queries.generated:
+            self.plan.unpriced.add(QUERY_GENERATION)
+        self.plan.unpriced.add("NCI's beam-search decoding (dev evaluations and test)")
+        views = 2 if spec.nci.alpha > 0 else 1  # measured with two dropout views
+        self.add(
+            ("fit", repr(spec), options.nci_train_steps, options.nci_batch_size, rate, seed),
+            [Work("fine-tuning", "nci", options.nci_train_steps * options.nci_batch_size * views / 2)],
+        )
+
+
+def tokens_of(encoder) -> int:
+    return encoder.segment_length * encoder.max_segments
+
+
+# -- what each notebook runs (as its cells call the paper module; tests hold the two together) ----------
+def _all_seeds(function: Callable) -> Callable:
+    return lambda study: [(system, None) for system in function(study)]
+
+
+def _first_seed(function: Callable) -> Callable:
+    return lambda study: [(system, study.seeds[:1]) for system in function(study)]
+
+
+def _rows(notebook: str) -> tuple[str, Callable]:
+    """``(family name, study -> [(system, seeds or None)])`` of a notebook that trains."""
+    from longdoc.experiments.papers import baselines, longtriever, nci, sedr, smith
+
+    def smith_main(study):
+        systems = smith.main_systems(study)
+        single = smith.single_seed(systems)
+        return [(s, study.seeds[:1] if s in single else None) for s in systems]
+
+    def sedr_buckets(study):
+        main, names = {s.name: s for s in sedr.main_systems(study)}, sedr.names(study)
+        rows = [main[names[key]] for key in ("bm25", "star", "maxp")] + [longtriever.longtriever(study)]
+        return [(s, None) for s in [*rows, main[names["sedr"]]]]
+
+    def nci_capacity(study):
+        return [(nci.nci(study), study.seeds[:1])] + [(s, study.seeds[:1]) for s in nci.capacity_systems(study)]
+
+    rows = {
+        "01_baselines": ("retrieval", _all_seeds(baselines.passage_baselines)),
+        "10_longtriever_main": ("retrieval", _all_seeds(longtriever.main_systems)),
+        "11_longtriever_ablation": ("retrieval", _all_seeds(longtriever.ablation_systems)),
+        "12_block_size": ("retrieval", _first_seed(longtriever.block_size_systems)),
+        "13_lmae_ratio": ("retrieval", _first_seed(longtriever.lmae_ratio_systems)),
+        "20_sedr_main": ("retrieval", _all_seeds(sedr.main_systems)),
+        "21_sedr_interaction": ("retrieval", _all_seeds(sedr.interaction_systems)),
+        "22_sedr_negatives": ("retrieval", _first_seed(lambda s: sum(sedr.sweep_systems(s), []))),
+        "23_sedr_tsne": ("retrieval", _all_seeds(sedr.interaction_systems)),
+        "24_length_buckets": ("retrieval", sedr_buckets),
+        "30_smith_main": ("matching", smith_main),
+        "31_smith_length": ("matching", _first_seed(lambda s: smith.length_systems(s, smith.smith_wp_sp(s)))),
+        "32_smith_layers": ("matching", _first_seed(lambda s: smith.layer_systems(s, smith.smith_wp_sp(s)))),
+        "33_smith_combine": ("matching", _first_seed(lambda s: smith.combine_systems(s, smith.smith_wp_sp(s)))),
+        "40_nci_main": ("nci", _all_seeds(nci.main_systems)),
+        "41_nci_ablation": ("nci", _all_seeds(nci.ablation_systems)),
+        "42_nci_adaptor_layers": ("nci", _all_seeds(nci.adaptor_systems)),
+        "43_nci_alpha": ("nci", _all_seeds(nci.alpha_systems)),
+        "44_nci_efficiency": ("nci", nci_capacity),
+        "45_nci_semantic_ids": ("nci", lambda study: [(nci.nci(study), study.seeds[:1])]),
+    }
+    return rows[notebook]
+
+
+TRAINING_NOTEBOOKS = (
+    "01_baselines",
+    "10_longtriever_main",
+    "11_longtriever_ablation",
+    "12_block_size",
+    "13_lmae_ratio",
+    "20_sedr_main",
+    "21_sedr_interaction",
+    "22_sedr_negatives",
+    "23_sedr_tsne",
+    "24_length_buckets",
+    "30_smith_main",
+    "31_smith_length",
+    "32_smith_layers",
+    "33_smith_combine",
+    "40_nci_main",
+    "41_nci_ablation",
+    "42_nci_adaptor_layers",
+    "43_nci_alpha",
+    "44_nci_efficiency",
+    "45_nci_semantic_ids",
+)
+
+
+def notebook_plan(profile: str | Path, notebook: str, backbone: str | None = None, scale: Scale | None = None) -> Plan:
+    """The work ``notebook`` does under ``profile`` (its rows built, nothing read or trained). ``backbone``
+    replaces the profile's (the rows' shapes do not depend on it; the papers' bert-base-uncased need not
+    be on this machine)."""
+    from longdoc.experiments.families.generative import GENERATIVE
+    from longdoc.experiments.families.matching import MATCHING
+    from longdoc.experiments.families.retrieval import RETRIEVAL
+    from longdoc.experiments.profiles import parameters_for
+    from longdoc.experiments.study import Study
+
+    role, rows = _rows(notebook)
+    params = parameters_for(profile_path(profile), NOTEBOOKS / f"{notebook}.ipynb")
+    if backbone:
+        params["backbone"] = backbone
+    family = {"retrieval": RETRIEVAL, "matching": MATCHING, "nci": GENERATIVE}[role]
+    study = Study(notebook, params, family, progress=False)
+    planner = Planner(study, scale or PAPER_SCALE[role])
+    for system, seeds in rows(study):
+        planner.run(system, seeds)
+    return planner.plan
+
+
+def profile_path(profile: str | Path) -> Path:
+    path = Path(profile)
+    return path if path.suffix == ".yaml" else PROFILES / f"{profile}.yaml"
+
+
+def priced(works: list[Work], prices: dict[str, Price], unpriced: set[str]) -> dict[str, float]:
+    """GPU-hours of ``works`` by kind of work; jobs without a price go to ``unpriced``."""
+    hours: dict[str, float] = {}
+    for work in works:
+        price = price_of(work.job, prices)
+        if price is None:
+            unpriced.add(work.job)
+            continue
+        hours[work.what] = hours.get(work.what, 0.0) + work.items * price.per_item(work.tokens) / 3600
+    return hours
+
+
+def notebook_title(notebook: str) -> str:
+    """The notebook's first heading (what it reproduces)."""
+    for cell in json.loads((NOTEBOOKS / f"{notebook}.ipynb").read_text())["cells"]:
+        if cell["cell_type"] == "markdown":
+            for line in "".join(cell["source"]).splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return notebook
+
+
+def estimate(
+    profile: str | Path = "paper",
+    notebooks: tuple[str, ...] = TRAINING_NOTEBOOKS,
+    measurements: Path = MEASUREMENTS,
+    backbone: str | None = "minilm",
+) -> pd.DataFrame:
+    """One row per notebook: its fits, its GPU-hours in ``run_all.sh``'s order and alone, by kind of work,
+    and what was not priced."""
+    prices = load_prices(measurements)
+    done: set[tuple] = set()
+    rows = []
+    for notebook in notebooks:
+        plan = notebook_plan(profile, notebook, backbone)
+        unpriced = set(plan.unpriced)
+        own = [w for key, works in plan.works.items() if key not in done for w in works]
+        alone = priced([w for works in plan.works.values() for w in works], prices, unpriced)
+        by_kind = priced(own, prices, unpriced)
+        rows.append(
+            {
+                "notebook": notebook,
+                "reproduces": notebook_title(notebook).split(" · ", 1)[-1],
+                "fits": plan.fits,
+                "new fits": sum(1 for key in plan.works if key not in done and key[0] in ("fit", "pretraining")),
+                "GPU-hours": sum(by_kind.values()),
+                "alone": sum(alone.values()),
+                **{f"{kind} h": by_kind.get(kind, 0.0) for kind in WORK_KINDS},
+                "not priced": "; ".join(sorted(unpriced)),
+            }
+        )
+        done |= set(plan.works)
+    return pd.DataFrame(rows)
+
+
+WORK_KINDS = ("fine-tuning", "dev evaluation", "negatives", "pre-training", "zero-shot")
+README = REPO_ROOT / "README.md"
+README_MARKERS = ("<!-- gpu-hours: python -m longdoc.bench.gpu_hours --readme -->", "<!-- /gpu-hours -->")
+
+
+def recipe_table(frame: pd.DataFrame, profile: str = "paper") -> str:
+    """The README's recipe table: each notebook's command, data, fits and GPU-hours, and the totals."""
+    from longdoc.experiments.profiles import dataset_role
+
+    lines = [
+        "| notebook | reproduces | command | data | fits (new) | GPU-hours in order (alone) | mostly |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in frame.to_dict(orient="records"):
+        role, number, hours = dataset_role(row["notebook"]), row["notebook"][:2], row["GPU-hours"]
+        kinds = {kind: row[f"{kind} h"] for kind in WORK_KINDS}
+        top = max(kinds, key=kinds.get)
+        mostly = f"{top} {kinds[top] / hours:.0%}" if hours else "its rows are earlier notebooks'"
+        lines.append(
+            f"| {number} | {row['reproduces']} | `./run_all.sh --profile {profile} --data {role}=DIR --only {number}` "
+            f"| {PAPER_SCALE[role].name} | {row['fits']} ({row['new fits']}) | {hours:,.0f} ({row['alone']:,.0f}) "
+            f"| {mostly} |"
+        )
+    total = frame["GPU-hours"].sum()
+    lines.append(f"| all | | `./run_all.sh --profile {profile} --data ...` | | | {total:,.0f} | |")
+    return "\n".join(lines)
+
+
+def readme_block(frame: pd.DataFrame, profile: str = "paper") -> str:
+    return "\n".join([README_MARKERS[0], recipe_table(frame, profile), README_MARKERS[1]])
+
+
+def replace_readme_block(text: str, block: str) -> str:
+    start, end = text.find(README_MARKERS[0]), text.find(README_MARKERS[1])
+    if start < 0 or end < 0:
+        raise ValueError(f"{README}: no {README_MARKERS[0]} ... {README_MARKERS[1]} block")
+    return text[:start] + block + text[end + len(README_MARKERS[1]) :]
+
+
+def main(argv: list[str] | None = None) -> pd.DataFrame:
+    parser = argparse.ArgumentParser(prog="python -m longdoc.bench.gpu_hours", description=__doc__.split("\n")[0])
+    parser.add_argument("--profile", default="paper")
+    parser.add_argument("--only", default="", help="notebook number prefixes, e.g. 10,20")
+    parser.add_argument("--measurements", type=Path, default=MEASUREMENTS)
+    parser.add_argument("--readme", action="store_true", help="rewrite the README's recipe table from the estimate")
+    args = parser.parse_args(argv)
+    wanted = tuple(p for p in args.only.split(",") if p)
+    notebooks = tuple(n for n in TRAINING_NOTEBOOKS if not wanted or n.startswith(wanted))
+    frame = estimate(args.profile, notebooks, args.measurements)
+    with pd.option_context("display.max_columns", None, "display.width", 250, "display.max_colwidth", 60):
+        print(frame.round(1).to_string(index=False))
+    print(f"total: {frame['GPU-hours'].sum():,.0f} GPU-hours")
+    if args.readme:
+        if wanted or args.profile != "paper" or args.measurements != MEASUREMENTS:
+            raise SystemExit(
+                "--readme: the README's table is the paper profile's, all notebooks, the committed measurements"
+            )
+        README.write_text(replace_readme_block(README.read_text(), readme_block(frame)))
+        print(f"wrote the recipe table into {README}")
+    return frame
+
+
+if __name__ == "__main__":
+    main()

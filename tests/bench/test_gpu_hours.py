@@ -1,0 +1,118 @@
+"""The GPU-hour estimate: its plan runs the rows the notebooks run, its prices come from the measurement
+file as stated, a fit shared with an earlier notebook costs nothing there, and the README quotes it."""
+
+import json
+
+import pytest
+
+from longdoc.bench import gpu_hours
+from longdoc.bench.gpu_hours import (
+    TRAINING_NOTEBOOKS,
+    Planner,
+    Scale,
+    estimate,
+    load_prices,
+    notebook_plan,
+    price_of,
+    readme_block,
+)
+from longdoc.data.registry import REPO_ROOT
+
+CPU_RESULTS = REPO_ROOT / "results" / "cpu"
+
+
+def recorded_rows(notebook: str) -> dict[str, list]:
+    (path,) = CPU_RESULTS.glob(f"*/{notebook}/metrics.json")
+    return {name: row["seeds"] for name, row in json.loads(path.read_text())["metrics"]["systems"].items()}
+
+
+@pytest.mark.parametrize("notebook", TRAINING_NOTEBOOKS)
+def test_the_plan_runs_the_rows_and_seeds_each_notebook_recorded_under_cpu(notebook):
+    planned = notebook_plan("cpu", notebook).rows
+    recorded = recorded_rows(notebook)
+    assert set(planned) == set(recorded), notebook
+    for name, seeds in planned.items():
+        if seeds != [None]:  # a trained row: the seeds the notebook ran it with
+            assert seeds == recorded[name], (notebook, name)
+
+
+def measurement_file(tmp_path, rows, hidden=768):
+    shape = {
+        "hidden": hidden,
+        "block": 512,
+        "blocks": 4,
+        "batch": 6,
+        "pair_batch": 32,
+        "pretrain_batch": 3,
+        "pretrain_blocks": 8,
+        "nci_batch": 16,
+        "matchbert_length": 512,
+        "sentence_block": 32,
+        "sentence_blocks": 48,
+    }
+    path = tmp_path / "training.json"
+    path.write_text(json.dumps({"runs": [{"header": {"shape": shape}, "rows": rows}]}))
+    return path
+
+
+def test_prices_are_seconds_per_item_at_the_measured_tokens_with_stand_ins_said(tmp_path):
+    path = measurement_file(
+        tmp_path,
+        [
+            {"job": "retrieval:MaxP", "seconds_per_step": 0.6, "batch": 6},
+            {"job": "retrieval:FirstP", "seconds_per_step": 0.3, "batch": 6},
+            {"job": "encode:MaxP", "documents_per_second": 500.0},
+            {"job": "matching:SMITH", "seconds_per_step": 3.2, "batch": 32},
+            {"job": "pretrain:Longtriever", "oom": True},
+        ],
+    )
+    prices = load_prices(path)
+    assert "pretrain:Longtriever" not in prices  # out of memory: no price
+    maxp = prices["retrieval:MaxP"]
+    assert maxp.seconds == pytest.approx(0.1) and maxp.tokens == 2048
+    assert maxp.per_item(1024) == pytest.approx(0.05)  # linear in tokens per document
+    assert prices["retrieval:FirstP"].tokens == 512
+    assert prices["encode:MaxP"].seconds == pytest.approx(1 / 500)
+    parade = price_of("retrieval:PARADE", prices)
+    assert parade.seconds == maxp.seconds and "stand-in" in parade.measured
+    smith = price_of("encode:SMITH", prices)  # not measured: one document's forward pass of a pair's step
+    assert smith.seconds == pytest.approx(0.1 / 6) and smith.tokens == 32 * 48
+    assert price_of("encode:Unknown", prices) is None
+    with pytest.raises(ValueError, match="no measured job"):
+        load_prices(measurement_file(tmp_path, [], hidden=384))
+
+
+def test_a_trained_row_costs_its_grid_on_the_first_seed_and_each_other_seed_once():
+    from longdoc.experiments.families.retrieval import RETRIEVAL
+    from longdoc.experiments.papers import sedr
+    from longdoc.experiments.profiles import parameters_for
+    from longdoc.experiments.study import Study
+
+    values = parameters_for(gpu_hours.profile_path("smoke"), gpu_hours.NOTEBOOKS / "20_sedr_main.ipynb")
+    values |= {"seeds": [0, 1, 2], "learning_rates": [1e-5, 2e-5, 3e-5]}
+    study = Study("20_sedr_main", values, RETRIEVAL, progress=False)
+    rows = {s.name: s for s in sedr.main_systems(study)}
+    names = sedr.names(study)
+    scale = Scale("test", documents=1000, pretrain_documents=1000, source="test")
+
+    alone = Planner(study, scale)
+    alone.run(rows[names["star"]])
+    fits = [key for key in alone.plan.works if key[0] == "fit"]
+    assert len(fits) == 3 + 3 - 1  # the grid with seed 0, then seeds 1 and 2 at the chosen rate
+    warm = Planner(study, scale)
+    warm.run(rows[names["maxp"]])  # continues from FirstP: FirstP's grid and seeds are its cost too
+    assert len([key for key in warm.plan.works if key[0] == "fit"]) == 2 * (3 + 3 - 1)
+    (work,) = [w for w in alone.plan.works[fits[0]] if w.what == "dev evaluation"]
+    assert work.items == values["dev_evals"] * 1000  # every dev evaluation encodes the corpus
+
+
+def test_a_fit_an_earlier_notebook_trained_costs_nothing_later():
+    frame = estimate("paper", ("01_baselines", "10_longtriever_main")).set_index("notebook")
+    first, later = frame.loc["01_baselines"], frame.loc["10_longtriever_main"]
+    assert first["GPU-hours"] == pytest.approx(first["alone"])
+    assert later["new fits"] < later["fits"] and later["GPU-hours"] < later["alone"]
+
+
+def test_the_readme_quotes_the_estimate():
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert readme_block(estimate()) in readme, "python -m longdoc.bench.gpu_hours --readme rewrites it"
