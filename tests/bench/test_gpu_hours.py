@@ -116,3 +116,24 @@ def test_a_fit_an_earlier_notebook_trained_costs_nothing_later():
 def test_the_readme_quotes_the_estimate():
     readme = (REPO_ROOT / "README.md").read_text()
     assert readme_block(estimate()) in readme, "python -m longdoc.bench.gpu_hours --readme rewrites it"
+
+
+def test_a_candidate_dev_evaluation_costs_the_candidates_per_evaluation_and_the_corpus_once():
+    from longdoc.experiments.families.retrieval import RETRIEVAL, Dense
+    from longdoc.experiments.profiles import parameters_for
+    from longdoc.experiments.settings import EncoderSettings
+    from longdoc.experiments.study import Study
+    from longdoc.experiments.systems import System
+
+    values = parameters_for(gpu_hours.profile_path("smoke"), gpu_hours.NOTEBOOKS / "10_longtriever_main.ipynb")
+    scale = Scale("test", documents=10_000, pretrain_documents=0, source="test", dev_queries=20)
+    costs = {}
+    for k in (0, 9):
+        study = Study("10_longtriever_main", values | {"dev_candidates": k, "seeds": [0]}, RETRIEVAL, progress=False)
+        planner = Planner(study, scale)
+        planner.run(System("FirstP", Dense("FirstP", study.settings(EncoderSettings).encoder("FirstP"))))
+        costs[k] = sum(
+            w.items for works in planner.plan.works.values() for w in works if w.what == "dev evaluation"
+        ) / len(values["learning_rates"])
+    assert costs[0] == values["dev_evals"] * 10_000
+    assert costs[9] == values["dev_evals"] * 20 * (9 + 1) + 10_000

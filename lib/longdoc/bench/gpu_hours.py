@@ -53,10 +53,17 @@ class Scale:
     documents: int  # the corpus every dev evaluation encodes
     pretrain_documents: int  # one pre-training pass (pretrain_steps 0)
     source: str
+    dev_queries: int = 0  # held-out dev queries (their BM25 top k are a candidate dev evaluation's documents)
 
 
 PAPER_SCALE = {
-    "retrieval": Scale("MS MARCO documents", 3_213_835, 3_213_835, "MS MARCO document ranking corpus"),
+    "retrieval": Scale(
+        "MS MARCO documents",
+        3_213_835,
+        3_213_835,
+        "MS MARCO document ranking corpus; dev: 1% of its 367,013 training queries (the README's recipe)",
+        dev_queries=3_670,
+    ),
     "matching": Scale(
         "Wiki65K",
         164_488,
@@ -276,7 +283,7 @@ class Planner:
                     budget.train_steps * budget.batch_size,
                     tokens_of(spec.encoder),
                 ),
-                self.encode("dev evaluation", spec.model, spec.encoder, budget.dev_evals),
+                *self.dev_evaluations(spec, budget),
             ]
             if iteration > 1:  # hard negatives mined by the previous iteration's model
                 works.append(self.encode("negatives", spec.model, spec.encoder))
@@ -291,6 +298,17 @@ class Planner:
         if protocol.negatives == "warm start" and spec.warm_start is not None:  # the miner encodes once
             warm = spec.warm_start.spec
             self.add(("mining", repr(warm), rate, seed), [self.encode("negatives", warm.model, warm.encoder)])
+
+    def dev_evaluations(self, spec, budget) -> list[Work]:
+        """Each dev evaluation encodes the corpus; with ``dev_candidates`` k, at most k + 1 documents per dev
+        query (BM25's top k and a judged one; an upper bound), then the dev-best checkpoint the whole corpus."""
+        if not budget.dev_candidates:
+            return [self.encode("dev evaluation", spec.model, spec.encoder, budget.dev_evals)]
+        candidates = min(self.scale.documents, self.scale.dev_queries * (budget.dev_candidates + 1))
+        return [
+            Work("dev evaluation", f"encode:{spec.model}", budget.dev_evals * candidates, tokens_of(spec.encoder)),
+            self.encode("dev evaluation", spec.model, spec.encoder),
+        ]
 
     def matcher(self, spec, rate: float, seed: int) -> None:
         self.pretraining(spec.model, spec.pretrain_encoder or spec.encoder, spec.pretrain)

@@ -81,6 +81,12 @@ PARAMETERS: dict[str, Parameter] = {
         int, "training queries per step (in-batch negatives: the other queries' documents)", minimum=1
     ),
     "dev_evals": Parameter(int, "dev evaluations per run, evenly spaced; the dev-best checkpoint is kept", minimum=2),
+    "dev_candidates": Parameter(
+        int,
+        "0: every dev evaluation ranks the whole corpus; k > 0: only each dev query's BM25 top k and the judged "
+        "documents (the dev-best checkpoint's reported runs still rank the whole corpus)",
+        minimum=0,
+    ),
     "learning_rates": Parameter(list, "the grid searched on dev MRR@100 with the first seed", minimum=0.0, item=float),
     "seeds": Parameter(
         list, "seeds of the reported fine-tuning runs (the first one selects the settings)", minimum=0, item=int

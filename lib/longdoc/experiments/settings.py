@@ -107,6 +107,7 @@ class BudgetSettings:
     dev_evals: int
     learning_rates: list
     n_devices: int = 1
+    dev_candidates: int = 0  # > 0: dev evaluations rank BM25's top k per dev query and the judged documents
 
     def __post_init__(self) -> None:
         if self.dev_evals > self.train_steps:

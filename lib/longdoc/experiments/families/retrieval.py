@@ -109,6 +109,29 @@ def evaluation_queries(dataset: RetrievalDataset) -> dict[str, dict[str, str]]:
     return {split: dataset.split(split)[0] for split in EVALUATION_SPLITS if split in dataset.qrels}
 
 
+_CANDIDATES: dict[tuple, list[str]] = {}
+
+
+def dev_candidate_ids(dataset: RetrievalDataset, k: int) -> list[str]:
+    """The documents a dev evaluation ranks when ``k`` > 0: each dev query's BM25 top ``k`` and every
+    judged dev document, in corpus order (computed once per process). Differs from the papers, which rank
+    the whole corpus at every dev evaluation: a selection at 3.2M documents costs ten corpus encodings per
+    fit; the dev-best checkpoint's dev and test runs still rank the whole corpus."""
+    key = (dataset.name, dataset.checksum, repr(dataset.manifest.get("subsample")), len(dataset.corpus), k)
+    if key not in _CANDIDATES:
+        queries, qrels = dataset.split("dev")
+        wanted = {d for run in bm25_run(dataset, queries, k).values() for d in run}
+        wanted |= {d for judged in qrels.values() for d in judged}
+        _CANDIDATES[key] = [d for d in dataset.doc_ids if d in wanted]
+    return _CANDIDATES[key]
+
+
+def corpus_subset(corpus: SegmentedCorpus, doc_ids: list[str]) -> SegmentedCorpus:
+    """The segmented documents of ``doc_ids`` (no tokenization again)."""
+    number = {d: i for i, d in enumerate(corpus.doc_ids)}
+    return SegmentedCorpus(list(doc_ids), [corpus.segments[number[d]] for d in doc_ids])
+
+
 _SEGMENTED: dict[tuple, SegmentedCorpus] = {}  # in-process: a study segments its corpus once per block shape
 
 
@@ -220,28 +243,50 @@ class RetrievalEvaluation(DevEvaluation):
     """Each evaluation encodes the corpus once, searches the dev and test queries and scores dev only
     (MRR@100); it keeps the runs of every evaluated step (the dev-best checkpoint's test run needs no
     second encoding) and the corpus vectors of the best evaluation so far (its index, kept with the
-    checkpoint). Test judgements are never read."""
+    checkpoint). Test judgements are never read.
 
-    def __init__(self, dataset: RetrievalDataset, corpus: SegmentedCorpus):
+    With ``candidates`` (:func:`dev_candidate_ids`: BM25's top k of each dev query and the judged documents),
+    an evaluation encodes and ranks only those for the dev queries, and :meth:`final` ranks the whole
+    corpus once for the dev-best checkpoint's dev and test runs."""
+
+    def __init__(self, dataset: RetrievalDataset, corpus: SegmentedCorpus, candidates: list[str] | None = None):
         super().__init__()
         self.queries = evaluation_queries(dataset)
         self.dev_qrels = dataset.split("dev")[1]
         self.corpus = corpus
+        self.searched = corpus if candidates is None else corpus_subset(corpus, candidates)
         self.best: dict = {}  # step, score, vectors, owners, encode_seconds of the best evaluation in this process
+
+    @property
+    def ranks_candidates(self) -> bool:
+        return self.searched is not self.corpus
 
     def evaluate(self, model: BiEncoder, step: int) -> tuple[float, dict | None]:
         """The dev score (the same on every process: the first one searches and scores)."""
-        merged = {q: text for queries in self.queries.values() for q, text in queries.items()}
+        searched = {"dev": self.queries["dev"]} if self.ranks_candidates else self.queries
+        merged = {q: text for queries in searched.values() for q, text in queries.items()}
         kept: dict = {}
-        run = dense_run(model, self.corpus, merged, RUN_DEPTH, progress=False, keep=kept)
+        run = dense_run(model, self.searched, merged, RUN_DEPTH, progress=False, keep=kept)
         if rank() != 0:
             return from_first(None), None
-        runs = {split: {q: run.get(q, {}) for q in queries} for split, queries in self.queries.items()}
+        runs = {split: {q: run.get(q, {}) for q in queries} for split, queries in searched.items()}
         measure = RETRIEVAL.selection_measure
         score = evaluate(runs["dev"], self.dev_qrels, [measure])[measure]
         if not self.best or score > self.best["score"]:  # the first of equal scores, as the training loop keeps
-            self.best = {"step": step, "score": score, **kept}
+            self.best = {"step": step, "score": score, **({} if self.ranks_candidates else kept)}
         return from_first(score), runs
+
+    def final(self, model: BiEncoder, best_step: int) -> tuple[dict | None, dict]:
+        """The dev-best checkpoint's ``{"dev": run, "test": run}`` over the whole corpus (``model`` holds
+        its weights) and its corpus vectors (empty where this process did not encode them); every process
+        calls it, the first one gets the runs."""
+        if not self.ranks_candidates:
+            return self.kept.get(best_step), (self.best if self.best.get("step") == best_step else {})
+        merged = {q: text for queries in self.queries.values() for q, text in queries.items()}
+        kept: dict = {}
+        run = dense_run(model, self.corpus, merged, RUN_DEPTH, progress=False, keep=kept)
+        runs = {split: {q: run.get(q, {}) for q in queries} for split, queries in self.queries.items()}
+        return (runs if rank() == 0 else None), {"step": best_step, **kept}
 
 
 def encoder_key(encoder: EncoderConfig) -> dict:
@@ -264,6 +309,7 @@ def finetune(
     progress: bool = True,
     n_devices: int = 1,
     miner: FineTuned | None = None,
+    dev_candidates: int = 0,
 ) -> FineTuned:
     """Fine-tune a model on the train split with dev selection; cached under a key of everything that
     determines it (dataset checksum, configs, negatives, iterations, starting checkpoint, processes,
@@ -277,7 +323,8 @@ def finetune(
     own negatives). ``init`` is a saved model directory to start from (a pre-trained Longtriever),
     else the backbone. ``n_devices`` > 1 trains in that many processes (``torchrun``, one per GPU;
     ``train.batch_size`` queries each, gathered as in-batch negatives) launched from here, so a
-    notebook kernel never holds a process group.
+    notebook kernel never holds a process group. ``dev_candidates`` > 0 ranks only each dev query's BM25
+    top k and the judged documents at every dev evaluation (:func:`dev_candidate_ids`).
     """
     if iterations < 1:
         raise ValueError(f"iterations must be >= 1, got {iterations}")
@@ -302,6 +349,7 @@ def finetune(
         progress=progress,
         n_devices=n_devices,
         miner=miner,
+        dev_candidates=dev_candidates,
     )
 
     def run(directory: Path, resume: Path) -> None:
@@ -332,6 +380,7 @@ def finetune(
             history,
             negatives if iterations == 1 else "model",
             progress,
+            dev_candidates,
         )
         if n_devices == 1:
             run_finetune_job(job, dataset, directory, resume)
@@ -354,6 +403,7 @@ def finetune(
         init=portable(init) if init else None,
         processes=n_devices,
         **({"miner": portable(miner.directory)} if miner is not None else {}),
+        **({"dev_candidates": dev_candidates} if dev_candidates else {}),
     )
 
 
@@ -369,6 +419,7 @@ class FinetuneJob:
     history: list[dict]  # the earlier iterations' records
     negatives: str  # how ``mined`` was made ("none", "bm25", "model"), for the record
     progress: bool = True
+    dev_candidates: int = 0  # > 0: dev evaluations rank each dev query's BM25 top k and the judged documents
 
 
 def run_finetune_job(job: FinetuneJob, dataset: RetrievalDataset, directory: Path, resume: Path) -> None:
@@ -378,7 +429,8 @@ def run_finetune_job(job: FinetuneJob, dataset: RetrievalDataset, directory: Pat
         job.model_name, encoder_class(job.model_name).config_class(**job.encoder), train.seed, job.start
     )
     corpus = segment_corpus(model, dataset)
-    evaluation = RetrievalEvaluation(dataset, corpus)
+    candidates = dev_candidate_ids(dataset, job.dev_candidates) if job.dev_candidates else None
+    evaluation = RetrievalEvaluation(dataset, corpus, candidates)
     result = train_biencoder(
         model,
         dataset.queries,
@@ -390,11 +442,12 @@ def run_finetune_job(job: FinetuneJob, dataset: RetrievalDataset, directory: Pat
         progress=job.progress,
         checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES),
     )
+    runs, best = evaluation.final(model, result.best_step)
     if rank() == 0:
         model.save(directory / "model")
-        history = {"iterations": job.history + [asdict(result) | {"negatives": job.negatives}]}
-        save_fit(directory, history, evaluation.kept[result.best_step])
-        best = evaluation.best if evaluation.best.get("step") == result.best_step else {}
+        selection = {"dev_candidates": job.dev_candidates, "dev_documents": len(candidates)} if candidates else {}
+        history = {"iterations": job.history + [asdict(result) | {"negatives": job.negatives} | selection]}
+        save_fit(directory, history, runs)
         save_index(model, corpus, best, directory)
 
 
@@ -633,6 +686,7 @@ class Dense(Spec):
             progress=study.progress,
             n_devices=budget.n_devices,
             miner=miner,
+            dev_candidates=budget.dev_candidates,
         )
 
     def outcome(self, study, fit: FineTuned) -> RunOutcome:

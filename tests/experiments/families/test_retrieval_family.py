@@ -1,0 +1,54 @@
+"""Dev selection over a candidate set (``dev_candidates``): the candidates are BM25's top k per dev query
+and the judged documents; over every document it scores as the whole corpus does; a fit that selects
+on candidates still reports runs over the whole corpus, and records what it ranked."""
+
+from longdoc.data.registry import load_dataset
+from longdoc.experiments.families.retrieval import (
+    Dense,
+    RetrievalEvaluation,
+    bm25_run,
+    dev_candidate_ids,
+    segment_corpus,
+)
+from longdoc.experiments.settings import EncoderSettings
+from longdoc.experiments.systems import System
+from longdoc.models.registry import build_encoder
+
+
+def test_candidates_are_each_dev_querys_bm25_top_k_and_the_judged_documents_in_corpus_order(tiny_dataset):
+    dataset = load_dataset(str(tiny_dataset))
+    queries, qrels = dataset.split("dev")
+    top = bm25_run(dataset, queries, 2)
+    expected = {d for run in top.values() for d in list(run)[:2]} | {d for judged in qrels.values() for d in judged}
+    candidates = dev_candidate_ids(dataset, 2)
+    assert set(candidates) == expected and len(candidates) < len(dataset.doc_ids)
+    assert candidates == [d for d in dataset.doc_ids if d in expected]
+
+
+def test_over_every_document_the_candidate_evaluation_scores_and_reports_as_the_whole_corpus(
+    tiny_dataset, tiny_backbone, tiny_study
+):
+    dataset = load_dataset(str(tiny_dataset))
+    encoder = tiny_study(tiny_dataset, tiny_backbone).settings(EncoderSettings).encoder("MaxP")
+    model = build_encoder("MaxP", encoder, 0)
+    corpus = segment_corpus(model, dataset)
+    whole, candidates = RetrievalEvaluation(dataset, corpus), RetrievalEvaluation(dataset, corpus, dataset.doc_ids)
+    assert candidates.ranks_candidates and not whole.ranks_candidates
+    assert candidates(model, 1) == whole(model, 1)
+    assert set(candidates.kept[1]) == {"dev"}  # an evaluation searches the dev queries only
+    runs, best = candidates.final(model, 1)
+    assert runs == whole.kept[1] and best["vectors"].shape == whole.best["vectors"].shape
+
+
+def test_a_fit_selected_on_candidates_reports_whole_corpus_runs_and_records_the_candidates(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study
+):
+    study = tiny_study(tiny_dataset, tiny_backbone, dev_candidates=1, learning_rates=[1e-3], seeds=[0])
+    spec = Dense("FirstP", study.settings(EncoderSettings).encoder("FirstP"))
+    fit = study.fit(System("FirstP", spec))
+    ranked = dev_candidate_ids(study.data, 1)
+    assert fit.last["dev_candidates"] == 1 and fit.last["dev_documents"] == len(ranked) < len(study.data.doc_ids)
+    for split in ("dev", "test"):  # the reported runs rank every document (24 < the run depth)
+        assert all(len(run) == len(study.data.doc_ids) for run in fit.outputs[split].values())
+    plain = tiny_study(tiny_dataset, tiny_backbone, learning_rates=[1e-3], seeds=[0])
+    assert "dev_candidates" not in plain.fit(System("FirstP", spec)).last  # another fit, without candidates
