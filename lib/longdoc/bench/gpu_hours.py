@@ -297,12 +297,13 @@ class Planner:
             self.add(key, works)
         if protocol.negatives == "warm start" and spec.warm_start is not None:  # the miner encodes once
             warm = spec.warm_start.spec
-            self.add(("mining", repr(warm), rate, seed), [self.encode("negatives", warm.model, warm.encoder)])
+            warm_rate = self.chosen[spec.warm_start.name]  # one run per warm-start fit (cached by its directory)
+            self.add(("mining", repr(warm), warm_rate, seed), [self.encode("negatives", warm.model, warm.encoder)])
 
     def dev_evaluations(self, spec, budget) -> list[Work]:
         """Each dev evaluation encodes the corpus; with ``dev_candidates`` k, at most k + 1 documents per dev
         query (BM25's top k and a judged one; an upper bound), then the dev-best checkpoint the whole corpus."""
-        if not budget.dev_candidates:
+        if not (budget.dev_candidates and self.scale.dev_queries):  # unknown dev size: the corpus (a bound)
             return [self.encode("dev evaluation", spec.model, spec.encoder, budget.dev_evals)]
         candidates = min(self.scale.documents, self.scale.dev_queries * (budget.dev_candidates + 1))
         return [
@@ -322,7 +323,7 @@ class Planner:
                     budget.train_steps * budget.batch_size,
                     tokens_of(spec.encoder),
                 ),
-                self.encode("dev evaluation", spec.model, spec.encoder, budget.dev_evals + 1),  # + the test split
+                self.encode("dev evaluation", spec.model, spec.encoder, budget.dev_evals),  # dev and test pairs
             ],
         )
 
@@ -334,8 +335,8 @@ class Planner:
             self.plan.unpriced.add(QUERY_GENERATION)
         self.plan.unpriced.add("NCI's beam-search decoding (dev evaluations and test)")
         views = 2 if spec.nci.alpha > 0 else 1  # measured with two dropout views
-        self.add(
-            ("fit", repr(spec), options.nci_train_steps, options.nci_batch_size, rate, seed),
+        self.add(  # by ``spec.nci``: a row that only decodes another way (unconstrained) is the same fit
+            ("fit", repr(spec.nci), options.nci_train_steps, options.nci_batch_size, rate, seed),
             [Work("fine-tuning", "nci", options.nci_train_steps * options.nci_batch_size * views / 2)],
         )
 
@@ -446,14 +447,19 @@ def profile_path(profile: str | Path) -> Path:
     return path if path.suffix == ".yaml" else PROFILES / f"{profile}.yaml"
 
 
-def priced(works: list[Work], prices: dict[str, Price], unpriced: set[str]) -> dict[str, float]:
-    """GPU-hours of ``works`` by kind of work; jobs without a price go to ``unpriced``."""
+def priced(
+    works: list[Work], prices: dict[str, Price], unpriced: set[str], approximated: set[str] | None = None
+) -> dict[str, float]:
+    """GPU-hours of ``works`` by kind of work; jobs without a price go to ``unpriced``, jobs priced as
+    another (a stand-in, a forward pass) to ``approximated``."""
     hours: dict[str, float] = {}
     for work in works:
         price = price_of(work.job, prices)
         if price is None:
             unpriced.add(work.job)
             continue
+        if approximated is not None and price.measured != work.job:
+            approximated.add(f"{work.job} as {price.measured}")
         hours[work.what] = hours.get(work.what, 0.0) + work.items * price.per_item(work.tokens) / 3600
     return hours
 
@@ -481,9 +487,9 @@ def estimate(
     rows = []
     for notebook in notebooks:
         plan = notebook_plan(profile, notebook, backbone)
-        unpriced = set(plan.unpriced)
+        unpriced, approximated = set(plan.unpriced), set()
         own = [w for key, works in plan.works.items() if key not in done for w in works]
-        alone = priced([w for works in plan.works.values() for w in works], prices, unpriced)
+        alone = priced([w for works in plan.works.values() for w in works], prices, unpriced, approximated)
         by_kind = priced(own, prices, unpriced)
         rows.append(
             {
@@ -494,6 +500,7 @@ def estimate(
                 "GPU-hours": sum(by_kind.values()),
                 "alone": sum(alone.values()),
                 **{f"{kind} h": by_kind.get(kind, 0.0) for kind in WORK_KINDS},
+                "priced as": "; ".join(sorted(approximated)),
                 "not priced": "; ".join(sorted(unpriced)),
             }
         )

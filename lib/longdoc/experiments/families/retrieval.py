@@ -116,7 +116,8 @@ def dev_candidate_ids(dataset: RetrievalDataset, k: int) -> list[str]:
     """The documents a dev evaluation ranks when ``k`` > 0: each dev query's BM25 top ``k`` and every
     judged dev document, in corpus order (computed once per process). Differs from the papers, which rank
     the whole corpus at every dev evaluation: a selection at 3.2M documents costs ten corpus encodings per
-    fit; the dev-best checkpoint's dev and test runs still rank the whole corpus."""
+    fit; the dev-best checkpoint's dev and test runs still rank the whole corpus. The dev scores that choose
+    (learning rate, checkpoint, plateau) are then MRR@100 over the candidates, higher than over the corpus."""
     key = (dataset.name, dataset.checksum, repr(dataset.manifest.get("subsample")), len(dataset.corpus), k)
     if key not in _CANDIDATES:
         queries, qrels = dataset.split("dev")
@@ -281,7 +282,7 @@ class RetrievalEvaluation(DevEvaluation):
         its weights) and its corpus vectors (empty where this process did not encode them); every process
         calls it, the first one gets the runs."""
         if not self.ranks_candidates:
-            return self.kept.get(best_step), (self.best if self.best.get("step") == best_step else {})
+            return self.kept[best_step], (self.best if self.best.get("step") == best_step else {})
         merged = {q: text for queries in self.queries.values() for q, text in queries.items()}
         kept: dict = {}
         run = dense_run(model, self.corpus, merged, RUN_DEPTH, progress=False, keep=kept)
