@@ -40,7 +40,7 @@ from longdoc.experiments.preconditions import above_chance, pretraining_works, r
 from longdoc.experiments.records import RESULTS_DIR, check_record_slot, write_metrics
 from longdoc.experiments.settings import SETTINGS, StudySettings, from_parameters, required_fields
 from longdoc.experiments.systems import Family, Result, Spec, System
-from longdoc.experiments.tables import difference_label, markdown_table, use_display_format
+from longdoc.experiments.tables import difference_label, markdown_table, summary_table, use_display_format
 from longdoc.experiments.verdicts import Claim, Findings, Precondition, assess
 from longdoc.plots import FIGURES_DIR
 
@@ -335,6 +335,19 @@ class Study:
             columns={m: f"paper {m} ({datasets[m]})" if m in datasets else f"paper {m}" for m in beside}
         )
 
+    def further_sets(self, paper: pd.DataFrame, datasets: dict[str, str]) -> dict[str, pd.DataFrame]:
+        """Each further reported set of the data (``dl19``: :meth:`Family.reported_splits`) as its own table,
+        mean ± sd over seeds, with the paper's values on that collection beside it (``datasets``: measure →
+        collection, the measures the paper reports on it); empty where the data has none (``manpages``)."""
+        tables = {}
+        for split in self.family.reported_splits(self)[1:]:
+            table = summary_table(self.table(split=split))
+            beside = self.paper_columns(self.paper_beside(paper, list(datasets)), datasets)
+            tables[split] = self.show(
+                f"Further reported set: {split} (mean ± sd over seeds)", table.join(beside, how="left")
+            )
+        return tables
+
     # -- recording -----------------------------------------------------------------------------
     def record(self, metrics: dict | None = None, overwrite: bool = False) -> Path:
         """Write ``metrics.json`` (parameters, systems, choices, per-seed metrics, ``metrics``) and the
@@ -369,6 +382,10 @@ class Study:
                 "seeds": result.seeds,
                 "test": result.metrics(self.data, "test", self.family.measures_on("test")),
                 "dev": result.metrics(self.data, "dev", self.family.measures_on("dev")),
+                **{
+                    split: result.metrics(self.data, split, self.family.measures_on(split))
+                    for split in self.family.reported_splits(self)[1:]
+                },
                 "selection": result.selection,
                 "training": result.training,
                 "pretraining": result.pretraining,

@@ -62,6 +62,11 @@ class Family:
         constant label); None: not known for this measure, and no verdict is gated on it."""
         return None
 
+    def reported_splits(self, study) -> list[str]:
+        """The splits a table reports: ``test``, and any further reported set of the study's data (never
+        used to choose a setting)."""
+        return ["test"]
+
     def measures_on(self, split: str) -> list[str]:
         return list(self.dev_measures or self.measures) if split == "dev" else list(self.measures)
 

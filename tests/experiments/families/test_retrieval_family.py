@@ -52,3 +52,41 @@ def test_a_fit_selected_on_candidates_reports_whole_corpus_runs_and_records_the_
         assert all(len(run) == len(study.data.doc_ids) for run in fit.outputs[split].values())
     plain = tiny_study(tiny_dataset, tiny_backbone, learning_rates=[1e-3], seeds=[0])
     assert "dev_candidates" not in plain.fit(System("FirstP", spec)).last  # another fit, without candidates
+
+
+def with_dl19(directory, copy):
+    """A copy of the tiny dataset with a further reported set: the test queries judged again as ``qrels/dl19.tsv``."""
+    import shutil
+
+    shutil.copytree(directory, copy)
+    (copy / "qrels" / "dl19.tsv").write_text((copy / "qrels" / "test.tsv").read_text())
+    return copy
+
+
+def test_a_further_reported_set_is_run_recorded_and_shown_beside_the_papers_values_on_it(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study, tmp_path
+):
+    import pandas as pd
+
+    from longdoc.experiments.families.retrieval import BM25, evaluation_queries, further_reported_splits
+
+    study = tiny_study(with_dl19(tiny_dataset, tmp_path / "with-dl19"), tiny_backbone, learning_rates=[1e-3], seeds=[0])
+    assert further_reported_splits(study.data) == ["dl19"] and set(evaluation_queries(study.data)) == {
+        "dev",
+        "test",
+        "dl19",
+    }
+    assert study.family.reported_splits(study) == ["test", "dl19"]
+    study.run(System("BM25", BM25(), paper_name="BM25"))
+    study.run(System("FirstP", Dense("FirstP", study.settings(EncoderSettings).encoder("FirstP")), paper_name="FirstP"))
+    records = study.system_records()
+    for name in ("BM25", "FirstP"):  # the same judgements as test: the same numbers
+        assert records[name]["dl19"] == records[name]["test"]
+    paper = pd.DataFrame([{"system": "BM25", "our_name": "BM25", "NDCG@10": 0.5, "MRR@100": 0.2}])
+    tables = study.further_sets(paper, {"NDCG@10": "TREC DL 19"})
+    assert list(tables) == ["dl19"]
+    table = tables["dl19"]
+    assert "paper NDCG@10 (TREC DL 19)" in table and "paper MRR@100" not in " ".join(table.columns)
+    assert table.loc["BM25", "paper NDCG@10 (TREC DL 19)"] == 0.5
+    plain = tiny_study(tiny_dataset, tiny_backbone)
+    assert plain.family.reported_splits(plain) == ["test"] and plain.further_sets(paper, {}) == {}

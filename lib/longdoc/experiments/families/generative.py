@@ -484,6 +484,9 @@ class GenerativeFamily(Family):
     def learning_rates(self, study) -> list[float]:
         return study.settings(NciSettings).nci_learning_rates
 
+    def reported_splits(self, study) -> list[str]:
+        return RETRIEVAL.reported_splits(study)
+
     def chance(self, study, measure: str, split: str = "test") -> float | None:
         return RETRIEVAL.chance(study, measure, split)  # the same corpus, ranked by identifiers
 
@@ -542,9 +545,7 @@ class Ensemble(Spec):
                     f"ensemble seed {seed}: members {missing} did not run it (they ran {members[0].seeds})"
                 )
             runs = [m.outcomes[m.seeds.index(seed)].runs for m in members]
-            outcomes.append(
-                RunOutcome({split: ensemble_run([run[split] for run in runs]) for split in ("test", "dev")})
-            )
+            outcomes.append(RunOutcome({split: ensemble_run([run[split] for run in runs]) for split in runs[0]}))
         return list(seeds), outcomes
 
 

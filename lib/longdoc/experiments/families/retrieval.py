@@ -50,6 +50,7 @@ from longdoc.train.pretrain import PretrainConfig
 MEASURES = ["MRR@100", "R@10", "R@100", "NDCG@10"]
 RUN_DEPTH = 100  # documents per query in every run (MRR@100, R@100)
 EVALUATION_SPLITS = ("dev", "test")
+FITTING_SPLITS = ("train", "dev", "test")  # any other judged split is a further reported set (MS MARCO's dl19)
 PROBE_QUERIES = 128  # dev queries of a start's in-batch probe
 NEGATIVES = ("none", "bm25", "miner")  # "miner": static hard negatives from another fine-tuned model (SeDR's STAR)
 
@@ -69,6 +70,9 @@ class RetrievalFamily(Family):
 
     def learning_rates(self, study) -> list[float]:
         return study.settings(BudgetSettings).learning_rates
+
+    def reported_splits(self, study) -> list[str]:
+        return ["test", *further_reported_splits(study.data)]
 
     def chance(self, study, measure: str, split: str = "test") -> float | None:
         """A random ranking of the whole corpus (:func:`~longdoc.eval.chance.random_ranking_value`)."""
@@ -102,11 +106,19 @@ def bm25_run(dataset: RetrievalDataset, queries: dict[str, str], k: int = RUN_DE
     return retriever.search(queries, k)
 
 
+def further_reported_splits(dataset: RetrievalDataset) -> list[str]:
+    """Judged splits besides train, dev and test: further reported sets (Longtriever Table 2 and SeDR
+    Table 1 report MS MARCO dev and TREC DL 2019 side by side; ``qrels/dl19.tsv``), never used to choose."""
+    return sorted(split for split in dataset.qrels if split not in FITTING_SPLITS)
+
+
 def evaluation_queries(dataset: RetrievalDataset) -> dict[str, dict[str, str]]:
-    """The queries of the dev and test splits (dev is required: it selects models)."""
+    """The queries of the dev and test splits (dev is required: it selects models) and of every further
+    reported set (:func:`further_reported_splits`)."""
     if "dev" not in dataset.qrels:
         raise ValueError(f"{dataset.name} has no dev split (qrels/dev.tsv): model selection needs one")
-    return {split: dataset.split(split)[0] for split in EVALUATION_SPLITS if split in dataset.qrels}
+    splits = [*(s for s in EVALUATION_SPLITS if s in dataset.qrels), *further_reported_splits(dataset)]
+    return {split: dataset.split(split)[0] for split in splits}
 
 
 _CANDIDATES: dict[tuple, list[str]] = {}
@@ -579,7 +591,7 @@ class BM25(Spec):
     trained = False
 
     def evaluate(self, study, seeds: list[int]) -> tuple[list, list[RunOutcome]]:
-        runs = {split: bm25_run(study.data, study.split(split)[0]) for split in EVALUATION_SPLITS}
+        runs = {split: bm25_run(study.data, queries) for split, queries in evaluation_queries(study.data).items()}
         return [None], [RunOutcome(runs)]
 
 
