@@ -104,8 +104,8 @@ class Doc2Query:
         )
         return {"input_ids": encoded["input_ids"].to(device), "attention_mask": encoded["attention_mask"].to(device)}
 
-    def loss(self, texts: list[str], queries: list[str], model=None) -> torch.Tensor:
-        """Mean token cross-entropy of ``queries`` given ``texts`` (``model``: a wrapped copy, e.g. DDP's)."""
+    def labels(self, queries: list[str]) -> torch.Tensor:
+        """The decoder's targets for ``queries`` (-100 at padding)."""
         target = self.tokenizer(
             queries, truncation=True, max_length=self.config.max_query_length, padding=True, return_tensors="pt"
         )
@@ -114,6 +114,15 @@ class Doc2Query:
             labels = labels[
                 :, 1:
             ].contiguous()  # BERT's [CLS] is already the decoder's start token: not a word to predict
+        return labels
+
+    def target_tokens(self, queries: list[str]) -> torch.Tensor:
+        """How many target tokens the mean of :meth:`loss` runs over."""
+        return (self.labels(queries) != -100).sum()
+
+    def loss(self, texts: list[str], queries: list[str], model=None) -> torch.Tensor:
+        """Mean token cross-entropy of ``queries`` given ``texts`` (``model``: a wrapped copy, e.g. DDP's)."""
+        labels = self.labels(queries)
         with (
             warnings.catch_warnings()
         ):  # EncoderDecoderModel's notice that it builds the decoder inputs from the labels

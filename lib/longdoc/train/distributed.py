@@ -4,7 +4,9 @@
 its slot lets gradients flow to this process's encoder. Every process gathers queries *and*
 documents and computes the loss of the whole global batch, so the gradients of all processes sum to
 the global batch's gradient; DDP averages them, so the loss is multiplied by the world size (tested
-with two gloo processes against one big batch on one process).
+with two gloo processes against one big batch on one process). Token means (NCI's and the query
+generator's cross-entropy, MLM) are weighted by each process's share of the global batch's tokens
+(:func:`share_of_total`), so processes holding more tokens count for more, as in one big batch.
 """
 
 from __future__ import annotations
@@ -32,3 +34,29 @@ def gather_ids(tensor: torch.Tensor) -> torch.Tensor:
     parts = [torch.empty_like(tensor) for _ in range(world_size())]
     dist.all_gather(parts, tensor.contiguous())
     return torch.cat(parts, dim=0)
+
+
+def share_of_total(count: torch.Tensor) -> torch.Tensor:
+    """``count`` summed over the processes, divided by their number: a process that divides its sum by
+    this (its mean times ``count / share_of_total(count)``) gives, after DDP's averaging, the gradient of
+    the global batch's mean, also when processes hold different numbers of tokens. One process: ``count``."""
+    if world_size() == 1:
+        return count
+    total = count.detach().to(torch.float64).clone()
+    dist.all_reduce(total)
+    return (total / world_size()).to(count.dtype if count.is_floating_point() else torch.float32)
+
+
+def pad_to_longest(tensor: torch.Tensor, dim: int, value) -> torch.Tensor:
+    """``tensor`` padded with ``value`` along ``dim`` to the longest size any process has (so that it can
+    be gathered: :func:`gather_with_grad` needs equal shapes)."""
+    if world_size() == 1:
+        return tensor
+    longest = torch.tensor(tensor.shape[dim], device=tensor.device)
+    dist.all_reduce(longest, op=dist.ReduceOp.MAX)
+    missing = int(longest) - tensor.shape[dim]
+    if not missing:
+        return tensor
+    shape = list(tensor.shape)
+    shape[dim] = missing
+    return torch.cat([tensor, tensor.new_full(shape, value)], dim=dim)

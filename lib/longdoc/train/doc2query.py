@@ -1,5 +1,7 @@
 """Fine-tuning NCI's query generator (:class:`~longdoc.models.doc2query.Doc2Query`, section 3.2) on
-``(document text, query)`` pairs, through the shared step loop."""
+``(document text, query)`` pairs, through the shared step loop. Under several processes each one's
+token mean is weighted by its share of the step's target tokens (queries differ in length), so that the
+run equals one process holding the whole batch."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import torch
 from accelerate.utils import set_seed
 
 from longdoc.models.doc2query import Doc2Query
+from longdoc.train.distributed import share_of_total, world_size
 from longdoc.train.loop import TrainConfig
 from longdoc.train.steps import run_steps
 
@@ -34,8 +37,12 @@ def train_doc2query(
     )
 
     def step_loss(wrapped, local: list[tuple[str, str]], device) -> tuple[torch.Tensor, float]:
-        loss = generator.loss([text for text, _ in local], [query for _, query in local], wrapped)
-        return loss, loss.item()
+        texts, queries = [text for text, _ in local], [query for _, query in local]
+        loss = generator.loss(texts, queries, wrapped)
+        if world_size() == 1:
+            return loss, loss.item()
+        tokens = generator.target_tokens(queries).to(loss.device)  # weighed by its share of all tokens
+        return loss * tokens / share_of_total(tokens), loss.item()
 
     def dev_loss(model, step: int) -> float:
         model.eval()
@@ -59,4 +66,5 @@ def train_doc2query(
         dev_eval=evaluate,
         progress=progress,
         checkpoint=checkpoint,
+        find_unused_parameters=True,  # the encoder's pooler, which the loss never reaches
     )

@@ -20,9 +20,10 @@ from accelerate.utils import set_seed
 from transformers import get_linear_schedule_with_warmup
 
 from longdoc.index.semantic_ids import IdTokenizer
-from longdoc.losses.consistency import IGNORE, nci_loss
+from longdoc.losses.consistency import IGNORE, consistency_loss, nci_loss
 from longdoc.models.nci import NciModel
 from longdoc.train.checkpoint import Checkpointer
+from longdoc.train.distributed import gather_ids, gather_with_grad, pad_to_longest, share_of_total, world_size
 from longdoc.train.steps import TrainResult, run_steps
 
 
@@ -72,6 +73,32 @@ def diagnostics(plain: torch.Tensor, adapted: torch.Tensor, labels: torch.Tensor
     with torch.no_grad():
         change = (adapted - plain).norm(dim=-1) / plain.norm(dim=-1).clamp(min=1e-12)
         return {"adaptor_change": float(change[real].mean()), "state_norm": float(adapted.norm(dim=-1)[real].mean())}
+
+
+def global_batch_loss(
+    logits: torch.Tensor, states: torch.Tensor, labels: torch.Tensor, alpha: float, temperature: float
+) -> dict[str, torch.Tensor]:
+    """Eq. 6 of the global batch when several processes each hold a share (one process: :func:`nci_loss`).
+    The cross-entropy's token mean is weighted by this process's share of all processes' tokens, and eq. 5
+    contrasts every process's states (gathered, this process's keeping their gradient; identifiers padded
+    to the longest) times the world size, so that DDP's average of the gradients is the global batch's
+    (tested against one process holding the whole batch). The terms returned are this process's parts."""
+    if world_size() == 1:
+        return nci_loss(logits, states, labels, alpha, temperature)
+    views = 2 if alpha > 0 else 1
+    targets = labels.repeat(views, 1)
+    tokens = (targets != IGNORE).sum()
+    cross_entropy = nci_loss(logits, states, targets, 0.0)["cross_entropy"] * tokens / share_of_total(tokens)
+    losses = {"cross_entropy": cross_entropy, "loss": cross_entropy}
+    if alpha > 0:
+        first, second = (pad_to_longest(part, 1, 0.0) for part in states.chunk(2))
+        padded = pad_to_longest(labels, 1, IGNORE)
+        consistency = consistency_loss(
+            gather_with_grad(first), gather_with_grad(second), gather_ids(padded), temperature
+        )
+        losses["consistency"] = consistency * world_size()
+        losses["loss"] = cross_entropy + alpha * losses["consistency"]
+    return losses
 
 
 NO_DECAY = ("bias", "LayerNorm", "norm")  # BERT's LayerNorm and the decoder's own *_norm layers
@@ -138,7 +165,7 @@ def train_nci(
         logits = out.logits
         if mask is not None:
             logits = logits.masked_fill(~mask[: logits.shape[1]].to(device), torch.finfo(logits.dtype).min)
-        losses = nci_loss(
+        losses = global_batch_loss(
             logits,
             F.normalize(states, dim=-1) if config.normalized_states else states,
             labels,
@@ -158,4 +185,5 @@ def train_nci(
         progress=progress,
         checkpoint=checkpoint,
         optimizer_factory=two_learning_rates(config),
+        find_unused_parameters=True,  # a batch's identifiers may not reach every step's parameters
     )

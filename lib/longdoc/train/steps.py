@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import torch
 from accelerate import Accelerator
+from accelerate.utils import DistributedDataParallelKwargs
 from torch import nn
 
 from longdoc.progress import tqdm
@@ -95,6 +96,7 @@ def run_steps(
     state: dict[str, Stateful] | None = None,
     optimizer_factory: Callable | None = None,
     accelerator: Accelerator | None = None,
+    find_unused_parameters: bool = False,
 ):
     """Train ``model`` in place on ``items``; on return it holds the weights of the best dev evaluation
     (its last weights without ``dev_eval``). Returns a :class:`TrainResult`.
@@ -108,10 +110,15 @@ def run_steps(
     rates). ``dev_eval`` and every ``state`` object that has ``state_dict`` are saved and restored.
     A config with ``patience`` > 0 stops training when that many dev evaluations in a row do not beat
     the best (early stopping at the dev plateau; ``steps`` is then the cap, and the schedule's).
+    ``find_unused_parameters``: under several processes, DDP waits for no gradient of a parameter that a
+    step's loss did not reach (it would otherwise stop at the next step).
     """
     if not items:
         raise ValueError(f"{description}: no training item")
-    accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
+    accelerator = accelerator or Accelerator(
+        cpu=not torch.cuda.is_available(),
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)] if find_unused_parameters else [],
+    )
     world, rank = accelerator.num_processes, accelerator.process_index
     global_batch = config.batch_size * world
     steps_per_epoch = max(1, len(items) // global_batch if world > 1 else math.ceil(len(items) / global_batch))
