@@ -92,12 +92,44 @@ def test_matcher_training_lowers_the_pair_loss(tiny_backbone):
     assert cosines[labels == 1].mean() > cosines[labels == 0].mean()
 
 
-def test_the_matching_study_refuses_several_processes_before_any_work():
-    from longdoc.experiments.families.matching import MATCHING
-    from longdoc.experiments.study import Study
+@pytest.mark.slow
+def test_a_matcher_fine_tunes_in_two_processes_launched_from_the_kernel(tiny_backbone, isolated_outputs):
+    """n_devices=2: torchrun starts two gloo processes (one per GPU on a GPU node), each takes half of a
+    step's pairs; the first writes model, history and the dev-best scores into the cache, under a key of
+    its own (tests/train/test_multiprocess_equivalence.py: the two processes equal one)."""
+    import json
 
-    with pytest.raises(ValueError, match="n_devices=2"):
-        Study("scratch", {"profile": "smoke", "n_devices": 2}, MATCHING, progress=False)
+    from longdoc.data.matching import load_matching
+    from longdoc.data.pairs import save_pairs
+    from longdoc.experiments.families.matching import finetune_matcher
+    from longdoc.models.registry import encoder_class
+
+    words = ["kernel", "socket", "printf", "signal", "thread", "memory", "file", "pipe"]
+    folder = isolated_outputs / "pairs-data"
+    folder.mkdir()
+    with (folder / "corpus.jsonl").open("w") as handle:
+        for i in range(8):
+            text = ". ".join(" ".join(words[(i + j) % 8] for j in range(5)) for _ in range(3))
+            handle.write(json.dumps({"_id": f"d{i}", "title": "", "text": text}) + "\n")
+    save_pairs(
+        {
+            "train": [DocumentPair(f"d{i}", f"d{(i + 1) % 8}", i % 2) for i in range(8)],
+            "dev": [DocumentPair("d0", "d4", 1), DocumentPair("d1", "d5", 0)],
+            "test": [DocumentPair("d2", "d6", 1), DocumentPair("d3", "d7", 0)],
+        },
+        folder,
+    )
+    data = load_matching(str(folder))
+    encoder = encoder_class("MatchBERT").config_class(backbone=tiny_backbone, segment_length=16, max_segments=1)
+    train = TrainConfig(steps=2, batch_size=2, hard_negatives=0, learning_rate=1e-3)
+    fit = finetune_matcher("MatchBERT", data, encoder, train, progress=False, n_devices=2)
+    assert set(fit.outputs) == {"dev", "test", "ranking"} and len(fit.outputs["dev"]) == 2
+    assert fit.last["steps_per_epoch"] == 2  # 8 pairs, 2 per process and step
+    key = json.loads((fit.directory / "key.json").read_text())
+    assert key["processes"] == 2
+    assert not list(fit.directory.parent.glob("*.resume"))
+    single = finetune_matcher("MatchBERT", data, encoder, train, progress=False)
+    assert single.directory != fit.directory
 
 
 def test_smith_keeps_its_pretrained_block_head_and_centres_one_from_the_backbone(tiny_backbone, tmp_path):

@@ -32,8 +32,9 @@ from longdoc.eval.run_files import write_run
 from longdoc.experiments.cache import portable
 from longdoc.experiments.families.pretraining import Documents, pretrained, pretraining_history, pretraining_summary
 from longdoc.experiments.families.retrieval import encoder_key
-from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune
-from longdoc.experiments.settings import BudgetSettings, ProcessSettings
+from longdoc.experiments.families.worker import dataset_reference, launch
+from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune, save_fit
+from longdoc.experiments.settings import BudgetSettings
 from longdoc.experiments.systems import Family, Spec
 from longdoc.index.dense import DenseIndex
 from longdoc.models.biencoder import EncoderConfig
@@ -41,6 +42,7 @@ from longdoc.models.matching import SiameseMatcher, stored_pair_cosines
 from longdoc.models.registry import encoder_class, load_encoder
 from longdoc.models.smith import Smith
 from longdoc.seeding import seeded
+from longdoc.sharding import rank
 from longdoc.text.segments import SegmentedCorpus
 from longdoc.train.checkpoint import SAVE_MINUTES, Checkpointer
 from longdoc.train.loop import TrainConfig
@@ -59,14 +61,6 @@ class MatchingFamily(Family):
     selection_measure = "Accuracy"  # on dev, at the threshold that is best on dev
     measures = tuple(MATCHING_MEASURES)
     dev_measures = tuple(CLASSIFICATION)
-
-    def check(self, study) -> None:
-        devices = study.settings(ProcessSettings).n_devices
-        if devices != 1:
-            raise ValueError(
-                f"parameter n_devices={devices}: the matching notebooks train in one process (one GPU) "
-                "so far; set n_devices=1"
-            )
 
     def load(self, study) -> MatchingDataset:
         options = study.options
@@ -300,6 +294,44 @@ def start_rule(matcher: SiameseMatcher, corpus: SegmentedCorpus, dataset: Matchi
     return matcher.encoder.center_block_head([corpus.segments[number[d]] for d in training], apply=not pretrained)
 
 
+@dataclass
+class MatchingJob:
+    """One matcher fine-tuning, everything decided: what every training process needs (JSON-able)."""
+
+    model_name: str
+    encoder: dict
+    train: dict
+    init: str | None  # a saved model to start from (a pre-trained SMITH), or None for the backbone
+    progress: bool = True
+
+
+RUNNER, DATASET_LOADER = f"{__name__}:run_matching_job", "longdoc.data.matching:load_matching"
+
+
+def run_matching_job(job: MatchingJob, dataset: MatchingDataset, directory: Path, resume: Path) -> None:
+    """Train with dev selection; the first process writes the model, history and the dev-best outputs."""
+    train = TrainConfig(**job.train)
+    encoder = encoder_class(job.model_name).config_class(**job.encoder)
+    matcher = build_matcher(job.model_name, encoder, train.seed, job.init)
+    corpus = block_corpus(matcher.encoder, dataset)
+    start = start_rule(matcher, corpus, dataset, pretrained=job.init is not None)
+    evaluation = MatchingEvaluation(dataset, corpus)
+    result = train_matcher(
+        matcher,
+        corpus,
+        dataset.split("train"),
+        train,
+        dev_eval=evaluation,
+        progress=job.progress,
+        checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES),
+    )
+    if rank() == 0:
+        matcher.encoder.save(directory / "model")
+        best = evaluation.kept[result.best_step]
+        history = {"iterations": [asdict(result)], "encode_seconds": best["encode_seconds"], "start": start}
+        save_fit(directory, history, best["scores"])
+
+
 def finetune_matcher(
     model_name: str,
     dataset: MatchingDataset,
@@ -307,33 +339,24 @@ def finetune_matcher(
     train: TrainConfig,
     init: str | Path | None = None,
     progress: bool = True,
+    n_devices: int = 1,
 ) -> FineTuned:
     """Fine-tune a matcher on the train pairs with dev selection; cached under a key of everything that
-    determines it (dataset checksum, configs, starting checkpoint, code). ``init``: a saved model
+    determines it (dataset checksum, configs, starting checkpoint, processes, code). ``init``: a saved model
     directory to start from (a pre-trained SMITH), else the backbone. Its outputs are the dev-best
-    checkpoint's ``{"dev": cosines, "test": cosines, "ranking": run}``."""
+    checkpoint's ``{"dev": cosines, "test": cosines, "ranking": run}``. ``n_devices`` > 1 trains in that many
+    processes (``torchrun``, one per GPU; ``train.batch_size`` pairs each) launched from here."""
     if train.hard_negatives or train.cache_size:
         raise ValueError("matching trains on labelled pairs: hard_negatives and cache_size must be 0")
+    if n_devices < 1:
+        raise ValueError(f"n_devices must be >= 1, got {n_devices}")
+    job = MatchingJob(model_name, asdict(encoder), asdict(train), str(init) if init else None, progress)
 
-    def run(directory: Path, resume: Path) -> tuple[dict, dict]:
-        matcher = build_matcher(model_name, encoder, train.seed, init)
-        corpus = block_corpus(matcher.encoder, dataset)
-        start = start_rule(matcher, corpus, dataset, pretrained=init is not None)
-        evaluation = MatchingEvaluation(dataset, corpus)
-        result = train_matcher(
-            matcher,
-            corpus,
-            dataset.split("train"),
-            train,
-            dev_eval=evaluation,
-            progress=progress,
-            checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES),
-        )
-        matcher.encoder.save(directory / "model")
-        best = evaluation.kept[result.best_step]
-        return {"iterations": [asdict(result)], "encode_seconds": best["encode_seconds"], "start": start}, best[
-            "scores"
-        ]
+    def run(directory: Path, resume: Path) -> None:
+        if n_devices == 1:
+            run_matching_job(job, dataset, directory, resume)
+        else:
+            launch(RUNNER, job, dataset_reference(dataset, DATASET_LOADER), directory, resume, n_devices)
 
     return fine_tune(
         "finetune_matching",
@@ -346,6 +369,7 @@ def finetune_matcher(
         encoder=encoder_key(encoder),
         train=asdict(train),
         init=portable(init) if init else None,
+        **({"processes": n_devices} if n_devices > 1 else {}),
     )
 
 
@@ -416,6 +440,7 @@ class Matcher(Spec):
             study.settings(BudgetSettings).train_config(learning_rate, seed),
             init=self.start(study),
             progress=study.progress,
+            n_devices=study.settings(BudgetSettings).n_devices,
         )
 
     def outcome(self, study, fit: FineTuned) -> PairOutcome:

@@ -33,6 +33,7 @@ from longdoc.eval.probes import in_batch_probe
 from longdoc.eval.run_files import write_run
 from longdoc.experiments.cache import cached_directory, portable
 from longdoc.experiments.families.pretraining import pretrained, pretraining_history, pretraining_summary
+from longdoc.experiments.families.worker import dataset_reference, launch
 from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune, save_fit
 from longdoc.experiments.settings import BudgetSettings
 from longdoc.experiments.systems import Family, Spec, System
@@ -398,7 +399,7 @@ def finetune(
         if n_devices == 1:
             run_finetune_job(job, dataset, directory, resume)
         else:
-            launch_finetune_job(job, dataset, directory, resume, n_devices)
+            launch(RUNNER, job, dataset_reference(dataset, DATASET_LOADER), directory, resume, n_devices)
 
     return fine_tune(
         "finetune",
@@ -433,6 +434,9 @@ class FinetuneJob:
     negatives: str  # how ``mined`` was made ("none", "bm25", "model"), for the record
     progress: bool = True
     dev_candidates: int = 0  # > 0: dev evaluations rank each dev query's BM25 top k and the judged documents
+
+
+RUNNER, DATASET_LOADER = f"{__name__}:run_finetune_job", "longdoc.data.registry:load_dataset"
 
 
 def run_finetune_job(job: FinetuneJob, dataset: RetrievalDataset, directory: Path, resume: Path) -> None:
@@ -512,58 +516,6 @@ def index_info(fit: FineTuned) -> dict:
     multi-process run did not record them)."""
     path = fit.directory / "index.json"
     return json.loads(path.read_text()) if path.exists() else {}
-
-
-def launch_finetune_job(
-    job: FinetuneJob, dataset: RetrievalDataset, directory: Path, resume: Path, n_devices: int
-) -> None:
-    """``torchrun --standalone --nproc_per_node n_devices -m longdoc.experiments.families.worker`` on
-    ``job``; each process loads the dataset again (checked against this one's checksum)."""
-    import subprocess
-    import sys
-
-    from longdoc.io import atomic_write
-
-    spec = {
-        "job": asdict(job),
-        "dataset": dataset_reference(dataset),
-        "directory": str(directory),
-        "resume": str(resume),
-    }
-    job_file = resume / "job.json"
-    with atomic_write(job_file) as handle:
-        json.dump(spec, handle)
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={n_devices}",
-        "-m",
-        "longdoc.experiments.families.worker",
-        str(job_file),
-    ]
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as workers:
-        for line in workers.stdout:  # into the notebook, not the kernel's terminal
-            print(line, end="", flush=True)
-    if workers.returncode != 0:
-        raise RuntimeError(
-            f"fine-tuning in {n_devices} processes failed (exit {workers.returncode}): {' '.join(command)}"
-        )
-
-
-def dataset_reference(dataset: RetrievalDataset) -> dict:
-    """How another process loads the same dataset (:func:`longdoc.data.registry.load_dataset`)."""
-    subsample = dataset.manifest.get("subsample") or {}
-    if "dataset_parameter" not in dataset.manifest:
-        raise ValueError(f"{dataset.name}: not loaded by load_dataset, so other processes cannot load it")
-    return {
-        "name": dataset.manifest["dataset_parameter"],
-        "max_docs": subsample.get("max_docs", 0),
-        "seed": subsample.get("seed", 0),
-        "checksum": dataset.checksum,
-        "documents": len(dataset.corpus),
-    }
 
 
 # -- rows ------------------------------------------------------------------------------------------
