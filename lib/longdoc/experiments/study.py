@@ -335,14 +335,16 @@ class Study:
             columns={m: f"paper {m} ({datasets[m]})" if m in datasets else f"paper {m}" for m in beside}
         )
 
-    def further_sets(self, paper: pd.DataFrame, datasets: dict[str, str]) -> dict[str, pd.DataFrame]:
+    def further_sets(self, paper: pd.DataFrame, datasets: dict[str, dict[str, str]]) -> dict[str, pd.DataFrame]:
         """Each further reported set of the data (``dl19``: :meth:`Family.reported_splits`) as its own table,
-        mean ± sd over seeds, with the paper's values on that collection beside it (``datasets``: measure →
-        collection, the measures the paper reports on it); empty where the data has none (``manpages``)."""
+        mean ± sd over seeds, with the paper's values on that collection beside it (``datasets``: split →
+        {measure → collection}, the measures the paper reports on it; a split not named there gets no paper
+        column); empty where the data has none (``manpages``)."""
         tables = {}
         for split in self.family.reported_splits(self)[1:]:
             table = summary_table(self.table(split=split))
-            beside = self.paper_columns(self.paper_beside(paper, list(datasets)), datasets)
+            sets = datasets.get(split, {})
+            beside = self.paper_columns(self.paper_beside(paper, list(sets)), sets) if sets else pd.DataFrame()
             tables[split] = self.show(
                 f"Further reported set: {split} (mean ± sd over seeds)", table.join(beside, how="left")
             )

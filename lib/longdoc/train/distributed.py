@@ -5,7 +5,7 @@ its slot lets gradients flow to this process's encoder. Every process gathers qu
 documents and computes the loss of the whole global batch, so the gradients of all processes sum to
 the global batch's gradient; DDP averages them, so the loss is multiplied by the world size (tested
 with two gloo processes against one big batch on one process). Token means (NCI's and the query
-generator's cross-entropy, MLM) are weighted by each process's share of the global batch's tokens
+generator's cross-entropy) are weighted by each process's share of the global batch's tokens
 (:func:`share_of_total`), so processes holding more tokens count for more, as in one big batch.
 """
 

@@ -82,7 +82,8 @@ def global_batch_loss(
     The cross-entropy's token mean is weighted by this process's share of all processes' tokens, and eq. 5
     contrasts every process's states (gathered, this process's keeping their gradient; identifiers padded
     to the longest) times the world size, so that DDP's average of the gradients is the global batch's
-    (tested against one process holding the whole batch). The terms returned are this process's parts."""
+    (tested against one process holding the whole batch). The cross-entropy returned is this process's
+    weighted part, the consistency the global batch's."""
     if world_size() == 1:
         return nci_loss(logits, states, labels, alpha, temperature)
     views = 2 if alpha > 0 else 1
@@ -96,8 +97,8 @@ def global_batch_loss(
         consistency = consistency_loss(
             gather_with_grad(first), gather_with_grad(second), gather_ids(padded), temperature
         )
-        losses["consistency"] = consistency * world_size()
-        losses["loss"] = cross_entropy + alpha * losses["consistency"]
+        losses["consistency"] = consistency  # the global batch's eq. 5 (logged as it is)
+        losses["loss"] = cross_entropy + alpha * consistency * world_size()
     return losses
 
 

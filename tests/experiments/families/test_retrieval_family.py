@@ -83,10 +83,24 @@ def test_a_further_reported_set_is_run_recorded_and_shown_beside_the_papers_valu
     for name in ("BM25", "FirstP"):  # the same judgements as test: the same numbers
         assert records[name]["dl19"] == records[name]["test"]
     paper = pd.DataFrame([{"system": "BM25", "our_name": "BM25", "NDCG@10": 0.5, "MRR@100": 0.2}])
-    tables = study.further_sets(paper, {"NDCG@10": "TREC DL 19"})
+    tables = study.further_sets(paper, {"dl19": {"NDCG@10": "TREC DL 19"}})
     assert list(tables) == ["dl19"]
     table = tables["dl19"]
     assert "paper NDCG@10 (TREC DL 19)" in table and "paper MRR@100" not in " ".join(table.columns)
     assert table.loc["BM25", "paper NDCG@10 (TREC DL 19)"] == 0.5
+    assert "paper" not in " ".join(study.further_sets(paper, {})["dl19"].columns)  # no paper values named
+    study.results["BM25"].outcomes[0].write(tmp_path / "written", study.data, "BM25", None)
+    assert sorted(p.name for p in (tmp_path / "written" / "runs").iterdir()) == ["BM25.dl19.trec", "BM25.trec"]
     plain = tiny_study(tiny_dataset, tiny_backbone)
     assert plain.family.reported_splits(plain) == ["test"] and plain.further_sets(paper, {}) == {}
+
+
+def test_a_further_set_without_a_relevant_judgement_is_left_out(tiny_dataset, tmp_path):
+    """As a subsample that keeps none of dl19's judged documents leaves it: no query to run, no table."""
+    from longdoc.experiments.families.retrieval import evaluation_queries, further_reported_splits
+
+    copy = with_dl19(tiny_dataset, tmp_path / "with-dl19")
+    (copy / "qrels" / "dl19.tsv").write_text("query-id\tcorpus-id\tscore\nq18\td18\t0\n")
+    dataset = load_dataset(str(copy))
+    assert "dl19" in dataset.qrels and further_reported_splits(dataset) == []
+    assert set(evaluation_queries(dataset)) == {"dev", "test"}

@@ -56,10 +56,10 @@ class PretrainingSettings:
 
 
 def unjudged_documents(dataset: RetrievalDataset) -> tuple[list[str], list[str]]:
-    """The documents that no dev or test query judges relevant (ids, texts)."""
+    """The documents that no dev, test or further reported query (dl19) judges relevant (ids, texts)."""
     judged = {
         d
-        for split in ("dev", "test")
+        for split in [s for s in dataset.qrels if s != "train"]
         for docs in dataset.qrels.get(split, {}).values()
         for d, r in docs.items()
         if r > 0

@@ -98,7 +98,11 @@ class RunOutcome:
         return per_query(self.runs[split], data.split(split)[1], [measure])[measure]
 
     def write(self, folder: Path, data: RetrievalDataset, tag: str, seed: int | None) -> None:
-        write_run(self.runs["test"], folder / "runs" / f"{tag}{'' if seed is None else f'.seed{seed}'}.trec", tag=tag)
+        """The test run as ``runs/<tag>[.seedN].trec``; a further reported set's as ``runs/<tag>.<split>...``."""
+        suffix = "" if seed is None else f".seed{seed}"
+        write_run(self.runs["test"], folder / "runs" / f"{tag}{suffix}.trec", tag=tag)
+        for split in further_reported_splits(data):
+            write_run(self.runs[split], folder / "runs" / f"{tag}.{split}{suffix}.trec", tag=tag)
 
 
 # -- runs ------------------------------------------------------------------------------------------
@@ -110,7 +114,15 @@ def bm25_run(dataset: RetrievalDataset, queries: dict[str, str], k: int = RUN_DE
 def further_reported_splits(dataset: RetrievalDataset) -> list[str]:
     """Judged splits besides train, dev and test: further reported sets (Longtriever Table 2 and SeDR
     Table 1 report MS MARCO dev and TREC DL 2019 side by side; ``qrels/dl19.tsv``), never used to choose."""
-    return sorted(split for split in dataset.qrels if split not in FITTING_SPLITS)
+    return sorted(split for split in dataset.qrels if split not in FITTING_SPLITS and _has_queries(dataset, split))
+
+
+def _has_queries(dataset: RetrievalDataset, split: str) -> bool:
+    """Whether ``split`` keeps a judged query (a subsample may keep none of a small set such as dl19)."""
+    try:
+        return bool(dataset.split(split)[0])
+    except ValueError:
+        return False
 
 
 def evaluation_queries(dataset: RetrievalDataset) -> dict[str, dict[str, str]]:
