@@ -114,6 +114,26 @@ def test_exact_search_reuses_the_dense_fits_and_leaves_their_training_summary_to
     assert set(exact.test_runs[0]) == set(dense.test_runs[0])  # the same queries, searched by exact cosine
 
 
+def test_exact_search_encodes_the_corpus_again_where_the_fit_kept_no_vectors(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study
+):
+    """At NQ320k and 768 dimensions the dev-best vectors (321 MiB) exceed what a fit keeps: the dev-best
+    model encodes the corpus again and gives the run the kept vectors give."""
+    from longdoc.experiments.families.retrieval import Dense, ExactSearch
+    from longdoc.experiments.settings import EncoderSettings
+    from longdoc.experiments.systems import System
+
+    study = tiny_study(tiny_dataset, tiny_backbone, seeds=[0], learning_rates=[1e-3])
+    firstp = Dense("FirstP", study.settings(EncoderSettings).encoder("FirstP"))
+    kept = study.run(System("FirstP exact", ExactSearch(firstp)))
+    (kept.fits[0].directory / "index.npz").unlink()  # as a fit over INDEX_LIMIT_BYTES leaves it
+    again = ExactSearch(firstp).outcome(study, kept.fits[0])
+    for split, run in kept.outcomes[0].runs.items():
+        for query, ranking in run.items():
+            assert list(again.runs[split][query]) == list(ranking)
+            assert np.allclose(list(again.runs[split][query].values()), list(ranking.values()), atol=1e-5)
+
+
 def test_one_ensemble_per_seed_from_the_members_fitted_with_that_seed():
     """The ensemble's seed s votes the runs of every member fitted with seed s; a member outside the
     table runs the study's seeds, and a member that lacks a seed is an error naming it."""

@@ -673,7 +673,9 @@ class Dense(Spec):
 @dataclass(frozen=True)
 class ExactSearch(Spec):
     """A dense row's fits, searched by exact cosine between every query and every document over the
-    vectors kept at the dev-best evaluation (NCI Table 1's "BERT + BruteForce"; one vector per document)."""
+    vectors kept at the dev-best evaluation (NCI Table 1's "BERT + BruteForce"; one vector per document);
+    where the fit kept none (larger than ``INDEX_LIMIT_BYTES``: NQ320k at 768 dimensions, a candidate
+    dev evaluation), the dev-best model encodes the corpus again."""
 
     dense: Dense
 
@@ -686,13 +688,11 @@ class ExactSearch(Spec):
         return None  # its training is the dense row's
 
     def outcome(self, study, fit: FineTuned) -> RunOutcome:
+        model = fit.model()
         stored = stored_index(fit)
-        if stored is None:
-            raise RuntimeError(f"{self.dense.model}: the fit kept no corpus vectors to search by brute force")
-        vectors, owners = stored
+        vectors, owners = stored or model.encode_corpus(segment_corpus(model, study.data), progress=study.progress)
         documents = np.empty_like(vectors)
         documents[owners] = vectors  # one vector per document
-        model = fit.model()
         return RunOutcome(
             {
                 split: exact_cosine_run(
