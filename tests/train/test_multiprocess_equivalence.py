@@ -182,3 +182,16 @@ def doc2query_job(world: int, out, backbone: str) -> None:
 @pytest.mark.slow
 def test_the_query_generator_trainer_in_two_processes_equals_one(still_backbone, tmp_path):
     assert_same_weights(*weights_in_one_and_two_processes(doc2query_job, tmp_path, still_backbone))
+
+
+def test_fewer_items_than_one_step_across_processes_is_refused_before_training():
+    """Two processes of 4 items each and 6 items: one would get none and wait in a gather for ever."""
+    from types import SimpleNamespace
+
+    from longdoc.train.loop import TrainConfig
+    from longdoc.train.steps import run_steps
+
+    two = SimpleNamespace(num_processes=2, process_index=0)
+    config = TrainConfig(steps=1, batch_size=4, hard_negatives=0)
+    with pytest.raises(ValueError, match="6 training items, fewer than one step's 8 .2 processes x 4."):
+        run_steps(torch.nn.Linear(2, 2), list(range(6)), config, None, description="toy", accelerator=two)

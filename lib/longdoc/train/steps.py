@@ -121,6 +121,11 @@ def run_steps(
     )
     world, rank = accelerator.num_processes, accelerator.process_index
     global_batch = config.batch_size * world
+    if world > 1 and len(items) < global_batch:  # a process would get no item, and a gather would wait for it
+        raise ValueError(
+            f"{description}: {len(items)} training items, fewer than one step's {global_batch} "
+            f"({world} processes x {config.batch_size}); lower batch_size or n_devices"
+        )
     steps_per_epoch = max(1, len(items) // global_batch if world > 1 else math.ceil(len(items) / global_batch))
     total_steps = config.steps or steps_per_epoch * config.epochs
     evaluate_at = evaluation_steps(config.eval_every, steps_per_epoch, total_steps)
