@@ -8,6 +8,14 @@ from transformers import AutoTokenizer, BertConfig, BertModel
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 FIXTURES = Path(__file__).parent / "fixtures"
+TINY_BERT = dict(
+    vocab_size=30522,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=128,
+)
 
 
 @pytest.fixture
@@ -27,16 +35,7 @@ def tokenizer():
 def tiny_bert():
     """A tiny random BERT: unit tests never need trained weights."""
     torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=30522,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-        attn_implementation="sdpa",
-    )
-    return BertModel(config, add_pooling_layer=False).eval()
+    return BertModel(BertConfig(**TINY_BERT, attn_implementation="sdpa"), add_pooling_layer=False).eval()
 
 
 @pytest.fixture
@@ -50,22 +49,26 @@ def tiny_bert_with(tiny_bert):
     return build
 
 
+def save_tiny_backbone(directory: Path, tokenizer, **changes) -> str:
+    """A tiny random BERT (seed 0, ``TINY_BERT`` with ``changes``) saved with the real vocabulary."""
+    torch.manual_seed(0)
+    BertModel(BertConfig(**TINY_BERT, **changes), add_pooling_layer=False).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return str(directory)
+
+
 @pytest.fixture(scope="session")
 def tiny_backbone(tmp_path_factory, tokenizer):
     """A tiny random BERT saved as a backbone directory (``backbone=<path>``), with the real vocabulary."""
-    directory = tmp_path_factory.mktemp("tiny_backbone")
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=30522,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
+    return save_tiny_backbone(tmp_path_factory.mktemp("tiny_backbone"), tokenizer)
+
+
+@pytest.fixture(scope="session")
+def still_backbone(tmp_path_factory, tokenizer):
+    """The tiny backbone without dropout (runs that must see the same numbers twice)."""
+    return save_tiny_backbone(
+        tmp_path_factory.mktemp("still_backbone"), tokenizer, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
     )
-    BertModel(config, add_pooling_layer=False).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return str(directory)
 
 
 TOPICS = [

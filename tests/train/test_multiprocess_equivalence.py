@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from transformers import AutoTokenizer, BertConfig, BertModel
+from transformers import AutoTokenizer, BertModel
 
 TOPICS = ["kernel", "socket", "thread", "signal", "memory", "file", "clock", "pipe"]
 GLOBAL_BATCH, STEPS = 4, 3
@@ -76,26 +76,6 @@ def with_plain_sgd() -> None:
 def save_from_first(model: torch.nn.Module, out) -> None:
     if not dist.is_initialized() or dist.get_rank() == 0:
         torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, out)
-
-
-@pytest.fixture(scope="module")
-def still_backbone(tmp_path_factory, tokenizer):
-    """A tiny random BERT without dropout, saved with the real vocabulary."""
-    directory = tmp_path_factory.mktemp("still_backbone")
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=30522,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    BertModel(config, add_pooling_layer=False).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return str(directory)
 
 
 # -- matching ---------------------------------------------------------------------------------------

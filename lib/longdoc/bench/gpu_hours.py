@@ -37,6 +37,13 @@ from pathlib import Path
 import pandas as pd
 
 from longdoc.data.registry import REPO_ROOT
+from longdoc.experiments.families.generative import GENERATIVE, Ensemble, ExpandedBM25, Generative, NciSettings
+from longdoc.experiments.families.matching import MATCHING, Matcher
+from longdoc.experiments.families.retrieval import BM25, RETRIEVAL, Dense, ExactSearch
+from longdoc.experiments.papers import baselines, longtriever, nci, sedr, smith
+from longdoc.experiments.profiles import dataset_role, parameters_for
+from longdoc.experiments.settings import BudgetSettings
+from longdoc.experiments.study import Study
 
 MEASUREMENTS = REPO_ROOT / "results" / "bench" / "h100" / "training.json"
 NOTEBOOKS = REPO_ROOT / "notebooks"
@@ -223,10 +230,6 @@ class Planner:
 
     # -- each kind of row ----------------------------------------------------------------------------
     def fit(self, spec, rate: float, seed: int) -> None:
-        from longdoc.experiments.families.generative import Generative
-        from longdoc.experiments.families.matching import Matcher
-        from longdoc.experiments.families.retrieval import Dense, ExactSearch
-
         if isinstance(spec, ExactSearch):
             self.fit(spec.dense, rate, seed)
         elif isinstance(spec, Dense):
@@ -239,9 +242,6 @@ class Planner:
             raise TypeError(f"{type(spec).__name__}: no cost rule (add one to longdoc.bench.gpu_hours)")
 
     def untrained(self, spec, seeds: list[int]) -> None:
-        from longdoc.experiments.families.generative import Ensemble, ExpandedBM25
-        from longdoc.experiments.families.retrieval import BM25, Dense
-
         if isinstance(spec, Dense):  # zero-shot: the corpus encoded once
             self.add(("zero-shot", repr(spec)), [self.encode("zero-shot", spec.model, spec.encoder)])
         elif isinstance(spec, Ensemble):
@@ -256,8 +256,6 @@ class Planner:
         return Work(what, f"encode:{model}", times * self.scale.documents, tokens_of(encoder))
 
     def budget(self):
-        from longdoc.experiments.settings import BudgetSettings
-
         return self.study.settings(BudgetSettings)
 
     def pretraining(self, model: str, encoder, pretrain) -> None:
@@ -328,8 +326,6 @@ class Planner:
         )
 
     def generative(self, spec, rate: float, seed: int) -> None:
-        from longdoc.experiments.families.generative import NciSettings
-
         options = self.study.settings(NciSettings)
         if spec.nci.queries.generated:
             self.plan.unpriced.add(QUERY_GENERATION)
@@ -354,88 +350,59 @@ def _first_seed(function: Callable) -> Callable:
     return lambda study: [(system, study.seeds[:1]) for system in function(study)]
 
 
-def _rows(notebook: str) -> tuple[str, Callable]:
-    """``(family name, study -> [(system, seeds or None)])`` of a notebook that trains."""
-    from longdoc.experiments.papers import baselines, longtriever, nci, sedr, smith
-
-    def smith_main(study):
-        systems = smith.main_systems(study)
-        single = smith.single_seed(systems)
-        return [(s, study.seeds[:1] if s in single else None) for s in systems]
-
-    def sedr_buckets(study):
-        main, names = {s.name: s for s in sedr.main_systems(study)}, sedr.names(study)
-        rows = [main[names[key]] for key in ("bm25", "star", "maxp")] + [longtriever.longtriever(study)]
-        return [(s, None) for s in [*rows, main[names["sedr"]]]]
-
-    def nci_capacity(study):
-        return [(nci.nci(study), study.seeds[:1])] + [(s, study.seeds[:1]) for s in nci.capacity_systems(study)]
-
-    rows = {
-        "01_baselines": ("retrieval", _all_seeds(baselines.passage_baselines)),
-        "10_longtriever_main": ("retrieval", _all_seeds(longtriever.main_systems)),
-        "11_longtriever_ablation": ("retrieval", _all_seeds(longtriever.ablation_systems)),
-        "12_block_size": ("retrieval", _first_seed(longtriever.block_size_systems)),
-        "13_lmae_ratio": ("retrieval", _first_seed(longtriever.lmae_ratio_systems)),
-        "20_sedr_main": ("retrieval", _all_seeds(sedr.main_systems)),
-        "21_sedr_interaction": ("retrieval", _all_seeds(sedr.interaction_systems)),
-        "22_sedr_negatives": ("retrieval", _first_seed(lambda s: sum(sedr.sweep_systems(s), []))),
-        "23_sedr_tsne": ("retrieval", _all_seeds(sedr.interaction_systems)),
-        "24_length_buckets": ("retrieval", sedr_buckets),
-        "30_smith_main": ("matching", smith_main),
-        "31_smith_length": ("matching", _first_seed(lambda s: smith.length_systems(s, smith.smith_wp_sp(s)))),
-        "32_smith_layers": ("matching", _first_seed(lambda s: smith.layer_systems(s, smith.smith_wp_sp(s)))),
-        "33_smith_combine": ("matching", _first_seed(lambda s: smith.combine_systems(s, smith.smith_wp_sp(s)))),
-        "40_nci_main": ("nci", _all_seeds(nci.main_systems)),
-        "41_nci_ablation": ("nci", _all_seeds(nci.ablation_systems)),
-        "42_nci_adaptor_layers": ("nci", _all_seeds(nci.adaptor_systems)),
-        "43_nci_alpha": ("nci", _all_seeds(nci.alpha_systems)),
-        "44_nci_efficiency": ("nci", nci_capacity),
-        "45_nci_semantic_ids": ("nci", lambda study: [(nci.nci(study), study.seeds[:1])]),
-    }
-    return rows[notebook]
+def _smith_main(study):
+    systems = smith.main_systems(study)
+    single = smith.single_seed(systems)
+    return [(s, study.seeds[:1] if s in single else None) for s in systems]
 
 
-TRAINING_NOTEBOOKS = (
-    "01_baselines",
-    "10_longtriever_main",
-    "11_longtriever_ablation",
-    "12_block_size",
-    "13_lmae_ratio",
-    "20_sedr_main",
-    "21_sedr_interaction",
-    "22_sedr_negatives",
-    "23_sedr_tsne",
-    "24_length_buckets",
-    "30_smith_main",
-    "31_smith_length",
-    "32_smith_layers",
-    "33_smith_combine",
-    "40_nci_main",
-    "41_nci_ablation",
-    "42_nci_adaptor_layers",
-    "43_nci_alpha",
-    "44_nci_efficiency",
-    "45_nci_semantic_ids",
-)
+def _sedr_buckets(study):
+    main, names = {s.name: s for s in sedr.main_systems(study)}, sedr.names(study)
+    rows = [main[names[key]] for key in ("bm25", "star", "maxp")] + [longtriever.longtriever(study)]
+    return [(s, None) for s in [*rows, main[names["sedr"]]]]
+
+
+def _nci_capacity(study):
+    return [(nci.nci(study), study.seeds[:1])] + [(s, study.seeds[:1]) for s in nci.capacity_systems(study)]
+
+
+# notebook -> (dataset role, study -> [(system, seeds or None)]), in run_all.sh's order
+NOTEBOOK_ROWS = {
+    "01_baselines": ("retrieval", _all_seeds(baselines.passage_baselines)),
+    "10_longtriever_main": ("retrieval", _all_seeds(longtriever.main_systems)),
+    "11_longtriever_ablation": ("retrieval", _all_seeds(longtriever.ablation_systems)),
+    "12_block_size": ("retrieval", _first_seed(longtriever.block_size_systems)),
+    "13_lmae_ratio": ("retrieval", _first_seed(longtriever.lmae_ratio_systems)),
+    "20_sedr_main": ("retrieval", _all_seeds(sedr.main_systems)),
+    "21_sedr_interaction": ("retrieval", _all_seeds(sedr.interaction_systems)),
+    "22_sedr_negatives": ("retrieval", _first_seed(lambda s: sum(sedr.sweep_systems(s), []))),
+    "23_sedr_tsne": ("retrieval", _all_seeds(sedr.interaction_systems)),
+    "24_length_buckets": ("retrieval", _sedr_buckets),
+    "30_smith_main": ("matching", _smith_main),
+    "31_smith_length": ("matching", _first_seed(lambda s: smith.length_systems(s, smith.smith_wp_sp(s)))),
+    "32_smith_layers": ("matching", _first_seed(lambda s: smith.layer_systems(s, smith.smith_wp_sp(s)))),
+    "33_smith_combine": ("matching", _first_seed(lambda s: smith.combine_systems(s, smith.smith_wp_sp(s)))),
+    "40_nci_main": ("nci", _all_seeds(nci.main_systems)),
+    "41_nci_ablation": ("nci", _all_seeds(nci.ablation_systems)),
+    "42_nci_adaptor_layers": ("nci", _all_seeds(nci.adaptor_systems)),
+    "43_nci_alpha": ("nci", _all_seeds(nci.alpha_systems)),
+    "44_nci_efficiency": ("nci", _nci_capacity),
+    "45_nci_semantic_ids": ("nci", lambda study: [(nci.nci(study), study.seeds[:1])]),
+}
+TRAINING_NOTEBOOKS = tuple(NOTEBOOK_ROWS)
+FAMILIES = {"retrieval": RETRIEVAL, "matching": MATCHING, "nci": GENERATIVE}
 
 
 def notebook_plan(profile: str | Path, notebook: str, backbone: str | None = None, scale: Scale | None = None) -> Plan:
     """The work ``notebook`` does under ``profile`` (its rows built, nothing read or trained). ``backbone``
     replaces the profile's (the rows' shapes do not depend on it; the papers' bert-base-uncased need not
     be on this machine)."""
-    from longdoc.experiments.families.generative import GENERATIVE
-    from longdoc.experiments.families.matching import MATCHING
-    from longdoc.experiments.families.retrieval import RETRIEVAL
-    from longdoc.experiments.profiles import parameters_for
-    from longdoc.experiments.study import Study
 
-    role, rows = _rows(notebook)
+    role, rows = NOTEBOOK_ROWS[notebook]
     params = parameters_for(profile_path(profile), NOTEBOOKS / f"{notebook}.ipynb")
     if backbone:
         params["backbone"] = backbone
-    family = {"retrieval": RETRIEVAL, "matching": MATCHING, "nci": GENERATIVE}[role]
-    study = Study(notebook, params, family, progress=False)
+    study = Study(notebook, params, FAMILIES[role], progress=False)
     planner = Planner(study, scale or PAPER_SCALE[role])
     for system, seeds in rows(study):
         planner.run(system, seeds)
@@ -515,7 +482,6 @@ README_MARKERS = ("<!-- gpu-hours: python -m longdoc.bench.gpu_hours --readme --
 
 def recipe_table(frame: pd.DataFrame, profile: str = "paper") -> str:
     """The README's recipe table: each notebook's command, data, fits and GPU-hours, and the totals."""
-    from longdoc.experiments.profiles import dataset_role
 
     lines = [
         "| notebook | reproduces | command | data | fits (new) | GPU-hours in order (alone) | mostly |",
