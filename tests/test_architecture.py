@@ -10,7 +10,7 @@ top to bottom (a module may import its own layer and the ones below):
 - ``train``, ``index``, ``analysis``, ``plots``
 - ``eval``
 - ``models``, ``data``
-- ``losses``, ``text``, ``io``, ``types``, ``progress``, ``seeding``, ``sharding`` (pure functions and plumbing)
+- ``losses``, ``text``, ``io``, ``types``, ``progress``, ``seeding``, ``sharding``, ``distributed`` (pure functions and plumbing)
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ LAYERS = [
     {"train", "index", "analysis", "plots"},
     {"eval"},
     {"models", "data"},
-    {"losses", "text", "io", "types", "progress", "seeding", "sharding"},
+    {"losses", "text", "io", "types", "progress", "seeding", "sharding", "distributed"},
 ]
 
 

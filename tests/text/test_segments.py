@@ -1,6 +1,7 @@
 import pytest
 
 from longdoc.text import segment_ids
+from longdoc.text.segments import MappedSegments, SegmentedCorpus, write_token_store
 
 
 def test_segments_leave_room_for_special_tokens():
@@ -14,3 +15,48 @@ def test_max_segments_truncates_and_empty_doc_gives_one_segment():
     assert segment_ids([], 10, 2) == [[]]
     with pytest.raises(ValueError, match="segment_length"):
         segment_ids([1], 2, 1)
+
+
+TEXTS = [
+    "A pipe is a unidirectional data channel. " * 9,
+    "",
+    "short",
+    "Sentences here. Each one ends. Then another begins, and it runs on for a while with more words. " * 4,
+    "naïve café ünïcode and a signal handler that reads a socket buffer",
+]
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        dict(segment_length=12, max_segments=3),
+        dict(segment_length=12, max_segments=4, document_tokens=25),
+        dict(segment_length=16, max_segments=3, sentence_filling=True),
+        dict(segment_length=512, max_segments=1),
+    ],
+)
+def test_a_memory_mapped_token_store_holds_the_segments_of_the_lists(tokenizer, tmp_path, shape):
+    ids = [f"d{i}" for i in range(len(TEXTS))]
+    listed = SegmentedCorpus.build(tokenizer, ids, TEXTS, batch_size=2, **shape)
+    mapped = SegmentedCorpus.build(tokenizer, ids, TEXTS, batch_size=2, directory=tmp_path / "tokens", **shape)
+    assert isinstance(mapped.segments, MappedSegments) and isinstance(listed.segments, list)
+    assert list(mapped.segments) == listed.segments and mapped.segments[-1] == listed.segments[-1]
+    assert mapped.num_segments == listed.num_segments and len(mapped) == len(listed)
+    for limit in (1, 2, 5):
+        assert all((a == b).all() for a, b in zip(mapped.extents(limit), listed.extents(limit)))
+
+
+def test_a_token_store_is_reused_for_its_shape_and_rebuilt_for_another(tokenizer, tmp_path):
+    ids = [f"d{i}" for i in range(len(TEXTS))]
+    SegmentedCorpus.build(tokenizer, ids, TEXTS, 12, 3, directory=tmp_path / "tokens")
+    stamp = (tmp_path / "tokens" / "tokens.bin").stat().st_mtime_ns
+    SegmentedCorpus.build(tokenizer, ids, TEXTS, 12, 3, directory=tmp_path / "tokens")
+    assert (tmp_path / "tokens" / "tokens.bin").stat().st_mtime_ns == stamp
+    wider = SegmentedCorpus.build(tokenizer, ids, TEXTS, 20, 3, directory=tmp_path / "tokens")
+    assert list(wider.segments) == SegmentedCorpus.build(tokenizer, ids, TEXTS, 20, 3).segments
+
+
+def test_a_vocabulary_beyond_uint16_is_stored_in_32_bits(tmp_path):
+    documents = [[[70_000, 1], [65_536]], [[]]]
+    store = MappedSegments(write_token_store(tmp_path / "tokens", documents, vocabulary=80_000, spec={}))
+    assert store.spec["dtype"] == "uint32" and list(store) == documents and store.total == 3

@@ -6,9 +6,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 
+from longdoc.distributed import gather_with_grad
 from longdoc.losses import contrastive_loss
 from longdoc.models.biencoder import maxp_scores
-from longdoc.train.distributed import gather_with_grad
 
 DIM, BATCH = 6, 4
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 from longdoc.data.errors import DataFormatError, check_id, json_type, text_lines
 from longdoc.io import atomic_write
@@ -37,7 +38,7 @@ class RetrievalDataset:
     """A corpus, its queries and relevance judgements per split (``train``/``dev``/``test``)."""
 
     name: str
-    corpus: dict[str, Document]
+    corpus: Mapping[str, Document]  # a dict, or a memory-mapped CorpusStore
     queries: dict[str, str]
     qrels: dict[str, Qrels]
     manifest: dict = field(default_factory=dict)
@@ -52,13 +53,16 @@ class RetrievalDataset:
                         raise ValueError(f"{self.name}: qrels/{split} names unknown document id {doc_id!r}")
 
     @property
-    def doc_ids(self) -> list[str]:
-        return list(self.corpus)
+    def doc_ids(self) -> Sequence[str]:
+        """Every document id in corpus order (a lazy sequence when the corpus is a memory-mapped store)."""
+        mapped = getattr(self.corpus, "ids", None)
+        return mapped if mapped is not None else list(self.corpus)
 
     @property
-    def texts(self) -> list[str]:
-        """Every document's title + text, in ``doc_ids`` order."""
-        return [document.full_text for document in self.corpus.values()]
+    def texts(self) -> Sequence[str]:
+        """Every document's title + text, in ``doc_ids`` order (lazy for a memory-mapped store)."""
+        mapped = getattr(self.corpus, "full_texts", None)
+        return mapped if mapped is not None else [document.full_text for document in self.corpus.values()]
 
     @property
     def checksum(self) -> str:
@@ -197,17 +201,16 @@ def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | Non
 
 
 def load_beir(directory: str | Path, name: str | None = None, on_empty: str = "error",
-              trust_manifest_checksum: bool = False) -> RetrievalDataset:
+              trust_manifest_checksum: bool = False, store_dir: str | Path | None = None) -> RetrievalDataset:
     """A BEIR-layout folder. Its checksum is SHA-256 over the files' bytes (:func:`files_checksum`),
     so an edited file is a new dataset; only a benchmark we built ourselves, whose manifest was written
-    with its files in one atomic step, may take the manifest's (``trust_manifest_checksum``)."""
+    with its files in one atomic step, may take the manifest's (``trust_manifest_checksum``).
+    ``store_dir``: read the corpus through a memory-mapped store kept there under the dataset's checksum
+    (:mod:`longdoc.data.corpus_store`; built on first use), not into a dict."""
     directory = Path(directory)
     for required in ("corpus.jsonl", "queries.jsonl", "qrels"):
         if not (directory / required).exists():
             raise DataFormatError(directory / required, "missing (not a BEIR-layout dataset directory)")
-    corpus = read_corpus(directory / "corpus.jsonl", on_empty=on_empty)
-    queries = read_queries(directory / "queries.jsonl")
-    qrels = {p.stem: read_qrels(p, queries, corpus) for p in qrels_files(directory)}
     manifest_path = directory / "manifest.json"
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else {}
@@ -219,6 +222,15 @@ def load_beir(directory: str | Path, name: str | None = None, on_empty: str = "e
         if "checksum" in manifest:
             manifest["manifest_checksum"] = manifest["checksum"]
         manifest["checksum"] = files_checksum(directory)
+    if store_dir is None:
+        corpus = read_corpus(directory / "corpus.jsonl", on_empty=on_empty)
+    else:
+        from longdoc.data.corpus_store import open_corpus_store
+
+        corpus = open_corpus_store(directory / "corpus.jsonl", Path(store_dir) / f"{manifest['checksum'][:24]}-{on_empty}",
+                                   on_empty)
+    queries = read_queries(directory / "queries.jsonl")
+    qrels = {p.stem: read_qrels(p, queries, corpus) for p in qrels_files(directory)}
     return RetrievalDataset(name or directory.name, corpus, queries, qrels, manifest)
 
 

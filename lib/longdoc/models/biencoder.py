@@ -197,16 +197,12 @@ class BiEncoder(nn.Module):
         """Documents grouped so that each batch holds at most ``max_tokens`` padded tokens (segments x
         the longest segment), documents kept whole (single-vector models need all their blocks) and
         ordered by their longest segment, so that a batch pads little."""
-        limit = self.config.max_segments
-
-        def extent(i: int) -> tuple[int, int]:  # (padded width, segments) of document i
-            segments = corpus.segments[i][:limit]
-            return max(map(len, segments)) + 2, len(segments)
-
-        order = sorted(range(len(corpus)), key=lambda i: tuple(-v for v in extent(i)))
+        widths, counts = corpus.extents(self.config.max_segments)
+        widths = widths + 2  # [CLS] and [SEP]
+        order = np.lexsort((-counts, -widths))  # widest first, then most segments; stable, as sorted() was
         batches, batch, segments, width = [], [], 0, 0
-        for i in order:
-            w, n = extent(i)
+        for i in order.tolist():
+            w, n = int(widths[i]), int(counts[i])
             if batch and (segments + n) * max(width, w) > max_tokens:
                 batches.append(batch)
                 batch, segments, width = [], 0, 0

@@ -2,13 +2,26 @@
 
 A segment is ``[CLS] + up to (segment_length - 2) content tokens + [SEP]``; a document of n content
 tokens gives ceil(n / (segment_length - 2)) segments, at most ``max_segments``.
+
+A :class:`SegmentedCorpus` holds its segments in lists, or (``directory=``) in a token store on disk,
+written once and read document by document (:class:`MappedSegments`: offsets memory-mapped, tokens read
+with ``pread``), for corpora that do not fit in memory as Python lists (MS MARCO at 4 x 512 tokens:
+about 6.5 billion token ids).
 """
 
 from __future__ import annotations
 
+import json
+import os
+from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
 from transformers import PreTrainedTokenizerBase
+
+from longdoc.io import atomic_directory
 
 
 def segment_ids(token_ids: list[int], segment_length: int, max_segments: int) -> list[list[int]]:
@@ -22,12 +35,72 @@ def segment_ids(token_ids: list[int], segment_length: int, max_segments: int) ->
     return chunks or [[]]
 
 
+def write_token_store(directory: str | Path, documents: Iterable[list[list[int]]], vocabulary: int, spec: dict) -> Path:
+    """Write every document's segments (content token ids) to ``directory``, built under a temporary
+    name: ``tokens.bin`` (flat ids, uint16 when the vocabulary allows), ``segment_starts.npy`` (``[S+1]``
+    token offsets) and ``document_starts.npy`` (``[D+1]`` segment offsets); ``spec`` is kept in
+    ``store.json`` and must match when the store is opened again."""
+    dtype = np.uint16 if vocabulary <= 1 << 16 else np.uint32
+    with atomic_directory(directory) as tmp:
+        lengths, counts = array("q"), array("q")
+        with open(tmp / "tokens.bin", "wb") as handle:
+            for segments in documents:
+                counts.append(len(segments))
+                for segment in segments:
+                    lengths.append(len(segment))
+                    handle.write(np.asarray(segment, dtype=dtype).tobytes())
+        np.save(tmp / "segment_starts.npy", np.concatenate([[0], np.cumsum(np.frombuffer(lengths, np.int64))]))
+        np.save(tmp / "document_starts.npy", np.concatenate([[0], np.cumsum(np.frombuffer(counts, np.int64))]))
+        (tmp / "store.json").write_text(json.dumps({**spec, "dtype": np.dtype(dtype).name}, indent=2))
+    return Path(directory)
+
+
+class MappedSegments(Sequence):
+    """Per document, per segment: content token ids, read from a token store (:func:`write_token_store`)."""
+
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+        self.spec = json.loads((self.directory / "store.json").read_text())
+        self.segment_starts = np.load(self.directory / "segment_starts.npy", mmap_mode="r")
+        self.document_starts = np.load(self.directory / "document_starts.npy", mmap_mode="r")
+        self.dtype = np.dtype(self.spec["dtype"])
+        self._tokens = open(self.directory / "tokens.bin", "rb")  # pread: the page cache holds it, not this process
+
+    def __len__(self) -> int:
+        return len(self.document_starts) - 1
+
+    @property
+    def total(self) -> int:
+        """Segments of every document."""
+        return int(self.document_starts[-1])
+
+    def __getitem__(self, index: int) -> list[list[int]]:
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        first, last = int(self.document_starts[index]), int(self.document_starts[index + 1])
+        bounds = self.segment_starts[first : last + 1]
+        size = self.dtype.itemsize
+        raw = os.pread(self._tokens.fileno(), int(bounds[-1] - bounds[0]) * size, int(bounds[0]) * size)
+        ids = np.frombuffer(raw, self.dtype).tolist()
+        return [ids[a - bounds[0] : b - bounds[0]] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+
+    def extents(self, limit: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per document: the longest of its first ``limit`` segments and how many it has (vectorised)."""
+        lengths = np.diff(self.segment_starts)
+        counts = np.diff(self.document_starts)
+        position = np.arange(len(lengths)) - np.repeat(self.document_starts[:-1], counts)
+        longest = np.maximum.reduceat(np.where(position < limit, lengths, 0), self.document_starts[:-1])
+        return longest, np.minimum(counts, limit)
+
+
 @dataclass
 class SegmentedCorpus:
     """Token ids of every document, cut into segments once and reused across epochs and encodings."""
 
-    doc_ids: list[str]
-    segments: list[list[list[int]]]  # per document, per segment: content token ids
+    doc_ids: Sequence[str]
+    segments: Sequence[list[list[int]]]  # per document, per segment: content token ids (lists or MappedSegments)
 
     @classmethod
     def build(
@@ -40,31 +113,84 @@ class SegmentedCorpus:
         document_tokens: int = 0,
         batch_size: int = 256,
         sentence_filling: bool = False,
+        directory: str | Path | None = None,
     ) -> SegmentedCorpus:
         """``document_tokens`` > 0 reads at most that many content tokens per document (the last
         block is then shorter); 0 reads all that ``max_segments`` blocks hold. ``sentence_filling``:
         blocks of whole sentences (SMITH, :func:`longdoc.text.sentences.sentence_blocks`) instead of
-        consecutive windows."""
-        if sentence_filling:
-            from longdoc.text.sentences import sentence_blocks
-
-            if document_tokens:
-                raise ValueError("document_tokens is not defined for sentence-filled blocks (set max_segments)")
-            return cls(list(doc_ids), sentence_blocks(tokenizer, texts, segment_length, max_segments))
-        limit = (segment_length - 2) * max_segments
-        if document_tokens:
-            limit = min(limit, document_tokens)
-        segments = []
-        for start in range(0, len(texts), batch_size):
-            encoded = tokenizer(
-                texts[start : start + batch_size], add_special_tokens=False, truncation=True, max_length=limit
-            )["input_ids"]
-            segments.extend(segment_ids(ids, segment_length, max_segments) for ids in encoded)
-        return cls(list(doc_ids), segments)
+        consecutive windows. ``directory``: the segments go to a token store there, tokenized in batches
+        as ``texts`` (any sequence, e.g. a corpus store's lazy texts) is read, and are read back memory-
+        mapped; a store already there with the same tokenizer and shape is opened as it is."""
+        if sentence_filling and document_tokens:
+            raise ValueError("document_tokens is not defined for sentence-filled blocks (set max_segments)")
+        doc_ids = doc_ids if isinstance(doc_ids, list) or directory is not None else list(doc_ids)
+        if directory is not None:
+            spec = {
+                "tokenizer": tokenizer.name_or_path,
+                "vocabulary": len(tokenizer),
+                "segment_length": segment_length,
+                "max_segments": max_segments,
+                "document_tokens": document_tokens,
+                "sentence_filling": sentence_filling,
+                "documents": len(texts),
+            }
+            manifest = Path(directory) / "store.json"
+            if not (
+                manifest.is_file()
+                and {k: v for k, v in json.loads(manifest.read_text()).items() if k != "dtype"} == spec
+            ):
+                documents = _segment_batches(
+                    tokenizer, texts, segment_length, max_segments, document_tokens, batch_size, sentence_filling
+                )
+                write_token_store(directory, documents, len(tokenizer), spec)
+            return cls(doc_ids, MappedSegments(directory))
+        documents = _segment_batches(
+            tokenizer, texts, segment_length, max_segments, document_tokens, batch_size, sentence_filling
+        )
+        return cls(list(doc_ids), list(documents))
 
     def __len__(self) -> int:
         return len(self.doc_ids)
 
     @property
     def num_segments(self) -> int:
+        if isinstance(self.segments, MappedSegments):
+            return self.segments.total
         return sum(map(len, self.segments))
+
+    def extents(self, limit: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per document: the length of its longest segment among the first ``limit`` and how many of
+        those it has (what a batch of it pads to)."""
+        if isinstance(self.segments, MappedSegments):
+            return self.segments.extents(limit)
+        kept = [segments[:limit] for segments in self.segments]
+        return (
+            np.array([max(map(len, s)) for s in kept], dtype=np.int64),
+            np.array([len(s) for s in kept], dtype=np.int64),
+        )
+
+
+def _segment_batches(
+    tokenizer,
+    texts: Sequence[str],
+    segment_length: int,
+    max_segments: int,
+    document_tokens: int,
+    batch_size: int,
+    sentence_filling: bool,
+) -> Iterable[list[list[int]]]:
+    """Each document's segments, tokenized ``batch_size`` texts at a time."""
+    if sentence_filling:
+        from longdoc.text.sentences import sentence_blocks
+
+        for start in range(0, len(texts), batch_size):
+            yield from sentence_blocks(tokenizer, texts[start : start + batch_size], segment_length, max_segments)
+        return
+    limit = (segment_length - 2) * max_segments
+    if document_tokens:
+        limit = min(limit, document_tokens)
+    for start in range(0, len(texts), batch_size):
+        encoded = tokenizer(
+            texts[start : start + batch_size], add_special_tokens=False, truncation=True, max_length=limit
+        )["input_ids"]
+        yield from (segment_ids(ids, segment_length, max_segments) for ids in encoded)

@@ -10,8 +10,8 @@ from collections.abc import Callable
 import torch
 from accelerate.utils import set_seed
 
+from longdoc.distributed import share_of_total, world_size
 from longdoc.models.doc2query import Doc2Query
-from longdoc.train.distributed import share_of_total, world_size
 from longdoc.train.loop import TrainConfig
 from longdoc.train.steps import run_steps
 

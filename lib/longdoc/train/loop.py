@@ -3,7 +3,7 @@
 Each step takes B training queries per process, one sampled positive each and ``hard_negatives``
 sampled from each query's mined list; queries and documents of all processes are gathered and every
 document is a negative for every other query (cross-device in-batch negatives,
-:mod:`longdoc.train.distributed`). AdamW with linear warm-up and decay, gradient clipping, fixed
+:mod:`longdoc.distributed`). AdamW with linear warm-up and decay, gradient clipping, fixed
 seeds. The budget is counted in optimizer steps; the model is evaluated on dev every ``eval_every``
 steps (and after the last one), and the weights of the best evaluation are kept (model selection on
 dev only). ``cache_size`` > 0 adds SeDR's late-cache negatives (:mod:`longdoc.losses.late_cache`;
@@ -22,11 +22,11 @@ import torch.nn.functional as F
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 
+from longdoc.distributed import gather_ids, gather_with_grad, world_size
 from longdoc.losses.late_cache import LateCacheNegatives
 from longdoc.models.biencoder import BiEncoder
 from longdoc.text.segments import SegmentedCorpus
 from longdoc.train.checkpoint import Checkpointer
-from longdoc.train.distributed import gather_ids, gather_with_grad, world_size
 from longdoc.train.steps import RandomState, TrainResult, run_steps
 
 

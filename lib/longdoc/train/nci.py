@@ -19,11 +19,11 @@ import torch.nn.functional as F
 from accelerate.utils import set_seed
 from transformers import get_linear_schedule_with_warmup
 
+from longdoc.distributed import gather_ids, gather_with_grad, pad_to_longest, share_of_total, world_size
 from longdoc.index.semantic_ids import IdTokenizer
 from longdoc.losses.consistency import IGNORE, consistency_loss, nci_loss
 from longdoc.models.nci import NciModel
 from longdoc.train.checkpoint import Checkpointer
-from longdoc.train.distributed import gather_ids, gather_with_grad, pad_to_longest, share_of_total, world_size
 from longdoc.train.steps import TrainResult, run_steps
 
 

@@ -104,3 +104,33 @@ def test_a_further_set_without_a_relevant_judgement_is_left_out(tiny_dataset, tm
     dataset = load_dataset(str(copy))
     assert "dl19" in dataset.qrels and further_reported_splits(dataset) == []
     assert set(evaluation_queries(dataset)) == {"dev", "test"}
+
+
+def test_a_memory_mapped_corpus_fits_and_reports_as_the_in_memory_one(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study, monkeypatch
+):
+    from longdoc.data import corpus_store
+    from longdoc.data.corpus_store import CorpusStore
+    from longdoc.experiments import cache
+    from longdoc.experiments.families import retrieval
+    from longdoc.text.segments import MappedSegments
+
+    def fit(row):
+        study = tiny_study(tiny_dataset, tiny_backbone, learning_rates=[1e-3], seeds=[0], dev_candidates=2)
+        spec = Dense(row, study.settings(EncoderSettings).encoder(row))
+        outcome = study.fit(System(row, spec))
+        model = build_encoder(row, study.settings(EncoderSettings).encoder(row), 0)
+        return study, outcome, segment_corpus(model, study.data), model
+
+    in_memory = {row: fit(row) for row in ("FirstP", "MaxP")}
+    monkeypatch.setattr(corpus_store, "MAPPED_FROM_BYTES", 1)  # every corpus is "large"
+    monkeypatch.setattr(retrieval, "_SEGMENTED", {})
+    monkeypatch.setattr(retrieval, "_CANDIDATES", {})
+    monkeypatch.setattr(cache, "CACHE_DIR", isolated_outputs / "cache-mapped")  # fitted again, not read back
+    for row, (_, outcome, corpus, model) in in_memory.items():
+        mapped_study, mapped_outcome, mapped_corpus, _ = fit(row)
+        assert isinstance(mapped_study.data.corpus, CorpusStore) and isinstance(mapped_corpus.segments, MappedSegments)
+        assert list(mapped_corpus.segments) == corpus.segments
+        assert model.token_batches(mapped_corpus, 64) == model.token_batches(corpus, 64)
+        assert (isolated_outputs / "cache-mapped" / "corpus").is_dir()
+        assert mapped_outcome.outputs == outcome.outputs and mapped_outcome.last["history"] == outcome.last["history"]

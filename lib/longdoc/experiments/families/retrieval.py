@@ -31,7 +31,8 @@ from longdoc.eval.chance import random_ranking_value
 from longdoc.eval.metrics import Run, evaluate, per_query
 from longdoc.eval.probes import in_batch_probe
 from longdoc.eval.run_files import write_run
-from longdoc.experiments.cache import cached_directory, portable
+from longdoc.experiments import cache
+from longdoc.experiments.cache import cache_key, cached_directory, portable
 from longdoc.experiments.families.pretraining import pretrained, pretraining_history, pretraining_summary
 from longdoc.experiments.families.worker import dataset_reference, launch
 from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune, save_fit
@@ -56,6 +57,12 @@ PROBE_QUERIES = 128  # dev queries of a start's in-batch probe
 NEGATIVES = ("none", "bm25", "miner")  # "miner": static hard negatives from another fine-tuned model (SeDR's STAR)
 
 
+def load_retrieval_dataset(name: str, max_docs: int = 0, seed: int = 0) -> RetrievalDataset:
+    """:func:`~longdoc.data.registry.load_dataset` with the cache's corpus stores: a corpus of 1 GiB or
+    more (MS MARCO's 22 GB) is read through a memory map, tokenized once per block shape beside it."""
+    return load_dataset(name, max_docs=max_docs, seed=seed, store_dir=cache.CACHE_DIR / "corpus")
+
+
 class RetrievalFamily(Family):
     name = "retrieval"
     selection_measure = "MRR@100"
@@ -63,7 +70,7 @@ class RetrievalFamily(Family):
 
     def load(self, study) -> RetrievalDataset:
         options = study.options
-        data = load_dataset(options.dataset, max_docs=options.max_docs, seed=study.seeds[0])
+        data = load_retrieval_dataset(options.dataset, max_docs=options.max_docs, seed=study.seeds[0])
         require_splits(options.dataset, data.qrels)  # every table needs all three: fail before any training
         for split in ("train", "dev", "test"):
             data.split(split)
@@ -177,6 +184,7 @@ def segment_corpus(model: BiEncoder, dataset: RetrievalDataset) -> SegmentedCorp
         getattr(config, "sentence_filling", False),
     )
     if key not in _SEGMENTED:
+        store = getattr(dataset.corpus, "directory", None)  # a memory-mapped corpus: its tokens are stored beside it
         _SEGMENTED[key] = SegmentedCorpus.build(
             model.tokenizer,
             dataset.doc_ids,
@@ -185,6 +193,7 @@ def segment_corpus(model: BiEncoder, dataset: RetrievalDataset) -> SegmentedCorp
             config.max_segments,
             config.document_tokens,
             sentence_filling=getattr(config, "sentence_filling", False),
+            directory=None if store is None else Path(store) / "segments" / cache_key(shape=list(key[4:])),
         )
     return _SEGMENTED[key]
 
@@ -448,7 +457,7 @@ class FinetuneJob:
     dev_candidates: int = 0  # > 0: dev evaluations rank each dev query's BM25 top k and the judged documents
 
 
-RUNNER, DATASET_LOADER = f"{__name__}:run_finetune_job", "longdoc.data.registry:load_dataset"
+RUNNER, DATASET_LOADER = f"{__name__}:run_finetune_job", f"{__name__}:load_retrieval_dataset"
 
 
 def run_finetune_job(job: FinetuneJob, dataset: RetrievalDataset, directory: Path, resume: Path) -> None:

@@ -1,0 +1,191 @@
+"""A corpus on disk, read through memory maps: MS MARCO's 3.2M documents (22 GB of text) without
+holding them in memory.
+
+:func:`write_corpus_store` reads ``corpus.jsonl`` once, in order, with the checks of
+:func:`longdoc.data.beir.read_corpus` (ids, fields, empty documents, duplicate ids, each error naming
+its line), into a folder of flat arrays (building keeps only the ids and three integers per document
+in memory):
+
+- ``text.bin``: every document's title then text, UTF-8, one after another;
+- ``bounds.npy``: ``[D, 3]`` int64, where each document's title starts, its text starts and it ends;
+- ``ids.npy``: ``[D]`` fixed-width UTF-8 ids, in corpus order; ``lookup.npy``: the positions that sort
+  them (binary search finds a document without a dictionary of every id).
+
+:class:`CorpusStore` is a read-only ``Mapping[str, Document]`` over that folder, in corpus order: a
+:class:`~longdoc.data.beir.RetrievalDataset` holds it where it would hold a dict, and its ``doc_ids``
+and ``texts`` are lazy sequences. Texts are read with ``pread`` (the kernel's page cache keeps what is
+read often; the process holds only the offsets, memory-mapped), so resident memory does not grow with
+the corpus.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from longdoc.data.errors import DataFormatError, check_id
+from longdoc.io import atomic_directory
+
+STORE_VERSION = 1
+MAPPED_FROM_BYTES = 1 << 30  # load_dataset's default: corpora of 1 GiB or more are read through a store
+
+
+def write_corpus_store(corpus_path: str | Path, directory: str | Path, on_empty: str = "error") -> Path:
+    """Stream ``corpus_path`` (``corpus.jsonl``) into a store at ``directory`` (built under a temporary
+    name, so a killed build leaves nothing a later run opens). Returns ``directory``."""
+    from longdoc.data.beir import _jsonl_rows, _text_field
+
+    corpus_path, directory = Path(corpus_path), Path(directory)
+    with atomic_directory(directory) as tmp:
+        ids, lines, bounds, position, skipped = [], array("q"), array("q"), 0, 0
+        with open(tmp / "text.bin", "wb") as text_file:
+            for number, row in _jsonl_rows(corpus_path):
+                doc_id = check_id(row["_id"], corpus_path, number)
+                title = _text_field(row, "title", corpus_path, number)
+                text = _text_field(row, "text", corpus_path, number)
+                if not (title.strip() or text.strip()):
+                    if on_empty == "skip":
+                        skipped += 1
+                        continue
+                    raise DataFormatError(corpus_path, f"document {doc_id!r} is empty (no title and no text)", number)
+                title_bytes, text_bytes = title.encode("utf-8"), text.encode("utf-8")
+                text_file.write(title_bytes)
+                text_file.write(text_bytes)
+                start = position
+                position += len(title_bytes) + len(text_bytes)
+                bounds.extend((start, start + len(title_bytes), position))
+                ids.append(doc_id.encode("utf-8"))
+                lines.append(number)
+        if not ids:
+            raise DataFormatError(corpus_path, "the corpus holds no documents")
+        id_array = np.array(ids, dtype=f"S{max(map(len, ids))}")
+        del ids
+        lookup = np.argsort(id_array, kind="stable")
+        ordered = id_array[lookup]
+        repeated = np.flatnonzero(ordered[1:] == ordered[:-1])
+        if repeated.size:
+            first, second = lookup[repeated[0]], lookup[repeated[0] + 1]
+            doc_id = id_array[second].decode("utf-8")
+            raise DataFormatError(
+                corpus_path, f"duplicate document id {doc_id!r} (first on line {lines[first]})", lines[second]
+            )
+        np.save(tmp / "ids.npy", id_array)
+        np.save(tmp / "lookup.npy", lookup)
+        np.save(tmp / "bounds.npy", np.frombuffer(bounds, dtype=np.int64).reshape(-1, 3))
+        (tmp / "store.json").write_text(
+            json.dumps({"version": STORE_VERSION, "source": str(corpus_path), "documents": len(lookup),
+                        "text_bytes": position, "skipped_empty": skipped}, indent=2)
+        )
+    return directory
+
+
+def store_is_current(directory: str | Path) -> bool:
+    """Whether ``directory`` holds a complete store of this version."""
+    manifest = Path(directory) / "store.json"
+    return manifest.is_file() and json.loads(manifest.read_text()).get("version") == STORE_VERSION
+
+
+def open_corpus_store(corpus_path: str | Path, directory: str | Path, on_empty: str = "error") -> CorpusStore:
+    """The store of ``corpus_path`` at ``directory``, built first when missing or of an older version
+    (temporaries of killed builds beside it are swept)."""
+    from longdoc.io import sweep_stale
+
+    directory = Path(directory)
+    if not store_is_current(directory):
+        sweep_stale(directory.parent)
+        write_corpus_store(corpus_path, directory, on_empty)
+    return CorpusStore(directory)
+
+
+class _Column(Sequence):
+    """A lazy, read-only column of a :class:`CorpusStore` (ids or full texts), in corpus order."""
+
+    def __init__(self, store: CorpusStore, read):
+        self._store, self._read = store, read
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._read(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._read(index)
+
+    def __iter__(self) -> Iterator:
+        return map(self._read, range(len(self)))
+
+
+class CorpusStore(Mapping):
+    """``{doc id: Document}`` read from a store folder (:func:`write_corpus_store`), in corpus order."""
+
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+        if not store_is_current(self.directory):
+            raise FileNotFoundError(f"{self.directory}: no complete corpus store (build it with write_corpus_store)")
+        self._ids = np.load(self.directory / "ids.npy", mmap_mode="r")
+        self._lookup = np.load(self.directory / "lookup.npy", mmap_mode="r")
+        self._bounds = np.load(self.directory / "bounds.npy", mmap_mode="r")
+        self._text = open(self.directory / "text.bin", "rb")  # read with pread: the page cache, not this process, holds it
+        self.ids = _Column(self, self._id)
+        self.full_texts = _Column(self, self._full_text)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids)
+
+    def _id(self, index: int) -> str:
+        return self._ids[index].decode("utf-8")
+
+    def _decode(self, start: int, end: int) -> str:
+        return os.pread(self._text.fileno(), end - start, start).decode("utf-8")
+
+    def _fields(self, index: int) -> tuple[str, str]:
+        start, middle, end = (int(v) for v in self._bounds[index])
+        return self._decode(start, middle), self._decode(middle, end)
+
+    def _full_text(self, index: int) -> str:
+        title, text = self._fields(index)
+        return f"{title} {text}".strip() if title else text
+
+    def position(self, doc_id: str) -> int | None:
+        """The corpus position of ``doc_id`` (binary search over the sorted ids), or None."""
+        if not isinstance(doc_id, str):
+            return None
+        key = doc_id.encode("utf-8")
+        if len(key) > self._ids.dtype.itemsize or key.endswith(b"\0"):
+            return None
+        return self._search(key)
+
+    def _search(self, key: bytes) -> int | None:
+        low, high = 0, len(self._lookup)
+        while low < high:  # binary search over the memory-mapped order: log2(D) page reads, no sorted copy
+            middle = (low + high) // 2
+            if self._ids[self._lookup[middle]] < key:
+                low = middle + 1
+            else:
+                high = middle
+        if low < len(self._lookup) and self._ids[self._lookup[low]] == key:
+            return int(self._lookup[low])
+        return None
+
+    def __contains__(self, doc_id) -> bool:
+        return self.position(doc_id) is not None
+
+    def __getitem__(self, doc_id: str):
+        from longdoc.data.beir import Document
+
+        index = self.position(doc_id)
+        if index is None:
+            raise KeyError(doc_id)
+        return Document(doc_id, *self._fields(index))
