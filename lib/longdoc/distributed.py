@@ -47,6 +47,14 @@ def share_of_total(count: torch.Tensor) -> torch.Tensor:
     return (total / world_size()).to(count.dtype if count.is_floating_point() else torch.float32)
 
 
+def token_mean(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """``total`` (a sum over this process's ``count`` tokens) over the processes' mean token count: after
+    DDP's averaging, the gradient of the mean over every process's tokens; one process: ``total / count``
+    (0 when there is no token). A collective: every process calls it, with or without tokens."""
+    share = share_of_total(count)
+    return total / torch.where(share > 0, share, torch.ones_like(share))
+
+
 def pad_to_longest(tensor: torch.Tensor, dim: int, value) -> torch.Tensor:
     """``tensor`` padded with ``value`` along ``dim`` to the longest size any process has (so that it can
     be gathered: :func:`gather_with_grad` needs equal shapes)."""

@@ -72,3 +72,37 @@ def test_ratios_are_checked(tokenizer, block):
     ids, mask = block
     with pytest.raises(ValueError, match="lmae ratio"):
         lmae_attention_mask(ids, mask.bool(), mask, 1.5)
+
+
+def test_per_document_draws_do_not_depend_on_the_batch_around_a_document(tokenizer):
+    """A document's MLM corruption, LMAE mask and masked blocks are the same alone, beside another
+    document (a wider one: more padding) or second in its batch: what several processes need to train as one."""
+    from longdoc.models.smith import sample_masked_blocks
+    from longdoc.text.masking import DocumentDraws, document_seed
+
+    short = ["signal handlers run", "on the thread"]  # two blocks
+    long = ["the unbelievably tokenizable sentence goes on and on here", "x", "y"]  # three, wider
+
+    def masks(documents, numbers, at):  # the masks of documents[at], the short one
+        rows = [text for document in documents for text in document]
+        owner = torch.tensor([k for k, document in enumerate(documents) for _ in document])
+        encoded = tokenizer(rows, padding=True, return_tensors="pt")
+        ids, attention = encoded["input_ids"], encoded["attention_mask"]
+        words = word_index(ids, continuation_table(tokenizer))
+        maskable = candidates(ids, attention, [tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id])
+        draws = DocumentDraws([document_seed(7, 3, n) for n in numbers], owner, width=32, blocks=4)
+        inputs, labels = whole_word_mlm(ids, words, maskable, 0.5, tokenizer.mask_token_id, len(tokenizer), draws)
+        keep = lmae_attention_mask(words, maskable, attention, 0.5, draws)
+        blocks = sample_masked_blocks(torch.ones(len(documents), 3, dtype=torch.bool), 2, draws)
+        rows = owner == at
+        width = int(attention[rows].sum(-1).max())
+        return inputs[rows, :width], labels[rows, :width], keep[rows, :width, : width + 1], blocks[at]
+
+    alone = masks([short], [11], 0)
+    for batch, numbers, at in (([short, long], [11, 12], 0), ([long, short], [12, 11], 1)):
+        beside = masks(batch, numbers, at)
+        assert all(torch.equal(a, b) for a, b in zip(alone, beside))
+    other = masks([short], [13], 0)  # another document number: other draws
+    assert not all(torch.equal(a, b) for a, b in zip(alone, other))
+    with pytest.raises(ValueError, match="rows of each document together"):
+        DocumentDraws([1, 2], torch.tensor([1, 0]), width=8, blocks=2)

@@ -43,13 +43,13 @@ def _process(rank: int, world: int, port: int, job, args) -> None:
 
 
 def weights_in_one_and_two_processes(job, tmp_path, *args) -> tuple[dict, dict]:
-    from longdoc.train import nci, steps
+    from longdoc.train import nci, pretrain, steps
 
-    kept = steps.adamw_with_warmup, nci.two_learning_rates
+    kept = steps.adamw_with_warmup, nci.two_learning_rates, pretrain.adamw_with_warmup
     try:
         job(1, tmp_path / "one.pt", *args)
     finally:
-        steps.adamw_with_warmup, nci.two_learning_rates = kept
+        steps.adamw_with_warmup, nci.two_learning_rates, pretrain.adamw_with_warmup = kept
     mp.spawn(_process, args=(2, free_port(), job, (tmp_path / "two.pt", *args)), nprocs=2, join=True)
     return torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
 
@@ -67,9 +67,10 @@ def plain_sgd(model: torch.nn.Module, total_steps: int, *unused, **also_unused):
 
 def with_plain_sgd() -> None:
     """This process's trainers step with :func:`plain_sgd`."""
-    from longdoc.train import nci, steps
+    from longdoc.train import nci, pretrain, steps
 
     steps.adamw_with_warmup = lambda model, *args, **kwargs: plain_sgd(model, 0)
+    pretrain.adamw_with_warmup = lambda model, *args, **kwargs: plain_sgd(model, 0)
     nci.two_learning_rates = lambda config: plain_sgd
 
 
@@ -162,6 +163,39 @@ def doc2query_job(world: int, out, backbone: str) -> None:
 @pytest.mark.slow
 def test_the_query_generator_trainer_in_two_processes_equals_one(still_backbone, tmp_path):
     assert_same_weights(*weights_in_one_and_two_processes(doc2query_job, tmp_path, still_backbone))
+
+
+# -- pre-training (masks per document, token means over every process, SMITH's in-batch blocks) ----------
+LONG_TEXTS = [f"the {t} of the system and its {t} calls, " * (1 + i % 4) for i, t in enumerate(TOPICS)]  # 1-3 blocks
+
+
+def pretraining_job(world: int, out, backbone: str, system: str) -> None:
+    with_plain_sgd()
+    from longdoc.models.lmae import LongtrieverPretraining
+    from longdoc.models.longtriever import Longtriever, LongtrieverConfig
+    from longdoc.models.smith import Smith, SmithConfig, SmithPretraining
+    from longdoc.seeding import seeded
+    from longdoc.text.segments import SegmentedCorpus
+    from longdoc.train.pretrain import PretrainConfig, pretrain_encoder
+
+    with seeded(1):
+        if system == "Longtriever":
+            encoder = Longtriever(LongtrieverConfig(backbone=backbone, segment_length=16, max_segments=3))
+            task = LongtrieverPretraining(encoder, mlm_ratio=0.3, lmae_ratio=0.5, decoder_init="copy")
+        else:
+            encoder = Smith(SmithConfig(backbone=backbone, segment_length=16, max_segments=3, document_layers=1))
+            task = SmithPretraining(encoder, mlm_ratio=0.3, masked_blocks=1)
+    corpus = SegmentedCorpus.build(encoder.tokenizer, TOPICS, LONG_TEXTS, 16, 3)
+    config = PretrainConfig(steps=STEPS, batch_size=GLOBAL_BATCH // world, learning_rate=1e-3, seed=3)
+    pretrain_encoder(task, corpus, config, progress=False)
+    save_from_first(task, out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("system", ["Longtriever", "SMITH"])
+def test_pretraining_in_two_processes_equals_one(still_backbone, tmp_path, system):
+    """Longtriever's MLM + LMAE and SMITH's L_wp + L_sp (blocks contrasted across the global batch)."""
+    assert_same_weights(*weights_in_one_and_two_processes(pretraining_job, tmp_path, still_backbone, system))
 
 
 def test_fewer_items_than_one_step_across_processes_is_refused_before_training():

@@ -9,7 +9,8 @@ representations h ``[B, H]``:
     L_sp = -1/B Σ_i log p(h_i | Ŝ_i)                   (eq. 6)
 
 Every other masked block of the batch, in the same document or another, is a negative class. No
-parameter depends on B (the released code added a learned bias of size batch × k).
+parameter depends on B (the released code added a learned bias of size batch × k). Under several
+processes the batch is the global one (:func:`longdoc.models.smith.global_sentence_block_loss`).
 """
 
 from __future__ import annotations

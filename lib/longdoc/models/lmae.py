@@ -22,11 +22,12 @@ import copy
 from dataclasses import replace
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformers import BertForMaskedLM
 from transformers.models.bert.modeling_bert import BertLayer, BertOnlyMLMHead
 
+from longdoc.distributed import token_mean
+from longdoc.losses.masked_tokens import masked_token_sum
 from longdoc.models.attention import attention_bias, layer_with_context
 from longdoc.models.backbone import resolve_backbone
 from longdoc.models.biencoder import DocBatch
@@ -114,11 +115,9 @@ class LongtrieverPretraining(nn.Module):
         return [p for p in self.parameters() if id(p) not in encoder]
 
     def _predict(self, states: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Cross-entropy over the labelled positions only (the head is not run on the others)."""
-        chosen = labels != IGNORE
-        if not chosen.any():
-            return states.sum() * 0.0
-        return F.cross_entropy(self.head(states[chosen]).float(), labels[chosen])
+        """Cross-entropy over the labelled positions only (the head is not run on the others): their
+        mean, over every process's labelled positions under several (:func:`~longdoc.distributed.token_mean`)."""
+        return token_mean(*masked_token_sum(self.head, states, labels))
 
     def forward(self, batch: DocBatch, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
         """``{"mlm", "lmae", "loss"}`` of one batch; the passes run at the encoder's precision, the

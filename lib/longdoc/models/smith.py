@@ -34,10 +34,12 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.models.bert.modeling_bert import BertLayer
 
+from longdoc.distributed import gather_ids, gather_with_grad, pad_to_longest, token_mean, world_size
+from longdoc.losses.masked_tokens import masked_token_sum
 from longdoc.losses.sentence_block import sentence_block_loss
 from longdoc.models.attention import attention_bias
 from longdoc.models.biencoder import DocBatch, EncoderConfig, SingleVectorEncoder, place_slots, slot_mask
-from longdoc.text.masking import candidates, continuation_table, whole_word_mlm, word_index
+from longdoc.text.masking import DocumentDraws, candidates, continuation_table, whole_word_mlm, word_index
 
 COMBINE_MODES = ("normal", "sum-concat", "mean-concat", "attention")
 
@@ -203,17 +205,35 @@ class Smith(SingleVectorEncoder):
 
 
 def sample_masked_blocks(
-    block_mask: torch.Tensor, per_document: int, generator: torch.Generator | None = None
+    block_mask: torch.Tensor, per_document: int, generator: torch.Generator | DocumentDraws | None = None
 ) -> torch.Tensor:
     """Dynamic sentence-block masking (4.2.1): ``[D, N]`` booleans, ``per_document`` real blocks of
     each document drawn uniformly, fresh at every call. A document keeps at least one block unmasked
     (one of n blocks masks at most n − 1; a one-block document masks none): the paper does not say,
     and a document whose every block is the mask vector gives the document encoder nothing to read."""
-    draw = torch.rand(block_mask.shape, generator=generator, device=block_mask.device)
+    if isinstance(generator, DocumentDraws):
+        draw = generator.documents(tuple(block_mask.shape))
+    else:
+        draw = torch.rand(block_mask.shape, generator=generator, device=block_mask.device)
     draw = draw.masked_fill(~block_mask, 2.0)  # padded blocks sort last and are never drawn
     rank = draw.argsort(dim=-1).argsort(dim=-1)
     allowed = (block_mask.sum(-1, keepdim=True) - 1).clamp(min=0).clamp(max=per_document)
     return (rank < allowed) & block_mask
+
+
+def global_sentence_block_loss(predicted: torch.Tensor, original: torch.Tensor) -> torch.Tensor:
+    """Eq. 6 over the masked blocks of every process (one process: :func:`sentence_block_loss`, 0 without a
+    masked block). Each process gathers every process's Ŝ and h (its own keeping their gradient, padded to
+    the most blocks) and takes the global batch's loss times the world size, so that DDP's average of the
+    gradients is the global batch's. A collective: every process calls it, with or without masked blocks."""
+    if world_size() == 1:
+        return sentence_block_loss(predicted, original) if len(predicted) else original.sum() * 0.0
+    real = pad_to_longest(torch.ones(len(predicted), dtype=torch.bool, device=predicted.device), 0, False)
+    real = gather_ids(real)
+    if not bool(real.any()):
+        return (predicted.sum() + original.sum()) * 0.0
+    everyone = [gather_with_grad(pad_to_longest(part, 0, 0.0))[real] for part in (predicted, original)]
+    return sentence_block_loss(*everyone) * world_size()
 
 
 class SmithPretraining(nn.Module):
@@ -259,12 +279,7 @@ class SmithPretraining(nn.Module):
             batch.input_ids, words, maskable, self.mlm_ratio, tokenizer.mask_token_id, len(tokenizer), generator
         )
         states = self.encoder.backbone(input_ids=inputs, attention_mask=batch.attention_mask).last_hidden_state
-        chosen = labels != -100
-        if bool(chosen.any()):
-            mlm = F.cross_entropy(self.head(states[chosen]).float(), labels[chosen])
-        else:
-            mlm = states.sum() * 0.0
-        losses = {"mlm": mlm}
+        losses = {"mlm": token_mean(*masked_token_sum(self.head, states, labels))}
         if self.block_prediction:
             losses["sp"] = self.block_loss(batch, states[:, 0], generator)
         losses["loss"] = sum(losses.values())
@@ -280,8 +295,6 @@ class SmithPretraining(nn.Module):
         )
         block_mask = slot_mask(batch.owner, batch.position, batch.num_docs, batch.max_segments)
         masked = sample_masked_blocks(block_mask, self.masked_blocks, generator)
-        if not bool(masked.any()):
-            return blocks.sum() * 0.0
         corrupted = torch.where(masked[..., None], self.mask_vector.to(blocks.dtype), blocks)
         predicted = encoder.document_states(corrupted, block_mask)[masked]  # Ŝ, [B, d]
-        return sentence_block_loss(predicted.float(), blocks[masked].float())
+        return global_sentence_block_loss(predicted.float(), blocks[masked].float())

@@ -4,8 +4,11 @@ module (:class:`~longdoc.models.lmae.LongtrieverPretraining`, :class:`~longdoc.m
 gives the losses.
 
 One step takes ``batch_size`` documents per process, all of their blocks at once. AdamW with linear
-warm-up and decay (the paper: lr 1e-4, warm-up 0.1, weight decay 0.01). The masks are drawn from one
-seeded generator per process, so a run is reproducible.
+warm-up and decay (the paper: lr 1e-4, warm-up 0.1, weight decay 0.01). Each document's masks at a step
+are drawn from a generator of its own, seeded with (seed, step, document)
+(:class:`~longdoc.text.masking.DocumentDraws`), and the losses are means over every process's tokens
+and blocks, so a run is reproducible and n processes of ``batch_size`` documents train as one process
+of ``n x batch_size`` (tested with two).
 
 Head warm-up (not in the paper, which starts from BERT's trained MLM head): when the backbone ships no
 MLM head (the packaged MiniLM), ψ's transform starts random and its gradients would first scramble the
@@ -22,10 +25,11 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import set_seed
+from accelerate.utils import DistributedDataParallelKwargs, set_seed
 
 from longdoc.models.lmae import DECODER_INITS, LongtrieverPretraining
 from longdoc.progress import tqdm
+from longdoc.text.masking import DocumentDraws, document_seed
 from longdoc.text.segments import SegmentedCorpus
 from longdoc.train.checkpoint import Checkpointer
 from longdoc.train.optim import adamw_with_warmup
@@ -79,7 +83,9 @@ class PretrainResult:
 def _document_batches(
     documents: list[int], config: PretrainConfig, world: int, rank: int
 ) -> Iterator[tuple[int, list[int]]]:
-    """``(epoch, this process's documents)`` for ever, one seeded shuffle per epoch."""
+    """``(epoch, this process's documents)`` for ever, one seeded shuffle per epoch. An epoch's last,
+    shorter global batch of m documents is shared as evenly as it goes (m // world or one more each); one with fewer documents
+    than processes is skipped by all of them (a process without a document could not take part)."""
     global_batch = config.batch_size * world
     epoch = 0
     while True:
@@ -87,9 +93,10 @@ def _document_batches(
         order = list(documents)
         random.Random(config.seed + epoch).shuffle(order)
         for start in range(0, len(order), global_batch):
-            local = order[start : start + global_batch][rank * config.batch_size : (rank + 1) * config.batch_size]
-            if local:
-                yield epoch, local
+            step = order[start : start + global_batch]
+            if len(step) < world:
+                continue
+            yield epoch, step[rank * len(step) // world : (rank + 1) * len(step) // world]
 
 
 def pretrain_encoder(
@@ -102,14 +109,16 @@ def pretrain_encoder(
     """Pre-train ``task.encoder`` in place on the documents of ``corpus`` (never on queries).
     ``checkpoint``: save the run's state there, and resume from a state found there."""
     set_seed(config.seed)
-    accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    accelerator = Accelerator(  # SMITH's mask vector meets no gradient in a step where no block is masked
+        cpu=not torch.cuda.is_available(),
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
+    )
     world, rank = accelerator.num_processes, accelerator.process_index
     documents = [i for i, segments in enumerate(corpus.segments) if any(segments)]
     if not documents:
         raise ValueError("the pre-training corpus has no non-empty document")
     total_steps = config.steps or config.epochs * math.ceil(len(documents) / (config.batch_size * world))
     batches = _document_batches(documents, config, world, rank)
-    generator = torch.Generator(device=accelerator.device).manual_seed(config.seed + rank)
     result = PretrainResult(head_pretrained=task.head_pretrained, config=asdict(config))
     heads = task.head_parameters()
     phases = [
@@ -122,7 +131,6 @@ def pretrain_encoder(
     done = {"head": 0, "full": 0} if saved is None else saved["done"]  # steps finished per phase
     if saved is not None:
         task.load_state_dict(saved["model"])
-        generator.set_state(saved["generator"])
         result.history = saved["history"]
         for _ in range(saved["batches"]):  # the same data order from where the run stopped
             next(batches)
@@ -154,7 +162,14 @@ def pretrain_encoder(
             epoch, local = next(batches)
             consumed += 1
             batch = task.encoder.doc_inputs([corpus.segments[i] for i in local]).to(accelerator.device)
-            losses = wrapped(batch, generator)
+            encoder = task.encoder.config
+            draws = DocumentDraws(
+                [document_seed(config.seed, consumed, i) for i in local],
+                batch.owner,
+                encoder.segment_length,
+                encoder.max_segments,
+            )
+            losses = wrapped(batch, draws)
             accelerator.backward(losses["loss"])
             if config.max_grad_norm:
                 accelerator.clip_grad_norm_(trained, config.max_grad_norm)
@@ -177,7 +192,6 @@ def pretrain_encoder(
                         "done": dict(done),
                         "optimizer": optimizer.state_dict(),
                         "scheduler": scheduler.state_dict(),
-                        "generator": generator.get_state(),
                         "history": result.history,
                         "batches": consumed,
                     }
