@@ -395,6 +395,7 @@ class Matcher(Spec):
             self.pretrain_encoder or self.encoder,
             self.pretrain,
             progress=study.progress,
+            n_devices=study.settings(BudgetSettings).n_devices,
         )
 
     def pretraining(self, study) -> dict | None:

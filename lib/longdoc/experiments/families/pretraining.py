@@ -14,19 +14,21 @@ that no dev or test query judges relevant; a ``.txt`` file or a BEIR directory n
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from longdoc.data.beir import RetrievalDataset
 from longdoc.data.errors import DataFormatError
 from longdoc.data.registry import load_dataset
 from longdoc.experiments.cache import cache_key, cached_directory
+from longdoc.experiments.families.worker import launch, named
 from longdoc.experiments.settings import settings
+from longdoc.models.backbone import load_tokenizer
 from longdoc.models.lmae import LongtrieverPretraining
 from longdoc.models.longtriever import Longtriever, LongtrieverConfig
 from longdoc.models.smith import Smith, SmithConfig, SmithPretraining
 from longdoc.seeding import seeded
-from longdoc.text.segments import SegmentedCorpus
+from longdoc.text.segments import MappedSegments, SegmentedCorpus
 from longdoc.train.checkpoint import SAVE_MINUTES, Checkpointer
 from longdoc.train.pretrain import PretrainConfig, pretrain_encoder
 
@@ -126,10 +128,17 @@ def pretrained(
     pretrain: PretrainConfig,
     dataset: RetrievalDataset | None = None,
     progress: bool = True,
+    n_devices: int = 1,
 ) -> Path:
     """The directory of a Longtriever or SMITH pre-trained on ``source``'s documents (built once, cached).
     New parameters are drawn under ``pretrain.seed``: the same seed gives the same weights whatever
-    ran before in the process."""
+    ran before in the process. ``n_devices`` > 1 pre-trains in that many processes (``torchrun``, one
+    per GPU), ``pretrain.batch_size`` documents per step split across them, and the result equals one
+    process's (tests/train/test_multiprocess_equivalence.py)."""
+    if n_devices < 1 or pretrain.batch_size % n_devices:
+        raise ValueError(
+            f"parameter pretrain_batch_size={pretrain.batch_size}: not divisible by n_devices={n_devices}"
+        )
     ids, texts = pretraining_texts(source, dataset)
     if isinstance(source, RetrievalDataset):
         name, checksum = source.name, source.checksum
@@ -139,23 +148,28 @@ def pretrained(
         name, checksum = str(source), cache_key(ids=ids, texts=texts)
 
     def build(directory: Path, resume: Path) -> None:
-        with seeded(pretrain.seed):
-            model, task = pretraining_task(encoder, pretrain)
+        tokens = resume / "tokens" if n_devices > 1 else None  # the processes read the documents' tokens from there
         corpus = SegmentedCorpus.build(
-            model.tokenizer,
+            load_tokenizer(encoder.backbone),
             ids,
             texts,
             encoder.segment_length,
             encoder.max_segments,
             encoder.document_tokens,
             sentence_filling=getattr(encoder, "sentence_filling", False),
+            directory=tokens,
         )
-        start = model.center_block_head(corpus.segments) if isinstance(model, Smith) else {}
-        result = pretrain_encoder(
-            task, corpus, pretrain, progress=progress, checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES)
+        job = PretrainJob(
+            f"{type(encoder).__module__}:{type(encoder).__name__}",
+            asdict(encoder),
+            asdict(replace(pretrain, batch_size=pretrain.batch_size // n_devices)),
+            str(tokens) if tokens else None,
+            progress,
         )
-        model.save(directory / "model")
-        (directory / "history.json").write_text(json.dumps(asdict(result) | {"start": start}, indent=2))
+        if n_devices == 1:
+            pretrain_and_save(job, corpus, directory, resume)
+        else:
+            launch(RUNNER, job, None, directory, resume, n_devices)
 
     subsample = source.manifest.get("subsample") if isinstance(source, RetrievalDataset) else None
     directory = cached_directory(
@@ -167,8 +181,47 @@ def pretrained(
         documents=len(ids),
         encoder={"class": type(encoder).__name__, **asdict(encoder)},
         pretrain=asdict(pretrain),
+        **({"processes": n_devices} if n_devices > 1 else {}),
     )
     return directory / "model"
+
+
+@dataclass
+class PretrainJob:
+    """One pre-training as the kernel hands it to its processes (JSON-able: torchrun's workers read it)."""
+
+    encoder_class: str  # "module:name" of the encoder's config class
+    encoder: dict
+    pretrain: dict  # the PretrainConfig, batch_size per process
+    tokens: str | None  # the token store of the documents (several processes)
+    progress: bool = True
+
+
+def pretrain_and_save(job: PretrainJob, corpus: SegmentedCorpus, directory: Path, resume: Path) -> None:
+    """Pre-train a new model on ``corpus`` (SMITH's block head centred first) and, in the first
+    process, save it and its history into ``directory``."""
+    import torch.distributed as dist
+
+    encoder, pretrain = named(job.encoder_class)(**job.encoder), PretrainConfig(**job.pretrain)
+    with seeded(pretrain.seed):
+        model, task = pretraining_task(encoder, pretrain)
+    start = model.center_block_head(corpus.segments) if isinstance(model, Smith) else {}
+    result = pretrain_encoder(
+        task, corpus, pretrain, progress=job.progress, checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES)
+    )
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        model.save(directory / "model")
+        (directory / "history.json").write_text(json.dumps(asdict(result) | {"start": start}, indent=2))
+
+
+def run_pretraining_job(job: PretrainJob, dataset, directory: Path, resume: Path) -> None:
+    """One of torchrun's processes (:mod:`~longdoc.experiments.families.worker`): the documents come from
+    the job's token store, not from a dataset."""
+    segments = MappedSegments(job.tokens)
+    pretrain_and_save(job, SegmentedCorpus([str(i) for i in range(len(segments))], segments), directory, resume)
+
+
+RUNNER = f"{__name__}:run_pretraining_job"
 
 
 def pretraining_history(model_directory: Path) -> dict:

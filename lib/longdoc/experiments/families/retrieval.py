@@ -597,7 +597,12 @@ class Dense(Spec):
         if self.pretrain is None:
             return None
         return pretrained(
-            self.pretrain_corpus or study.data, self.encoder, self.pretrain, dataset=study.data, progress=study.progress
+            self.pretrain_corpus or study.data,
+            self.encoder,
+            self.pretrain,
+            dataset=study.data,
+            progress=study.progress,
+            n_devices=study.settings(BudgetSettings).n_devices,
         )
 
     def pretraining(self, study) -> dict | None:

@@ -6,8 +6,9 @@ load the dataset again (its loader, name, subsample and checksum: every process 
 it is the kernel's). Accelerate reads the process group from torchrun's environment (NCCL on GPUs, gloo
 on CPUs); every process encodes its share of the corpus for dev evaluation (:mod:`longdoc.sharding`) and
 the first one writes the results. Runners: the retrieval family's fine-tuning
-(:func:`~longdoc.experiments.families.retrieval.run_finetune_job`) and the matching family's
-(:func:`~longdoc.experiments.families.matching.run_matching_job`).
+(:func:`~longdoc.experiments.families.retrieval.run_finetune_job`), the matching family's
+(:func:`~longdoc.experiments.families.matching.run_matching_job`) and pre-training
+(:func:`~longdoc.experiments.families.pretraining.run_pretraining_job`, which reads a token store).
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ def dataset_reference(dataset, loader: str) -> dict:
     }
 
 
-def launch(runner: str, job, reference: dict, directory: Path, resume: Path, n_devices: int) -> None:
+def launch(runner: str, job, reference: dict | None, directory: Path, resume: Path, n_devices: int) -> None:
     """``torchrun --standalone --nproc_per_node n_devices -m longdoc.experiments.families.worker`` on
-    ``job`` (a dataclass) run by ``runner``; its output goes into the notebook."""
+    ``job`` (a dataclass) run by ``runner`` with the dataset of ``reference`` (None: none); its output
+    goes into the notebook."""
     from longdoc.io import atomic_write
 
     spec = {
@@ -77,10 +79,11 @@ def launch(runner: str, job, reference: dict, directory: Path, resume: Path, n_d
 
 def main(job_file: str) -> None:
     spec = json.loads(Path(job_file).read_text())
-    reference = spec["dataset"]
-    dataset = named(reference["loader"])(reference["name"], max_docs=reference["max_docs"], seed=reference["seed"])
-    if dataset.checksum != reference["checksum"] or len(dataset.corpus) != reference["documents"]:
-        raise RuntimeError(f"{reference['name']}: the dataset changed since the job was written (checksum differs)")
+    reference, dataset = spec["dataset"], None  # no reference: the job reads its data itself (pre-training's tokens)
+    if reference is not None:
+        dataset = named(reference["loader"])(reference["name"], max_docs=reference["max_docs"], seed=reference["seed"])
+        if dataset.checksum != reference["checksum"] or len(dataset.corpus) != reference["documents"]:
+            raise RuntimeError(f"{reference['name']}: the dataset changed since the job was written (checksum differs)")
     job = named(spec["job_class"])(**spec["job"])
     named(spec["runner"])(job, dataset, Path(spec["directory"]), Path(spec["resume"]))
     import torch.distributed as dist
