@@ -163,3 +163,47 @@ def test_one_ensemble_per_seed_from_the_members_fitted_with_that_seed():
         assert outcome.runs["test"] == expected and set(outcome.runs["test"]["q"]) == {f"a{seed}", f"b{seed}", "shared"}
     with pytest.raises(ValueError, match=r"ensemble seed 2: members \['NCI'\]"):
         Ensemble(members).evaluate(Study(), [2])
+
+
+@pytest.mark.slow
+def test_nci_and_its_query_generator_train_in_two_processes_launched_from_the_kernel(
+    tiny_dataset, tiny_backbone, isolated_outputs
+):
+    """n_devices=2: the generator's fine-tuning and NCI's training each run under torchrun (two gloo
+    processes, half of each step's pairs or queries each; equal to one process with plain SGD:
+    tests/train/test_multiprocess_equivalence.py); generation, identifiers and examples are made in the
+    kernel; the first process writes into the cache under keys of their own."""
+    import json
+
+    from longdoc.data.registry import load_dataset
+
+    data = load_dataset(str(tiny_dataset))  # a dataset the processes can load again
+    spec = NciSpec(
+        decoder_layers=1,
+        adaptor_layers=1,
+        adaptor_rank=2,
+        query_length=16,
+        identifiers=IdentifierSpec(k=3, c=4, embedding_length=32),
+        queries=QuerySpec(
+            terms=8,
+            windows=1,
+            generation=QueryGenerationConfig(
+                queries_per_document=2, input_length=16, max_query_length=6, train_steps=2, batch_size=4
+            ),
+        ),
+    )
+    train = NciTrainConfig(steps=4, batch_size=4, eval_every=2)
+    fit = finetune_nci(
+        data, spec, train, DecodingConfig(beam_size=3), tiny_backbone, "cls", progress=False, n_devices=2
+    )
+    assert sorted(int(s) for s in fit.history["curve"]) == [2, 4] and fit.history["examples"] > 24 * 2
+    assert json.loads((fit.directory / "key.json").read_text())["processes"] == 2
+    assert len(nci_identifiers(fit)) == len(data.doc_ids)
+    assert fit.history["iterations"][0]["config"]["batch_size"] == 2  # per process
+    [queries] = (isolated_outputs / "cache" / "nci_queries").glob("*/history.json")
+    generation = json.loads(queries.read_text())
+    assert len(generation["training"]["history"]) == 2 and generation["queries"] > 0
+    assert json.loads((queries.parent / "key.json").read_text())["processes"] == 2
+    assert not list((isolated_outputs / "cache").glob("*/*.resume"))
+    with pytest.raises(ValueError, match="nci_batch_size=4: not divisible by n_devices=3"):
+        finetune_nci(data, spec, train, DecodingConfig(beam_size=3), tiny_backbone, "cls", progress=False, n_devices=3)

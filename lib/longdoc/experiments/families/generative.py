@@ -38,6 +38,7 @@ from longdoc.data.beir import RetrievalDataset
 from longdoc.eval.metrics import evaluate, ranking
 from longdoc.experiments.cache import cached_directory, portable
 from longdoc.experiments.families.retrieval import (
+    DATASET_LOADER,
     RETRIEVAL,
     RUN_DEPTH,
     RunOutcome,
@@ -45,17 +46,21 @@ from longdoc.experiments.families.retrieval import (
     evaluation_queries,
     segment_corpus,
 )
-from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune
+from longdoc.experiments.families.worker import dataset_reference, launch
+from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune, save_fit
 from longdoc.experiments.settings import settings
 from longdoc.experiments.systems import Family, Spec, System
 from longdoc.index.bm25 import BM25Retriever
 from longdoc.index.nci_retriever import DecodingConfig, NciRetriever
 from longdoc.index.semantic_ids import IdTokenizer, hierarchical_ids
+from longdoc.io import atomic_write
 from longdoc.models.biencoder import EncoderConfig
 from longdoc.models.doc2query import Doc2Query, QueryGenerationConfig
 from longdoc.models.nci import NciConfig, NciModel
 from longdoc.models.registry import build_encoder
 from longdoc.seeding import seeded
+from longdoc.sharding import rank as process_rank
+from longdoc.sharding import world_size
 from longdoc.text.pseudo_queries import document_as_queries
 from longdoc.train.checkpoint import SAVE_MINUTES, Checkpointer
 from longdoc.train.doc2query import train_doc2query
@@ -176,27 +181,39 @@ def train_pairs(dataset: RetrievalDataset, split: str) -> list[tuple[str, str]]:
 
 
 def generated_queries(
-    dataset: RetrievalDataset, config: QueryGenerationConfig, backbone: str, progress: bool = True
+    dataset: RetrievalDataset,
+    config: QueryGenerationConfig,
+    backbone: str,
+    progress: bool = True,
+    n_devices: int = 1,
 ) -> tuple[dict[str, list[str]], dict]:
     """``({doc id: [generated queries]}, record)`` for the whole corpus (cached; shared by every system
     that reads them, BM25 + DocT5Query included). The record holds the generator's training history
-    and the seconds spent training and generating."""
+    and the seconds spent training and generating. ``n_devices`` > 1 trains a generator built here in
+    that many processes (``torchrun``; ``config.batch_size`` pairs per step split across them); the
+    generation runs here, in one process."""
+    if n_devices < 1 or config.batch_size % n_devices:
+        raise ValueError(f"query generator batch_size={config.batch_size}: not divisible by n_devices={n_devices}")
 
     def build(directory: Path, resume: Path) -> None:
         started = time.perf_counter()
         if config.generator:
             generator, history = Doc2Query.from_checkpoint(config.generator, config), None
         else:
-            with seeded(config.seed):
-                generator = Doc2Query.from_backbone(backbone, config)
-            result = train_doc2query(
-                generator,
+            job = GeneratorJob(
+                asdict(replace(config, batch_size=config.batch_size // n_devices)),
+                backbone,
                 train_pairs(dataset, "train"),
                 train_pairs(dataset, "dev"),
-                progress=progress,
-                checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES),
+                str(resume / "generator"),
+                progress,
             )
-            history = asdict(result)
+            if n_devices == 1:
+                generator, history = train_generator(job, resume)
+            else:
+                launch(QG_RUNNER, job, None, directory, resume, n_devices)
+                generator = Doc2Query.from_checkpoint(job.output, config)
+                history = json.loads((Path(job.output) / "training.json").read_text())
         trained = time.perf_counter() - started
         queries = generator.generate(dataset.texts, seed=config.seed, progress=progress)
         (directory / "queries.json").write_text(json.dumps(dict(zip(dataset.doc_ids, queries))))
@@ -219,8 +236,48 @@ def generated_queries(
         **_dataset_key(dataset),
         generation=asdict(config),
         backbone=portable(backbone) if Path(backbone).is_dir() else backbone,
+        **({"processes": n_devices} if n_devices > 1 else {}),
     )
     return (json.loads((directory / "queries.json").read_text()), json.loads((directory / "history.json").read_text()))
+
+
+@dataclass
+class GeneratorJob:
+    """Training the query generator from the backbone: what every training process needs (JSON-able)."""
+
+    config: dict  # the QueryGenerationConfig, batch_size per process
+    backbone: str
+    pairs: list  # (document text, query) of the train split
+    dev_pairs: list
+    output: str  # where the first process saves the trained generator (several processes)
+    progress: bool = True
+
+
+def train_generator(job: GeneratorJob, resume: Path) -> tuple[Doc2Query, dict]:
+    """A generator built from the backbone (new parameters under the config's seed), fine-tuned on the
+    pairs; under several processes the first saves it and its history into ``job.output``."""
+    config = QueryGenerationConfig(**job.config)
+    with seeded(config.seed):
+        generator = Doc2Query.from_backbone(job.backbone, config)
+    result = train_doc2query(
+        generator,
+        [tuple(p) for p in job.pairs],
+        [tuple(p) for p in job.dev_pairs],
+        progress=job.progress,
+        checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES),
+    )
+    if world_size() > 1 and process_rank() == 0:
+        generator.save(Path(job.output))
+        (Path(job.output) / "training.json").write_text(json.dumps(asdict(result)))
+    return generator, asdict(result)
+
+
+def run_generator_job(job: GeneratorJob, dataset, directory: Path, resume: Path) -> None:
+    """One of torchrun's processes (:mod:`~longdoc.experiments.families.worker`)."""
+    train_generator(job, resume)
+
+
+QG_RUNNER = f"{__name__}:run_generator_job"
 
 
 def training_examples(
@@ -297,52 +354,39 @@ def finetune_nci(
     backbone: str,
     pooling: str,
     progress: bool = True,
+    n_devices: int = 1,
 ) -> FineTuned:
-    """Train one NCI model with dev selection (cached); ``decoding`` is the dev evaluations'."""
-    import torch
+    """Train one NCI model with dev selection (cached); ``decoding`` is the dev evaluations'. ``n_devices``
+    > 1 trains in that many processes (``torchrun``, one per GPU), ``train.batch_size`` queries per step
+    split across them (two dropout views and eq. 5 over the global batch: equal to one process,
+    tests/train/test_multiprocess_equivalence.py); identifiers and generated queries are made first, here."""
+    if n_devices < 1 or train.batch_size % n_devices:
+        raise ValueError(f"parameter nci_batch_size={train.batch_size}: not divisible by n_devices={n_devices}")
 
-    def run(directory: Path, resume: Path) -> tuple[dict, dict]:
+    def run(directory: Path, resume: Path) -> None:
         identifiers = document_identifiers(dataset, spec.identifiers, backbone, pooling, progress)
         id_tokenizer = IdTokenizer.fit(identifiers, spec.identifiers.positional)
         generated = (
-            generated_queries(dataset, spec.queries.generation, backbone, progress)[0]
+            generated_queries(dataset, spec.queries.generation, backbone, progress, n_devices)[0]
             if spec.queries.generated
             else None
         )
         examples = training_examples(dataset, spec.queries, generated, train.seed)
-        config = spec.model_config(backbone, id_tokenizer)
-        with seeded(train.seed):
-            model = NciModel.build(config)
-        doc_ids = dataset.doc_ids
-
-        def retriever_of(m: NciModel, d: DecodingConfig) -> NciRetriever:
-            return NciRetriever(m, doc_ids, identifiers, id_tokenizer, d)
-
-        evaluation = NciEvaluation(dataset, retriever_of, decoding)
-        result = train_nci(
-            model,
-            examples,
-            [id_tokenizer.encode(i) for i in identifiers],
-            train,
-            dev_eval=evaluation,
-            progress=progress,
-            checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES),
-            step_mask=id_tokenizer.step_mask(config.max_id_length),
+        job = NciJob(
+            asdict(spec.model_config(backbone, id_tokenizer)),
+            asdict(replace(train, batch_size=train.batch_size // n_devices)),
+            asdict(decoding),
+            [list(i) for i in identifiers],
+            asdict(id_tokenizer),
+            str(resume / "examples.json") if n_devices > 1 else None,
+            progress,
         )
-        (directory / "model").mkdir()
-        torch.save(model.state_dict(), directory / "model" / "model.pt")
-        (directory / "model" / "config.json").write_text(json.dumps(asdict(config)))
-        (directory / "identifiers.json").write_text(json.dumps(identifiers))
-        history = {
-            "iterations": [asdict(result)],
-            "model": asdict(config),
-            "id_tokenizer": asdict(id_tokenizer),
-            "examples": len(examples),
-            "curve": evaluation.kept,
-            "parameters": sum(p.numel() for p in model.parameters()),
-            "adaptor_parameters": sum(p.numel() for n, p in model.named_parameters() if n.startswith("adaptor.")),
-        }
-        return history, {}
+        if n_devices == 1:
+            train_and_save_nci(job, examples, dataset, directory, resume)
+            return
+        with atomic_write(resume / "examples.json") as handle:
+            json.dump(examples, handle)
+        launch(NCI_RUNNER, job, dataset_reference(dataset, DATASET_LOADER), directory, resume, n_devices)
 
     return fine_tune(
         "finetune_nci",
@@ -354,7 +398,75 @@ def finetune_nci(
         decoding=asdict(decoding),
         pooling=pooling,
         backbone=portable(backbone) if Path(backbone).is_dir() else backbone,
+        **({"processes": n_devices} if n_devices > 1 else {}),
     )
+
+
+@dataclass
+class NciJob:
+    """One NCI fitting, everything decided in the kernel: what every training process needs (JSON-able)."""
+
+    model: dict  # the NciConfig
+    train: dict  # the NciTrainConfig, batch_size per process
+    decoding: dict  # the dev evaluations'
+    identifiers: list[list[int]]  # each document's, corpus order
+    id_tokenizer: dict
+    examples: str | None  # a JSON file of (query, document number) pairs (several processes)
+    progress: bool = True
+
+
+def train_and_save_nci(
+    job: NciJob, examples: list[tuple[str, int]], dataset: RetrievalDataset, directory: Path, resume: Path
+) -> None:
+    """Train with dev selection and (the first process) save model, identifiers and history."""
+    import torch
+
+    config, train = NciConfig(**job.model), NciTrainConfig(**job.train)
+    identifiers = [tuple(i) for i in job.identifiers]
+    id_tokenizer = IdTokenizer(**job.id_tokenizer)
+    with seeded(train.seed):
+        model = NciModel.build(config)
+    doc_ids = dataset.doc_ids
+
+    def retriever_of(m: NciModel, d: DecodingConfig) -> NciRetriever:
+        return NciRetriever(m, doc_ids, identifiers, id_tokenizer, d)
+
+    evaluation = NciEvaluation(dataset, retriever_of, DecodingConfig(**job.decoding))
+    result = train_nci(
+        model,
+        examples,
+        [id_tokenizer.encode(i) for i in identifiers],
+        train,
+        dev_eval=evaluation,
+        progress=job.progress,
+        checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES),
+        step_mask=id_tokenizer.step_mask(config.max_id_length),
+    )
+    if process_rank() != 0:
+        return
+    (directory / "model").mkdir()
+    torch.save(model.state_dict(), directory / "model" / "model.pt")
+    (directory / "model" / "config.json").write_text(json.dumps(asdict(config)))
+    (directory / "identifiers.json").write_text(json.dumps(job.identifiers))
+    history = {
+        "iterations": [asdict(result)],
+        "model": asdict(config),
+        "id_tokenizer": job.id_tokenizer,
+        "examples": len(examples),
+        "curve": evaluation.kept,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "adaptor_parameters": sum(p.numel() for n, p in model.named_parameters() if n.startswith("adaptor.")),
+    }
+    save_fit(directory, history, {})
+
+
+def run_nci_job(job: NciJob, dataset: RetrievalDataset, directory: Path, resume: Path) -> None:
+    """One of torchrun's processes (:mod:`~longdoc.experiments.families.worker`)."""
+    examples = [(query, number) for query, number in json.loads(Path(job.examples).read_text())]
+    train_and_save_nci(job, examples, dataset, directory, resume)
+
+
+NCI_RUNNER = f"{__name__}:run_nci_job"
 
 
 def decode_nci(fit: FineTuned, dataset: RetrievalDataset, decoding: DecodingConfig) -> tuple[dict[str, Run], dict]:
@@ -423,6 +535,7 @@ class NciSettings:
     qg_input_length: int
     qg_max_length: int
     qg_train_steps: int
+    n_devices: int = 1  # NCI and the query generator train in that many processes (torchrun)
 
     def generation(self, seed: int) -> QueryGenerationConfig:
         return QueryGenerationConfig(
@@ -515,6 +628,7 @@ class Generative(Spec):
             options.backbone,
             options.pooling,
             progress=study.progress,
+            n_devices=options.n_devices,
         )
 
     def summary(self, fit: FineTuned, seed: int) -> dict:
@@ -560,7 +674,7 @@ class ExpandedBM25(Spec):
     def evaluate(self, study, seeds: list[int]) -> tuple[list, list[RunOutcome]]:
         options = study.settings(NciSettings)
         generated, _ = generated_queries(
-            study.data, options.generation(study.seeds[0]), options.backbone, study.progress
+            study.data, options.generation(study.seeds[0]), options.backbone, study.progress, options.n_devices
         )
         retriever = BM25Retriever().index(study.data.doc_ids, expanded_corpus(study.data, generated))
         return [None], [

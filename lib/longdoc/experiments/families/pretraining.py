@@ -136,9 +136,7 @@ def pretrained(
     per GPU), ``pretrain.batch_size`` documents per step split across them, and the result equals one
     process's (tests/train/test_multiprocess_equivalence.py)."""
     if n_devices < 1 or pretrain.batch_size % n_devices:
-        raise ValueError(
-            f"parameter pretrain_batch_size={pretrain.batch_size}: not divisible by n_devices={n_devices}"
-        )
+        raise ValueError(f"parameter pretrain_batch_size={pretrain.batch_size}: not divisible by n_devices={n_devices}")
     ids, texts = pretraining_texts(source, dataset)
     if isinstance(source, RetrievalDataset):
         name, checksum = source.name, source.checksum

@@ -361,8 +361,10 @@ def split_counts(study: Study) -> pd.DataFrame:
 def generation_summary(study: Study) -> pd.DataFrame:
     """What the query generator cost and made, and NCI's training examples by kind."""
     spec = nci_spec(study)
-    backbone = study.settings(NciSettings).backbone
-    generated, record = generated_queries(study.data, spec.queries.generation, backbone, study.progress)
+    options = study.settings(NciSettings)
+    generated, record = generated_queries(
+        study.data, spec.queries.generation, options.backbone, study.progress, options.n_devices
+    )
     kinds = {
         "labelled train queries": replace(spec.queries, document_as_query=False, generated=False),
         "document as query": replace(spec.queries, train_queries=False, generated=False),
@@ -413,7 +415,8 @@ GENERATOR_QUALITY = 0.5  # generated queries must find their documents at least 
 def study_generated_queries(study: Study) -> dict[str, list[str]]:
     """The generated queries NCI trains on under the study's parameters (cached, shared)."""
     spec = nci_spec(study)
-    return generated_queries(study.data, spec.queries.generation, study.settings(NciSettings).backbone, study.progress)[
+    options = study.settings(NciSettings)
+    return generated_queries(study.data, spec.queries.generation, options.backbone, study.progress, options.n_devices)[
         0
     ]
 
