@@ -6,7 +6,8 @@
 - Every pin's declared requirements (``Requires-Dist``, with the extras we use) hold under the other
   pins: the check that would have caught transformers 5 (torch >= 2.6) beside a pinned torch 2.5.
 - The GPU set resolves on PyPI for Linux x86-64 / Python 3.11 (a pip dry-run; skipped when PyPI is
-  unreachable).
+  unreachable), and so does the CUDA 12 set (``requirements-gpu-cu12.txt``, drivers below 580) where
+  PyPI and PyTorch's CUDA 12 index are reachable.
 """
 
 from __future__ import annotations
@@ -29,12 +30,19 @@ ROOT = Path(__file__).resolve().parents[1]
 EXTRAS_USED = {"transformers": {"torch"}}  # extras whose requirements our code relies on
 
 
+def options(name: str) -> list[str]:
+    """The pip options of a requirements file (``--extra-index-url ...``)."""
+    lines = [line.split("#", 1)[0].strip() for line in (ROOT / name).read_text().splitlines()]
+    return [line for line in lines if line.startswith("--")]
+
+
 def pins(name: str) -> dict[str, str]:
-    """``{package: version}`` of a requirements file, following ``-r`` includes; every line must pin."""
+    """``{package: version}`` of a requirements file, following ``-r`` includes; every other line but pip
+    options must pin."""
     found: dict[str, str] = {}
     for line in (ROOT / name).read_text().splitlines():
         line = line.split("#", 1)[0].strip()
-        if not line:
+        if not line or line.startswith("--"):
             continue
         if line.startswith("-r "):
             for package, version in pins(line[3:].strip()).items():
@@ -55,6 +63,17 @@ def test_cpu_and_gpu_pin_the_same_versions_and_differ_only_in_the_faiss_build():
     assert set(cpu) ^ set(gpu) == {"faiss-cpu", "faiss-gpu"}
     assert cpu["faiss-cpu"] == gpu["faiss-gpu"]
     assert all(cpu[p] == gpu[p] for p in set(cpu) & set(gpu))
+
+
+def test_the_cuda_12_set_pins_the_gpu_versions_with_pytorchs_cuda_12_build_of_the_same_torch():
+    """Drivers below 580: requirements-gpu-cu12.txt differs from requirements-gpu.txt only in torch's
+    local tag (+cu12x, from PyTorch's index for that CUDA) and in naming that index."""
+    gpu, cu12 = pins("requirements-gpu.txt"), pins("requirements-gpu-cu12.txt")
+    assert set(gpu) == set(cu12) and all(gpu[p] == cu12[p] for p in gpu if p != "torch")
+    base, _, tag = cu12["torch"].partition("+")
+    assert base == gpu["torch"] and tag.startswith("cu12")
+    assert options("requirements-gpu-cu12.txt") == [f"--extra-index-url https://download.pytorch.org/whl/{tag}"]
+    assert options("requirements-gpu.txt") == options("requirements-cpu.txt") == []
 
 
 def test_environment_yml_installs_exactly_the_gpu_pins():
@@ -114,19 +133,26 @@ def test_the_running_environment_has_its_pins():
     assert wrong == {}
 
 
-def _pypi_reachable() -> bool:
+def _reachable(url: str) -> bool:
     try:
-        urllib.request.urlopen("https://pypi.org/simple/faiss-gpu/", timeout=10)
+        urllib.request.urlopen(url, timeout=10)
         return True
     except OSError:
         return False
 
 
 @pytest.mark.slow
-def test_the_gpu_pins_resolve_on_pypi(tmp_path):
-    """pip's resolver, with the metadata PyPI serves, for a Linux x86-64 GPU node with Python 3.11."""
-    if not _pypi_reachable():
-        pytest.skip("PyPI is not reachable from this machine")
+@pytest.mark.parametrize(
+    ("requirements", "index"),
+    [
+        ("requirements-gpu.txt", "https://pypi.org/simple/faiss-gpu/"),
+        ("requirements-gpu-cu12.txt", "https://download.pytorch.org/whl/cu126/torch/"),
+    ],
+)
+def test_the_gpu_pins_resolve(tmp_path, requirements, index):
+    """pip's resolver, with the metadata the indexes serve, for a Linux x86-64 GPU node with Python 3.11."""
+    if not (_reachable("https://pypi.org/simple/faiss-gpu/") and _reachable(index)):
+        pytest.skip(f"{index} is not reachable from this machine")
     platforms = [f"manylinux_2_{minor}_x86_64" for minor in range(17, 29)] + ["manylinux2014_x86_64", "linux_x86_64"]
     report = tmp_path / "report.json"
     command = [
@@ -145,7 +171,7 @@ def test_the_gpu_pins_resolve_on_pypi(tmp_path):
         "--resume-retries",
         "20",
         "-r",
-        "requirements-gpu.txt",
+        requirements,
     ]
     for platform in platforms:
         command += ["--platform", platform]
@@ -161,5 +187,5 @@ def test_the_gpu_pins_resolve_on_pypi(tmp_path):
         canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"]
         for i in json.loads(report.read_text())["install"]
     }
-    gpu = pins("requirements-gpu.txt")
+    gpu = pins(requirements)
     assert {p: resolved.get(p) for p in gpu} == gpu
