@@ -55,6 +55,16 @@ def token_mean(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
     return total / torch.where(share > 0, share, torch.ones_like(share))
 
 
+def mean_over_processes(values: torch.Tensor) -> torch.Tensor:
+    """``values`` averaged over the processes (detached; one process: as they are): what a history logs,
+    since a process's share-weighted token mean (:func:`token_mean`) averages to the global mean."""
+    values = values.detach().to(torch.float64).clone()
+    if world_size() == 1:
+        return values
+    dist.all_reduce(values)
+    return values / world_size()
+
+
 def pad_to_longest(tensor: torch.Tensor, dim: int, value) -> torch.Tensor:
     """``tensor`` padded with ``value`` along ``dim`` to the longest size any process has (so that it can
     be gathered: :func:`gather_with_grad` needs equal shapes)."""

@@ -3,6 +3,7 @@ the same lookups, the same errors naming the same lines, and a dataset read thro
 into a dict."""
 
 import json
+import re
 
 import pytest
 
@@ -63,6 +64,12 @@ def test_a_store_is_built_once_and_opened_after(tiny_dataset, tmp_path):
     ("rows", "message", "line"),
     [
         (ROWS[:2] + [{"_id": "d1", "text": "again"}], "duplicate document id 'd1' (first on line 1)", 3),
+        (  # the earliest repeat in the file, not the first in sorted order ('a' < 'b')
+            [{"_id": "b", "text": "x"}, {"_id": "a", "text": "x"}, {"_id": "b", "text": "y"}, {"_id": "a", "text": "y"}],
+            "duplicate document id 'b' (first on line 1)",
+            3,
+        ),
+        (ROWS[:1] + [{"_id": "e\u0000", "text": "x"}], "document id 'e\\x00' contains a NUL character", 2),
         (ROWS[:1] + [{"_id": "e", "title": " ", "text": ""}], "document 'e' is empty", 2),
         (ROWS[:1] + [{"_id": "e", "text": ["a list"]}], "field 'text' must be a string", 2),
         ([], "the corpus holds no documents", None),
@@ -70,10 +77,18 @@ def test_a_store_is_built_once_and_opened_after(tiny_dataset, tmp_path):
 )
 def test_a_bad_corpus_gives_the_in_memory_readers_error_and_leaves_no_store(tmp_path, rows, message, line):
     source = write_rows(tmp_path / "corpus.jsonl", rows)
-    with pytest.raises(DataFormatError, match=message.replace("(", r"\(").replace(")", r"\)")) as raised:
+    with pytest.raises(DataFormatError, match=re.escape(message)) as raised:
         open_corpus_store(source, tmp_path / "stores" / "one")
     assert raised.value.line == line and raised.value.path == str(source)
     assert not any((tmp_path / "stores").iterdir())
+
+
+def test_a_store_is_kept_under_the_corpus_files_checksum(tiny_dataset, tmp_path):
+    """New judgements (another qrels split) change the dataset's checksum but not its corpus store."""
+    first = load_beir(tiny_dataset, store_dir=tmp_path / "stores")
+    (tiny_dataset / "qrels" / "dl19.tsv").write_text((tiny_dataset / "qrels" / "test.tsv").read_text())
+    again = load_beir(tiny_dataset, store_dir=tmp_path / "stores")
+    assert again.checksum != first.checksum and again.corpus.directory == first.corpus.directory
 
 
 def test_load_dataset_maps_a_large_corpus_when_given_a_store_folder(tiny_dataset, tmp_path, monkeypatch):

@@ -60,3 +60,37 @@ def test_a_vocabulary_beyond_uint16_is_stored_in_32_bits(tmp_path):
     documents = [[[70_000, 1], [65_536]], [[]]]
     store = MappedSegments(write_token_store(tmp_path / "tokens", documents, vocabulary=80_000, spec={}))
     assert store.spec["dtype"] == "uint32" and list(store) == documents and store.total == 3
+
+
+def test_token_stores_are_keyed_by_what_the_tokenizer_does_not_where_it_was_saved(tokenizer, tmp_path):
+    from longdoc.text.segments import token_store_path, tokenizer_fingerprint
+
+    tokenizer.save_pretrained(tmp_path / "copy")
+    copy = type(tokenizer).from_pretrained(tmp_path / "copy")
+    assert copy.name_or_path != tokenizer.name_or_path
+    tokenizer(["a call that sets truncation"], truncation=True, max_length=4)  # per-call state is not identity
+    assert tokenizer_fingerprint(copy) == tokenizer_fingerprint(tokenizer)
+    assert token_store_path(tmp_path, copy, 12, 3) == token_store_path(tmp_path, tokenizer, 12, 3)
+    assert token_store_path(tmp_path, tokenizer, 12, 4) != token_store_path(tmp_path, tokenizer, 12, 3)
+    assert token_store_path(tmp_path, tokenizer, 12, 3, documents="unjudged-x").name.startswith("unjudged-x-")
+
+
+def test_token_batches_keep_the_order_of_sorting_documents_by_width_then_blocks(tiny_bert, tokenizer):
+    """The numpy order equals the Python sort it replaced (widest first, then most blocks, stable)."""
+    import random
+
+    from longdoc.models.biencoder import EncoderConfig, MaxP
+
+    model = MaxP(EncoderConfig(segment_length=12, max_segments=3), tiny_bert, tokenizer)
+    rng = random.Random(0)
+    documents = [[[1] * rng.randint(0, 10) for _ in range(rng.randint(1, 5))] for _ in range(60)]
+    corpus = SegmentedCorpus([f"d{i}" for i in range(60)], documents)
+
+    def extent(i):
+        kept = documents[i][:3]
+        return max(map(len, kept)) + 2, len(kept)
+
+    order = sorted(range(60), key=lambda i: tuple(-v for v in extent(i)))
+    batches = model.token_batches(corpus, max_tokens=40)
+    assert [i for batch in batches for i in batch] == order
+    assert all(len(b) == 1 or sum(extent(i)[1] for i in b) * max(extent(i)[0] for i in b) <= 40 for b in batches)

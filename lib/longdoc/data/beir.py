@@ -218,17 +218,18 @@ def load_beir(directory: str | Path, name: str | None = None, on_empty: str = "e
         raise DataFormatError(manifest_path, f"not valid JSON ({err.msg})", err.lineno) from None
     if not isinstance(manifest, dict):
         raise DataFormatError(manifest_path, "expected a JSON object")
+    each: dict[str, str] = {}
     if not (trust_manifest_checksum and "checksum" in manifest):
         if "checksum" in manifest:
             manifest["manifest_checksum"] = manifest["checksum"]
-        manifest["checksum"] = files_checksum(directory)
+        manifest["checksum"] = files_checksum(directory, each)
     if store_dir is None:
         corpus = read_corpus(directory / "corpus.jsonl", on_empty=on_empty)
-    else:
+    else:  # kept under the corpus file's own checksum: new judgements do not rebuild it
         from longdoc.data.corpus_store import open_corpus_store
 
-        corpus = open_corpus_store(directory / "corpus.jsonl", Path(store_dir) / f"{manifest['checksum'][:24]}-{on_empty}",
-                                   on_empty)
+        own = each.get("corpus.jsonl") or file_checksum(directory / "corpus.jsonl")
+        corpus = open_corpus_store(directory / "corpus.jsonl", Path(store_dir) / f"{own[:24]}-{on_empty}", on_empty)
     queries = read_queries(directory / "queries.jsonl")
     qrels = {p.stem: read_qrels(p, queries, corpus) for p in qrels_files(directory)}
     return RetrievalDataset(name or directory.name, corpus, queries, qrels, manifest)
@@ -249,14 +250,29 @@ def qrels_files(directory: Path) -> list[Path]:
     return files
 
 
-def files_checksum(directory: Path) -> str:
-    """SHA-256 over the dataset's files (corpus, queries, every qrels split), names included."""
+def files_checksum(directory: Path, each: dict | None = None) -> str:
+    """SHA-256 over the dataset's files (corpus, queries, every qrels split), names included; ``each``
+    (when given) receives every file's own SHA-256 by name, from the same read."""
     digest = hashlib.sha256()
     for path in [directory / "corpus.jsonl", directory / "queries.jsonl", *qrels_files(directory)]:
-        digest.update(path.relative_to(directory).as_posix().encode() + b"\0")
+        name = path.relative_to(directory).as_posix()
+        digest.update(name.encode() + b"\0")
+        own = hashlib.sha256()
         with open(path, "rb") as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(chunk)
+                own.update(chunk)
+        if each is not None:
+            each[name] = own.hexdigest()
+    return digest.hexdigest()
+
+
+def file_checksum(path: Path) -> str:
+    """SHA-256 of one file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
     return digest.hexdigest()
 
 

@@ -46,6 +46,8 @@ def write_corpus_store(corpus_path: str | Path, directory: str | Path, on_empty:
         with open(tmp / "text.bin", "wb") as text_file:
             for number, row in _jsonl_rows(corpus_path):
                 doc_id = check_id(row["_id"], corpus_path, number)
+                if "\0" in doc_id:  # the store's fixed-width ids would drop it
+                    raise DataFormatError(corpus_path, f"document id {doc_id!r} contains a NUL character", number)
                 title = _text_field(row, "title", corpus_path, number)
                 text = _text_field(row, "text", corpus_path, number)
                 if not (title.strip() or text.strip()):
@@ -67,9 +69,13 @@ def write_corpus_store(corpus_path: str | Path, directory: str | Path, on_empty:
         del ids
         lookup = np.argsort(id_array, kind="stable")
         ordered = id_array[lookup]
-        repeated = np.flatnonzero(ordered[1:] == ordered[:-1])
-        if repeated.size:
-            first, second = lookup[repeated[0]], lookup[repeated[0] + 1]
+        repeated = np.flatnonzero(ordered[1:] == ordered[:-1]) + 1  # sorted places of the second, third, ... copies
+        if repeated.size:  # the earliest repeat in the file, as read_corpus would stop there
+            at = repeated[np.argmin(lookup[repeated])]
+            start = at
+            while start > 0 and ordered[start - 1] == ordered[at]:
+                start -= 1
+            first, second = lookup[start], lookup[at]
             doc_id = id_array[second].decode("utf-8")
             raise DataFormatError(
                 corpus_path, f"duplicate document id {doc_id!r} (first on line {lines[first]})", lines[second]
@@ -122,6 +128,24 @@ class _Column(Sequence):
 
     def __iter__(self) -> Iterator:
         return map(self._read, range(len(self)))
+
+
+class Subset(Sequence):
+    """The items of ``items`` at ``positions``, read when asked for (a lazy column stays lazy)."""
+
+    def __init__(self, items: Sequence, positions):
+        self._items, self._positions = items, np.asarray(positions, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._items[int(i)] for i in self._positions[index]]
+        return self._items[int(self._positions[index])]
+
+    def __iter__(self) -> Iterator:
+        return (self._items[int(i)] for i in self._positions)
 
 
 class CorpusStore(Mapping):

@@ -28,6 +28,7 @@ masked sentence-block prediction (eq. 4–7).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import islice
 
 import torch
 import torch.nn.functional as F
@@ -138,7 +139,8 @@ class Smith(SingleVectorEncoder):
         start of a fine-tuning from the backbone; a fine-tuning from a pre-trained checkpoint keeps the
         head its document layers were trained with (``apply=False``: the cosine is only measured).
         Returns the mean cosine between block vectors before and after."""
-        picked = [block for document in segments for block in document[: self.config.max_segments] if block][:blocks]
+        limit = self.config.max_segments
+        picked = list(islice((b for document in segments for b in document[:limit] if b), blocks))  # reads no further
         if len(picked) < 2:
             return {}
         was_training = self.training
@@ -224,8 +226,9 @@ def sample_masked_blocks(
 def global_sentence_block_loss(predicted: torch.Tensor, original: torch.Tensor) -> torch.Tensor:
     """Eq. 6 over the masked blocks of every process (one process: :func:`sentence_block_loss`, 0 without a
     masked block). Each process gathers every process's Ŝ and h (its own keeping their gradient, padded to
-    the most blocks) and takes the global batch's loss times the world size, so that DDP's average of the
-    gradients is the global batch's. A collective: every process calls it, with or without masked blocks."""
+    the most blocks) and takes the global batch's loss; the caller steps on it times the world size, so that
+    DDP's average of the gradients is the global batch's. A collective: every process calls it, with or
+    without masked blocks."""
     if world_size() == 1:
         return sentence_block_loss(predicted, original) if len(predicted) else original.sum() * 0.0
     real = pad_to_longest(torch.ones(len(predicted), dtype=torch.bool, device=predicted.device), 0, False)
@@ -233,7 +236,7 @@ def global_sentence_block_loss(predicted: torch.Tensor, original: torch.Tensor) 
     if not bool(real.any()):
         return (predicted.sum() + original.sum()) * 0.0
     everyone = [gather_with_grad(pad_to_longest(part, 0, 0.0))[real] for part in (predicted, original)]
-    return sentence_block_loss(*everyone) * world_size()
+    return sentence_block_loss(*everyone)
 
 
 class SmithPretraining(nn.Module):
@@ -281,8 +284,10 @@ class SmithPretraining(nn.Module):
         states = self.encoder.backbone(input_ids=inputs, attention_mask=batch.attention_mask).last_hidden_state
         losses = {"mlm": token_mean(*masked_token_sum(self.head, states, labels))}
         if self.block_prediction:
-            losses["sp"] = self.block_loss(batch, states[:, 0], generator)
-        losses["loss"] = sum(losses.values())
+            losses["sp"] = self.block_loss(batch, states[:, 0], generator)  # the global batch's eq. 6
+        # L = L_wp + L_sp (eq. 7); L_sp, which every process computes over all processes' blocks, counts
+        # world-size times so that DDP's average of the gradients is the global batch's
+        losses["loss"] = losses["mlm"] + losses.get("sp", 0.0) * world_size()
         return losses
 
     def block_loss(

@@ -11,6 +11,7 @@ about 6.5 billion token ids).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from array import array
@@ -22,6 +23,7 @@ import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from longdoc.io import atomic_directory
+from longdoc.sharding import rank, world_size
 
 
 def segment_ids(token_ids: list[int], segment_length: int, max_segments: int) -> list[list[int]]:
@@ -33,6 +35,73 @@ def segment_ids(token_ids: list[int], segment_length: int, max_segments: int) ->
     width = segment_length - 2
     chunks = [token_ids[i : i + width] for i in range(0, len(token_ids), width)][:max_segments]
     return chunks or [[]]
+
+
+TOKEN_STORE_VERSION = 1
+
+
+def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
+    """What a tokenizer does, hashed (its fast tokenizer's definition without the per-call truncation
+    and padding state, else its class and vocabulary), so that a copy saved with a model elsewhere
+    shares the token stores of the original."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        definition = {k: v for k, v in json.loads(backend.to_str()).items() if k not in ("truncation", "padding")}
+    else:
+        definition = {"class": type(tokenizer).__name__, "vocabulary": sorted(tokenizer.get_vocab().items())}
+    text = json.dumps(definition, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def token_store_spec(
+    tokenizer, segment_length: int, max_segments: int, document_tokens: int = 0, sentence_filling: bool = False
+) -> dict:
+    """What a token store's contents depend on (besides the documents): the tokenizer, the block shape,
+    and the versions of the code and packages that cut them."""
+    import tokenizers
+    import transformers
+
+    return {
+        "version": TOKEN_STORE_VERSION,
+        "tokenizer": tokenizer_fingerprint(tokenizer),
+        "vocabulary": len(tokenizer),
+        "segment_length": segment_length,
+        "max_segments": max_segments,
+        "document_tokens": document_tokens,
+        "sentence_filling": sentence_filling,
+        "packages": {"tokenizers": tokenizers.__version__, "transformers": transformers.__version__},
+    }
+
+
+def token_store_path(
+    root: str | Path,
+    tokenizer,
+    segment_length: int,
+    max_segments: int,
+    document_tokens: int = 0,
+    sentence_filling: bool = False,
+    documents: str = "all",
+) -> Path:
+    """The folder of a token store under ``root`` (a corpus store's ``segments``): one per set of
+    ``documents`` (a name) and :func:`token_store_spec`."""
+    spec = token_store_spec(tokenizer, segment_length, max_segments, document_tokens, sentence_filling)
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+    return Path(root) / f"{documents}-{digest}"
+
+
+def first_process_then_the_others(work) -> None:
+    """``work()`` in the first process, then (after it) in the others: a file the first builds is found
+    built by the rest (several processes under torchrun never build one store side by side)."""
+    if world_size() == 1:
+        work()
+        return
+    import torch.distributed as dist
+
+    if rank() == 0:
+        work()
+    dist.barrier()
+    if rank() != 0:
+        work()
 
 
 def write_token_store(directory: str | Path, documents: Iterable[list[list[int]]], vocabulary: int, spec: dict) -> Path:
@@ -125,24 +194,22 @@ class SegmentedCorpus:
             raise ValueError("document_tokens is not defined for sentence-filled blocks (set max_segments)")
         doc_ids = doc_ids if isinstance(doc_ids, list) or directory is not None else list(doc_ids)
         if directory is not None:
-            spec = {
-                "tokenizer": tokenizer.name_or_path,
-                "vocabulary": len(tokenizer),
-                "segment_length": segment_length,
-                "max_segments": max_segments,
-                "document_tokens": document_tokens,
-                "sentence_filling": sentence_filling,
-                "documents": len(texts),
-            }
-            manifest = Path(directory) / "store.json"
-            if not (
-                manifest.is_file()
-                and {k: v for k, v in json.loads(manifest.read_text()).items() if k != "dtype"} == spec
-            ):
+            spec = token_store_spec(tokenizer, segment_length, max_segments, document_tokens, sentence_filling)
+            spec["documents"] = len(texts)
+
+            def write() -> None:
+                manifest = Path(directory) / "store.json"
+                if (
+                    manifest.is_file()
+                    and {k: v for k, v in json.loads(manifest.read_text()).items() if k != "dtype"} == spec
+                ):
+                    return
                 documents = _segment_batches(
                     tokenizer, texts, segment_length, max_segments, document_tokens, batch_size, sentence_filling
                 )
                 write_token_store(directory, documents, len(tokenizer), spec)
+
+            first_process_then_the_others(write)
             return cls(doc_ids, MappedSegments(directory))
         documents = _segment_batches(
             tokenizer, texts, segment_length, max_segments, document_tokens, batch_size, sentence_filling

@@ -27,6 +27,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedDataParallelKwargs, set_seed
 
+from longdoc.distributed import mean_over_processes
 from longdoc.models.lmae import DECODER_INITS, LongtrieverPretraining
 from longdoc.progress import tqdm
 from longdoc.text.masking import DocumentDraws, document_seed
@@ -176,7 +177,9 @@ def pretrain_encoder(
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad()
-            record = {"phase": phase, "step": step, "epoch": epoch, **{k: float(v.detach()) for k, v in losses.items()}}
+            parts = [k for k in losses if k != "loss"]  # each the global batch's value, whatever the process count
+            values = mean_over_processes(torch.stack([losses[k].detach().float() for k in parts])).tolist()
+            record = {"phase": phase, "step": step, "epoch": epoch, **dict(zip(parts, values)), "loss": sum(values)}
             result.history.append(record)
             bar.update(1)
             bar.set_postfix(phase=phase, loss=f"{record['loss']:.3f}")

@@ -41,3 +41,24 @@ def test_pretraining_runs_in_two_processes_launched_from_the_kernel(still_backbo
     assert apart < 1e-4 * moved  # measured: 8e-8; with masks drawn per process, 5e-2
     with pytest.raises(ValueError, match="pretrain_batch_size=4: not divisible by n_devices=3"):
         pretrained(documents, encoder, config, progress=False, n_devices=3)
+
+
+def test_pretraining_on_a_memory_mapped_corpus_reads_a_token_store_beside_it(
+    tiny_dataset, tiny_backbone, isolated_outputs
+):
+    """Transductive and unjudged pre-training on a corpus store tokenize into its ``segments`` folder (the
+    documents never become Python lists); the unjudged documents are a lazy view, keyed by the dataset."""
+    from longdoc.data.corpus_store import Subset
+    from longdoc.data.registry import load_dataset
+    from longdoc.experiments.families.pretraining import UNJUDGED, pretraining_texts
+
+    data = load_dataset(str(tiny_dataset), store_dir=isolated_outputs / "stores", mapped=True)
+    encoder = LongtrieverConfig(backbone=tiny_backbone, segment_length=16, max_segments=2)
+    config = PretrainConfig(steps=1, batch_size=2, learning_rate=1e-3)
+    ids, texts = pretraining_texts(UNJUDGED, data)
+    assert isinstance(ids, Subset) and isinstance(texts, Subset) and len(ids) == 12  # 24 less dev's and test's
+    assert list(ids) == pretraining_texts(UNJUDGED, load_dataset(str(tiny_dataset)))[0]
+    pretrained(data, encoder, config, progress=False)
+    pretrained(UNJUDGED, encoder, config, dataset=data, progress=False)
+    stores = sorted(p.name.split("-")[0] for p in (data.corpus.directory / "segments").iterdir())
+    assert stores == ["all", "unjudged"]

@@ -171,12 +171,12 @@ def document_identifiers(
 def train_pairs(dataset: RetrievalDataset, split: str) -> list[tuple[str, str]]:
     """``(document text, query)`` for every relevant (query, document) of ``split``."""
     queries, qrels = dataset.split(split)
-    text = dict(zip(dataset.doc_ids, dataset.texts))
+    corpus = dataset.corpus  # looked up per judged document (a memory-mapped corpus stays on disk)
     return [
-        (text[d], queries[q])
+        (corpus[d].full_text, queries[q])
         for q, judged in sorted(qrels.items())
         for d, r in sorted(judged.items())
-        if r > 0 and d in text
+        if r > 0 and d in corpus
     ]
 
 
@@ -192,6 +192,8 @@ def generated_queries(
     and the seconds spent training and generating. ``n_devices`` > 1 trains a generator built here in
     that many processes (``torchrun``; ``config.batch_size`` pairs per step split across them); the
     generation runs here, in one process."""
+    if config.generator:  # a ready generator: nothing trains, one process generates
+        n_devices = 1
     if n_devices < 1 or config.batch_size % n_devices:
         raise ValueError(f"query generator batch_size={config.batch_size}: not divisible by n_devices={n_devices}")
 
@@ -203,15 +205,13 @@ def generated_queries(
             job = GeneratorJob(
                 asdict(replace(config, batch_size=config.batch_size // n_devices)),
                 backbone,
-                train_pairs(dataset, "train"),
-                train_pairs(dataset, "dev"),
                 str(resume / "generator"),
                 progress,
             )
             if n_devices == 1:
-                generator, history = train_generator(job, resume)
+                generator, history = train_generator(job, dataset, resume)
             else:
-                launch(QG_RUNNER, job, None, directory, resume, n_devices)
+                launch(QG_RUNNER, job, dataset_reference(dataset, DATASET_LOADER), directory, resume, n_devices)
                 generator = Doc2Query.from_checkpoint(job.output, config)
                 history = json.loads((Path(job.output) / "training.json").read_text())
         trained = time.perf_counter() - started
@@ -247,22 +247,21 @@ class GeneratorJob:
 
     config: dict  # the QueryGenerationConfig, batch_size per process
     backbone: str
-    pairs: list  # (document text, query) of the train split
-    dev_pairs: list
     output: str  # where the first process saves the trained generator (several processes)
     progress: bool = True
 
 
-def train_generator(job: GeneratorJob, resume: Path) -> tuple[Doc2Query, dict]:
+def train_generator(job: GeneratorJob, dataset: RetrievalDataset, resume: Path) -> tuple[Doc2Query, dict]:
     """A generator built from the backbone (new parameters under the config's seed), fine-tuned on the
-    pairs; under several processes the first saves it and its history into ``job.output``."""
+    dataset's train pairs (its dev pairs choose the checkpoint); under several processes the first saves
+    it and its history into ``job.output``."""
     config = QueryGenerationConfig(**job.config)
     with seeded(config.seed):
         generator = Doc2Query.from_backbone(job.backbone, config)
     result = train_doc2query(
         generator,
-        [tuple(p) for p in job.pairs],
-        [tuple(p) for p in job.dev_pairs],
+        train_pairs(dataset, "train"),
+        train_pairs(dataset, "dev"),
         progress=job.progress,
         checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES),
     )
@@ -274,7 +273,7 @@ def train_generator(job: GeneratorJob, resume: Path) -> tuple[Doc2Query, dict]:
 
 def run_generator_job(job: GeneratorJob, dataset, directory: Path, resume: Path) -> None:
     """One of torchrun's processes (:mod:`~longdoc.experiments.families.worker`)."""
-    train_generator(job, resume)
+    train_generator(job, dataset, resume)
 
 
 QG_RUNNER = f"{__name__}:run_generator_job"
@@ -453,6 +452,7 @@ def train_and_save_nci(
         "model": asdict(config),
         "id_tokenizer": job.id_tokenizer,
         "examples": len(examples),
+        "processes": world_size(),  # the iterations' config.batch_size is per process
         "curve": evaluation.kept,
         "parameters": sum(p.numel() for p in model.parameters()),
         "adaptor_parameters": sum(p.numel() for n, p in model.named_parameters() if n.startswith("adaptor.")),

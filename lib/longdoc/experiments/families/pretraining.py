@@ -17,7 +17,10 @@ import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from longdoc.data.beir import RetrievalDataset
+from longdoc.data.corpus_store import CorpusStore, Subset
 from longdoc.data.errors import DataFormatError
 from longdoc.data.registry import load_dataset
 from longdoc.experiments.cache import cache_key, cached_directory
@@ -28,7 +31,8 @@ from longdoc.models.lmae import LongtrieverPretraining
 from longdoc.models.longtriever import Longtriever, LongtrieverConfig
 from longdoc.models.smith import Smith, SmithConfig, SmithPretraining
 from longdoc.seeding import seeded
-from longdoc.text.segments import MappedSegments, SegmentedCorpus
+from longdoc.sharding import rank, world_size
+from longdoc.text.segments import MappedSegments, SegmentedCorpus, token_store_path
 from longdoc.train.checkpoint import SAVE_MINUTES, Checkpointer
 from longdoc.train.pretrain import PretrainConfig, pretrain_encoder
 
@@ -66,12 +70,16 @@ def unjudged_documents(dataset: RetrievalDataset) -> tuple[list[str], list[str]]
         for d, r in docs.items()
         if r > 0
     }
-    kept = [(d, t) for d, t in zip(dataset.doc_ids, dataset.texts) if d not in judged]
-    if not kept:
+    ids = dataset.doc_ids
+    kept = np.fromiter((i for i, d in enumerate(ids) if d not in judged), dtype=np.int64)
+    if not len(kept):
         raise ValueError(
             f"pretrain_corpus='{UNJUDGED}': every document of {dataset.name} is judged by a dev or test query"
         )
-    return [d for d, _ in kept], [t for _, t in kept]
+    if isinstance(dataset.corpus, CorpusStore):  # MS MARCO: ids and texts stay on disk
+        return Subset(ids, kept), Subset(dataset.texts, kept)
+    texts = dataset.texts
+    return [ids[i] for i in kept], [texts[i] for i in kept]
 
 
 @dataclass(frozen=True)
@@ -138,23 +146,38 @@ def pretrained(
     if n_devices < 1 or pretrain.batch_size % n_devices:
         raise ValueError(f"parameter pretrain_batch_size={pretrain.batch_size}: not divisible by n_devices={n_devices}")
     ids, texts = pretraining_texts(source, dataset)
+    subsample = source.manifest.get("subsample") if isinstance(source, RetrievalDataset) else None
     if isinstance(source, RetrievalDataset):
-        name, checksum = source.name, source.checksum
+        name, checksum, store = source.name, source.checksum, getattr(source.corpus, "directory", None)
     elif isinstance(source, Documents):
-        name, checksum = source.name, cache_key(ids=ids, texts=texts)
+        name, checksum, store = source.name, cache_key(ids=ids, texts=texts), None
+    elif source == UNJUDGED:  # the documents follow from the dataset and its judgements
+        name, checksum, store = (
+            f"{UNJUDGED} of {dataset.name}",
+            dataset.checksum,
+            getattr(dataset.corpus, "directory", None),
+        )
+        subsample = dataset.manifest.get("subsample")
     else:
-        name, checksum = str(source), cache_key(ids=ids, texts=texts)
+        name, checksum, store = str(source), cache_key(ids=ids, texts=texts), None
 
     def build(directory: Path, resume: Path) -> None:
-        tokens = resume / "tokens" if n_devices > 1 else None  # the processes read the documents' tokens from there
+        tokenizer = load_tokenizer(encoder.backbone)
+        shape = (encoder.segment_length, encoder.max_segments, encoder.document_tokens)
+        filling = getattr(encoder, "sentence_filling", False)
+        if store is not None:  # a memory-mapped corpus: its tokens are stored beside it, once per shape
+            documents = "all" if isinstance(source, RetrievalDataset) else f"unjudged-{checksum[:16]}"
+            tokens = token_store_path(Path(store) / "segments", tokenizer, *shape, filling, documents=documents)
+        else:  # several processes read the documents' tokens from the run's resume folder
+            tokens = resume / "tokens" if n_devices > 1 else None
         corpus = SegmentedCorpus.build(
-            load_tokenizer(encoder.backbone),
+            tokenizer,
             ids,
             texts,
             encoder.segment_length,
             encoder.max_segments,
             encoder.document_tokens,
-            sentence_filling=getattr(encoder, "sentence_filling", False),
+            sentence_filling=filling,
             directory=tokens,
         )
         job = PretrainJob(
@@ -169,7 +192,6 @@ def pretrained(
         else:
             launch(RUNNER, job, None, directory, resume, n_devices)
 
-    subsample = source.manifest.get("subsample") if isinstance(source, RetrievalDataset) else None
     directory = cached_directory(
         "pretrain",
         build,
@@ -198,8 +220,6 @@ class PretrainJob:
 def pretrain_and_save(job: PretrainJob, corpus: SegmentedCorpus, directory: Path, resume: Path) -> None:
     """Pre-train a new model on ``corpus`` (SMITH's block head centred first) and, in the first
     process, save it and its history into ``directory``."""
-    import torch.distributed as dist
-
     encoder, pretrain = named(job.encoder_class)(**job.encoder), PretrainConfig(**job.pretrain)
     with seeded(pretrain.seed):
         model, task = pretraining_task(encoder, pretrain)
@@ -207,9 +227,10 @@ def pretrain_and_save(job: PretrainJob, corpus: SegmentedCorpus, directory: Path
     result = pretrain_encoder(
         task, corpus, pretrain, progress=job.progress, checkpoint=Checkpointer(resume, minutes=SAVE_MINUTES)
     )
-    if not dist.is_initialized() or dist.get_rank() == 0:
+    if rank() == 0:
         model.save(directory / "model")
-        (directory / "history.json").write_text(json.dumps(asdict(result) | {"start": start}, indent=2))
+        record = asdict(result) | {"start": start, "processes": world_size()}  # config.batch_size is per process
+        (directory / "history.json").write_text(json.dumps(record, indent=2))
 
 
 def run_pretraining_job(job: PretrainJob, dataset, directory: Path, resume: Path) -> None:
@@ -230,7 +251,8 @@ def pretraining_summary(model_directory: Path) -> dict:
     """Steps and losses of a cached pre-training: per phase ("head": ψ and decoder only, "full"), the
     mean loss of its first and last tenth of steps (one step's loss is noisy)."""
     saved = pretraining_history(model_directory)
-    summary = {"MLM head pre-trained": saved["head_pretrained"], "documents per step": saved["config"]["batch_size"]}
+    per_step = saved["config"]["batch_size"] * saved.get("processes", 1)
+    summary = {"MLM head pre-trained": saved["head_pretrained"], "documents per step": per_step}
     if saved.get("start"):
         summary["block cosine at start (centred)"] = (
             f"{saved['start']['block cosine before centring']:.4f} → {saved['start']['after']:.4f}"

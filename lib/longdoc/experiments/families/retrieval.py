@@ -32,7 +32,7 @@ from longdoc.eval.metrics import Run, evaluate, per_query
 from longdoc.eval.probes import in_batch_probe
 from longdoc.eval.run_files import write_run
 from longdoc.experiments import cache
-from longdoc.experiments.cache import cache_key, cached_directory, portable
+from longdoc.experiments.cache import cached_directory, portable
 from longdoc.experiments.families.pretraining import pretrained, pretraining_history, pretraining_summary
 from longdoc.experiments.families.worker import dataset_reference, launch
 from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune, save_fit
@@ -43,7 +43,7 @@ from longdoc.index.dense_retriever import DenseRetriever
 from longdoc.models.biencoder import BiEncoder, EncoderConfig
 from longdoc.models.registry import build_encoder, encoder_class, load_encoder
 from longdoc.sharding import from_first, rank, world_size
-from longdoc.text.segments import SegmentedCorpus
+from longdoc.text.segments import SegmentedCorpus, token_store_path
 from longdoc.train.checkpoint import SAVE_MINUTES, Checkpointer
 from longdoc.train.loop import TrainConfig, train_biencoder
 from longdoc.train.negatives import negatives_from_run
@@ -185,6 +185,7 @@ def segment_corpus(model: BiEncoder, dataset: RetrievalDataset) -> SegmentedCorp
     )
     if key not in _SEGMENTED:
         store = getattr(dataset.corpus, "directory", None)  # a memory-mapped corpus: its tokens are stored beside it
+        shape = (config.segment_length, config.max_segments, config.document_tokens, key[-1])
         _SEGMENTED[key] = SegmentedCorpus.build(
             model.tokenizer,
             dataset.doc_ids,
@@ -193,7 +194,7 @@ def segment_corpus(model: BiEncoder, dataset: RetrievalDataset) -> SegmentedCorp
             config.max_segments,
             config.document_tokens,
             sentence_filling=getattr(config, "sentence_filling", False),
-            directory=None if store is None else Path(store) / "segments" / cache_key(shape=list(key[4:])),
+            directory=None if store is None else token_store_path(Path(store) / "segments", model.tokenizer, *shape),
         )
     return _SEGMENTED[key]
 
@@ -416,6 +417,7 @@ def finetune(
             negatives if iterations == 1 else "model",
             progress,
             dev_candidates,
+            dev_candidate_ids(dataset, dev_candidates) if dev_candidates else None,  # BM25 once, here
         )
         if n_devices == 1:
             run_finetune_job(job, dataset, directory, resume)
@@ -455,6 +457,7 @@ class FinetuneJob:
     negatives: str  # how ``mined`` was made ("none", "bm25", "model"), for the record
     progress: bool = True
     dev_candidates: int = 0  # > 0: dev evaluations rank each dev query's BM25 top k and the judged documents
+    candidates: list[str] | None = None  # those documents (found in the kernel: no process builds BM25 again)
 
 
 RUNNER, DATASET_LOADER = f"{__name__}:run_finetune_job", f"{__name__}:load_retrieval_dataset"
@@ -467,7 +470,7 @@ def run_finetune_job(job: FinetuneJob, dataset: RetrievalDataset, directory: Pat
         job.model_name, encoder_class(job.model_name).config_class(**job.encoder), train.seed, job.start
     )
     corpus = segment_corpus(model, dataset)
-    candidates = dev_candidate_ids(dataset, job.dev_candidates) if job.dev_candidates else None
+    candidates = job.candidates
     evaluation = RetrievalEvaluation(dataset, corpus, candidates)
     result = train_biencoder(
         model,

@@ -510,7 +510,8 @@ def learning_curve_frames(study: Study, systems: list[System]) -> dict[str, pd.D
     curves = {}
     for system in systems:
         fit = study.fit(system)
-        batch, examples = fit.last["config"]["batch_size"], fit.history["examples"]
+        batch = fit.last["config"]["batch_size"] * fit.history.get("processes", 1)  # queries per step in all
+        examples = fit.history["examples"]
         rows = [
             {"step": int(step), "epoch": int(step) * batch / examples, **values}
             for step, values in fit.history["curve"].items()
