@@ -7,8 +7,10 @@ The trainers' AdamW is replaced by plain SGD here: Adam divides each gradient by
 turns float noise in a gradient that should be zero (a key bias) into a full step and hides a gradient
 scaled by a constant; with SGD the weights differ exactly as much as the summed gradients do."""
 
+import json
 import os
 import socket
+from pathlib import Path
 
 import pytest
 import torch
@@ -185,17 +187,53 @@ def pretraining_job(world: int, out, backbone: str, system: str) -> None:
         else:
             encoder = Smith(SmithConfig(backbone=backbone, segment_length=16, max_segments=3, document_layers=1))
             task = SmithPretraining(encoder, mlm_ratio=0.3, masked_blocks=1)
-    corpus = SegmentedCorpus.build(encoder.tokenizer, TOPICS, LONG_TEXTS, 16, 3)
+    corpus = SegmentedCorpus.build(encoder.tokenizer, TOPICS[:7], LONG_TEXTS[:7], 16, 3)  # step 2: 3 documents
     config = PretrainConfig(steps=STEPS, batch_size=GLOBAL_BATCH // world, learning_rate=1e-3, seed=3)
-    pretrain_encoder(task, corpus, config, progress=False)
+    result = pretrain_encoder(task, corpus, config, progress=False)
     save_from_first(task, out)
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        Path(out).with_suffix(".json").write_text(json.dumps(result.history))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("system", ["Longtriever", "SMITH"])
 def test_pretraining_in_two_processes_equals_one(still_backbone, tmp_path, system):
-    """Longtriever's MLM + LMAE and SMITH's L_wp + L_sp (blocks contrasted across the global batch)."""
+    """Longtriever's MLM + LMAE and SMITH's L_wp + L_sp (blocks contrasted across the global batch), over an
+    epoch whose last global batch is short (7 documents, 4 a step: 2 + 1 in two processes); the history
+    logs the global batch's losses either way."""
     assert_same_weights(*weights_in_one_and_two_processes(pretraining_job, tmp_path, still_backbone, system))
+    one, two = (json.loads((tmp_path / name).read_text()) for name in ("one.json", "two.json"))
+    assert [r["epoch"] for r in one] == [1, 1, 2]
+    for a, b in zip(one, two, strict=True):
+        assert a.pop("phase") == b.pop("phase") and b == pytest.approx(a, rel=1e-5, abs=1e-6)
+
+
+def token_store_job(world: int, folder, tokenizer_path: str) -> None:
+    """Every process builds the same token store: the first writes it, the others open it."""
+    from transformers import AutoTokenizer
+
+    from longdoc.text import segments
+
+    written = Path(folder) / "written"
+    original = segments.write_token_store
+
+    def counted(*args, **kwargs):
+        with written.open("a") as handle:
+            handle.write(f"{os.getpid()}\n")
+        return original(*args, **kwargs)
+
+    segments.write_token_store = counted
+    if world > 1:
+        dist.init_process_group("gloo")
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    corpus = segments.SegmentedCorpus.build(tokenizer, TOPICS, LONG_TEXTS, 16, 3, directory=Path(folder) / "tokens")
+    (Path(folder) / f"read{dist.get_rank() if world > 1 else 0}").write_text(json.dumps(list(corpus.segments)))
+
+
+def test_several_processes_build_one_token_store_once(still_backbone, tmp_path):
+    mp.spawn(_process, args=(2, free_port(), token_store_job, (tmp_path, still_backbone)), nprocs=2, join=True)
+    assert len((tmp_path / "written").read_text().split()) == 1
+    assert (tmp_path / "read0").read_text() == (tmp_path / "read1").read_text() != "[]"
 
 
 def test_fewer_items_than_one_step_across_processes_is_refused_before_training():
