@@ -330,9 +330,11 @@ class Study:
 
     @staticmethod
     def paper_columns(beside: pd.DataFrame, datasets: dict[str, str]) -> pd.DataFrame:
-        """The paper's values with their collection in the column name (``datasets``: measure → collection)."""
+        """The paper's values with their collection in the column name (``datasets``: paper column →
+        collection). A paper column that names its collection itself ("R@100 (TREC)") is shown under the
+        measure it holds: "paper R@100 (TREC DL 19)"."""
         return beside.rename(
-            columns={m: f"paper {m} ({datasets[m]})" if m in datasets else f"paper {m}" for m in beside}
+            columns={m: f"paper {m.split(' (')[0]} ({datasets[m]})" if m in datasets else f"paper {m}" for m in beside}
         )
 
     def further_sets(self, paper: pd.DataFrame, datasets: dict[str, dict[str, str]]) -> dict[str, pd.DataFrame]:

@@ -82,12 +82,13 @@ def test_a_further_reported_set_is_run_recorded_and_shown_beside_the_papers_valu
     records = study.system_records()
     for name in ("BM25", "FirstP"):  # the same judgements as test: the same numbers
         assert records[name]["dl19"] == records[name]["test"]
-    paper = pd.DataFrame([{"system": "BM25", "our_name": "BM25", "NDCG@10": 0.5, "MRR@100": 0.2}])
-    tables = study.further_sets(paper, {"dl19": {"NDCG@10": "TREC DL 19"}})
+    paper = pd.DataFrame([{"system": "BM25", "our_name": "BM25", "NDCG@10": 0.5, "MRR@100": 0.2, "R@100 (TREC)": 0.4}])
+    tables = study.further_sets(paper, {"dl19": {"NDCG@10": "TREC DL 19", "R@100 (TREC)": "TREC DL 19"}})
     assert list(tables) == ["dl19"]
     table = tables["dl19"]
     assert "paper NDCG@10 (TREC DL 19)" in table and "paper MRR@100" not in " ".join(table.columns)
     assert table.loc["BM25", "paper NDCG@10 (TREC DL 19)"] == 0.5
+    assert table.loc["BM25", "paper R@100 (TREC DL 19)"] == 0.4  # the paper's TREC recall column, beside our R@100
     assert "paper" not in " ".join(study.further_sets(paper, {})["dl19"].columns)  # no paper values named
     study.results["BM25"].outcomes[0].write(tmp_path / "written", study.data, "BM25", None)
     assert sorted(p.name for p in (tmp_path / "written" / "runs").iterdir()) == ["BM25.dl19.trec", "BM25.trec"]
