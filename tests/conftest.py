@@ -114,6 +114,22 @@ def write_tiny_dataset(directory: Path) -> Path:
     return directory
 
 
+def add_further_set(directory: Path, split: str = "dl19") -> Path:
+    """``qrels/<split>.tsv`` in a BEIR folder: its test queries again under ids of their own (``dl19-q18``:
+    a query belongs to one split), judged as in test."""
+    import json
+
+    lines = (directory / "qrels" / "test.tsv").read_text().splitlines()
+    texts = {row["_id"]: row["text"] for row in map(json.loads, (directory / "queries.jsonl").read_text().splitlines())}
+    judged = [line.split("\t") for line in lines[1:] if line.strip()]
+    with (directory / "queries.jsonl").open("a") as handle:
+        for qid in dict.fromkeys(q for q, _, _ in judged):
+            handle.write(json.dumps({"_id": f"{split}-{qid}", "text": texts[qid]}) + "\n")
+    rows = "".join(f"{split}-{q}\t{d}\t{r}\n" for q, d, r in judged)
+    (directory / "qrels" / f"{split}.tsv").write_text(lines[0] + "\n" + rows)
+    return directory
+
+
 @pytest.fixture
 def tiny_dataset(tmp_path) -> Path:
     return write_tiny_dataset(tmp_path / "tiny")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from longdoc.data.beir import load_beir, read_corpus, read_qrels, read_queries
-from longdoc.data.msmarco import read_msmarco_docs, read_queries_tsv
+from longdoc.data.msmarco import load_msmarco_documents, read_msmarco_docs, read_queries_tsv
 from longdoc.data.pairs import read_gwikimatch, read_pair_tsv, read_smash_pairs
 from longdoc.data.trec import read_trec_qrels
 from longdoc.eval.metrics import evaluate
@@ -33,7 +33,9 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 def beir_copy(tmp: Path) -> Path:
     directory = tmp / "mine"
     shutil.copytree(FIXTURE, directory)
-    (directory / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    with (directory / "queries.jsonl").open("a") as handle:
+        handle.write('{"_id": "q3", "text": "lightest noble element"}\n')
+    (directory / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq3\td1\t1\n")
     return directory
 
 
@@ -165,6 +167,23 @@ CASES = [
         "empty test split",
         with_beir(lambda d: write(d, "qrels/test.tsv", QRELS_HEADER)),
         r"split 'test' \(qrels/test.tsv\) has no query with a relevant document",
+    ),
+    (
+        "a query judged in train and in test",
+        with_beir(lambda d: write(d, "qrels/test.tsv", QRELS_HEADER + "q2\td2\t1\nq1\td2\t0\n")),
+        r"train.tsv, line 2: query 'q1' is judged in split 'train' and in split 'test' \(.*test.tsv, line 3\): "
+        r"a query belongs to one split",
+    ),
+    (
+        "MS MARCO converter: a query judged in train and in test",
+        lambda t: load_msmarco_documents(
+            write(t, "docs.tsv", "D1\turl\tT\tbody one\nD2\turl\tT\tbody two\n"),
+            {
+                "train": (write(t, "tq.tsv", "1\tfirst\n2\tsecond\n"), write(t, "tr.tsv", "1 0 D1 1\n2 0 D2 1\n")),
+                "test": (write(t, "sq.tsv", "2\tsecond\n"), write(t, "sr.tsv", "2 Q0 D1 1\n")),
+            },
+        ),
+        r"sr.tsv, line 1: query '2' is judged in split 'test' and in split 'train' \(.*tr.tsv, line 2\)",
     ),
     (
         "no dev split",

@@ -12,6 +12,7 @@ from longdoc.data.beir import load_beir, read_corpus
 from longdoc.data.corpus_store import CorpusStore, open_corpus_store, write_corpus_store
 from longdoc.data.errors import DataFormatError
 from longdoc.data.registry import load_dataset
+from tests.conftest import add_further_set
 
 ROWS = [
     {"_id": "d1", "title": "Pipe", "text": "pipe(2): create a pipe"},
@@ -69,7 +70,7 @@ def test_a_store_is_built_once_and_opened_after(tiny_dataset, tmp_path):
             "duplicate document id 'b' (first on line 1)",
             3,
         ),
-        (ROWS[:1] + [{"_id": "e\u0000", "text": "x"}], "document id 'e\\x00' contains a NUL character", 2),
+        (ROWS[:1] + [{"_id": "e\u0000", "text": "x"}], "document id 'e\\x00' contains the invisible character U+0000", 2),
         (ROWS[:1] + [{"_id": "e", "title": " ", "text": ""}], "document 'e' is empty", 2),
         (ROWS[:1] + [{"_id": "e", "text": ["a list"]}], "field 'text' must be a string", 2),
         ([], "the corpus holds no documents", None),
@@ -86,7 +87,7 @@ def test_a_bad_corpus_gives_the_in_memory_readers_error_and_leaves_no_store(tmp_
 def test_a_store_is_kept_under_the_corpus_files_checksum(tiny_dataset, tmp_path):
     """New judgements (another qrels split) change the dataset's checksum but not its corpus store."""
     first = load_beir(tiny_dataset, store_dir=tmp_path / "stores")
-    (tiny_dataset / "qrels" / "dl19.tsv").write_text((tiny_dataset / "qrels" / "test.tsv").read_text())
+    add_further_set(tiny_dataset, "dl19")
     again = load_beir(tiny_dataset, store_dir=tmp_path / "stores")
     assert again.checksum != first.checksum and again.corpus.directory == first.corpus.directory
 

@@ -106,3 +106,15 @@ def test_pairs_duplicate_and_bad_label(tmp_path):
     path.write_text("a\tb\tmaybe\n")
     with pytest.raises(DataFormatError, match="line 1: label 'maybe' is not a number"):
         read_pair_tsv(path)
+
+
+def test_nq320k_refuses_a_query_in_its_train_and_dev_files(tmp_path, fixtures):
+    for name in ("nq_title_abs.tsv", "nq_train_doc_newid.tsv"):
+        (tmp_path / name).write_bytes((fixtures / "nq320k" / name).read_bytes())
+    (tmp_path / "nq_dev_doc_newid.tsv").write_text("lightest element\t90\t0\t1-1\nwhat is a jar\t2\t1\t0-3\n")
+    with pytest.raises(
+        DataFormatError,
+        match=r"nq_dev_doc_newid.tsv, line 2: query '2' is judged in split 'test' and in split 'train' "
+        r"\(.*nq_train_doc_newid.tsv, line 2\)",
+    ):
+        load_nq320k(tmp_path)

@@ -212,6 +212,7 @@ def token_store_job(world: int, folder, tokenizer_path: str) -> None:
     """Every process builds the same token store: the first writes it, the others open it."""
     from transformers import AutoTokenizer
 
+    from longdoc.experiments.families.worker import join_processes
     from longdoc.text import segments
 
     written = Path(folder) / "written"
@@ -223,8 +224,7 @@ def token_store_job(world: int, folder, tokenizer_path: str) -> None:
         return original(*args, **kwargs)
 
     segments.write_token_store = counted
-    if world > 1:
-        dist.init_process_group("gloo")
+    join_processes()  # what torchrun's worker does first
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
     corpus = segments.SegmentedCorpus.build(tokenizer, TOPICS, LONG_TEXTS, 16, 3, directory=Path(folder) / "tokens")
     (Path(folder) / f"read{dist.get_rank() if world > 1 else 0}").write_text(json.dumps(list(corpus.segments)))

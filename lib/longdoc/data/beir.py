@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from longdoc.data.errors import DataFormatError, check_id, json_type, text_lines
+from longdoc.data.splits import refuse_shared_queries
 from longdoc.io import atomic_write
 from longdoc.types import Qrels
 
@@ -172,8 +173,10 @@ def read_queries(path: str | Path) -> dict[str, str]:
     return queries
 
 
-def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | None = None) -> Qrels:
-    """Read a BEIR qrels TSV (header ``query-id corpus-id score``), checking ids when given."""
+def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | None = None,
+               first_lines: dict | None = None) -> Qrels:
+    """Read a BEIR qrels TSV (header ``query-id corpus-id score``), checking ids when given;
+    ``first_lines`` (when given) receives the line where each query is first judged."""
     path = Path(path)
     qrels: Qrels = {}
     for number, line in text_lines(path):
@@ -197,6 +200,8 @@ def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | Non
         if doc_id in qrels.setdefault(qid, {}):
             raise DataFormatError(path, f"duplicate judgement for ({qid!r}, {doc_id!r})", number)
         qrels[qid][doc_id] = relevance
+        if first_lines is not None:
+            first_lines.setdefault(qid, number)
     return qrels
 
 
@@ -231,7 +236,12 @@ def load_beir(directory: str | Path, name: str | None = None, on_empty: str = "e
         own = each.get("corpus.jsonl") or file_checksum(directory / "corpus.jsonl")
         corpus = open_corpus_store(directory / "corpus.jsonl", Path(store_dir) / f"{own[:24]}-{on_empty}", on_empty)
     queries = read_queries(directory / "queries.jsonl")
-    qrels = {p.stem: read_qrels(p, queries, corpus) for p in qrels_files(directory)}
+    qrels, judged = {}, {}
+    for path in qrels_files(directory):
+        lines: dict[str, int] = {}
+        qrels[path.stem] = read_qrels(path, queries, corpus, lines)
+        judged[path.stem] = (path, lines)
+    refuse_shared_queries(judged)
     return RetrievalDataset(name or directory.name, corpus, queries, qrels, manifest)
 
 

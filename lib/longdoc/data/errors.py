@@ -4,6 +4,7 @@ line), and the one way input text files are read (:func:`text_lines`)."""
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 from typing import Iterator
 
@@ -58,6 +59,11 @@ def check_id(value, path: str | Path, line: int, what: str = "document id") -> s
         raise DataFormatError(path, f"{what} is empty", line)
     if _WHITESPACE.search(text):
         raise DataFormatError(path, f"{what} {text!r} contains whitespace (run files cannot hold it)", line)
+    hidden = next((c for c in text if unicodedata.category(c) in ("Cc", "Cf", "Cs")), None)
+    if hidden is not None:  # an id the user cannot see differs from the one they can
+        raise DataFormatError(
+            path, f"{what} {text!r} contains the invisible character U+{ord(hidden):04X} (a control or format character)", line
+        )
     return text
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from longdoc.data.beir import Document, RetrievalDataset
 from longdoc.data.errors import DataFormatError, check_id, text_lines
-from longdoc.data.splits import hold_out_dev
+from longdoc.data.splits import hold_out_dev, refuse_shared_queries
 from longdoc.data.trec import read_trec_qrels
 
 
@@ -74,16 +74,18 @@ def load_msmarco_documents(
     stats: dict = {}
     corpus = read_msmarco_docs(docs, stats)
     queries: dict[str, str] = {}
-    qrels = {}
+    qrels, judged = {}, {}
     for split, (query_path, qrels_path) in splits.items():
         split_queries = read_queries_tsv(query_path)
         for qid, text in split_queries.items():
             if queries.get(qid, text) != text:
                 raise DataFormatError(query_path, f"query id {qid!r} has another text in an earlier split")
         queries.update(split_queries)
-        split_stats: dict = {}
-        qrels[split] = read_trec_qrels(qrels_path, split_queries, corpus, on_unknown_doc, split_stats)
+        split_stats, lines = {}, {}
+        qrels[split] = read_trec_qrels(qrels_path, split_queries, corpus, on_unknown_doc, split_stats, lines)
         stats[f"{split}_skipped_unknown"] = split_stats["skipped_unknown"]
+        judged[split] = (Path(qrels_path), lines)
+    refuse_shared_queries(judged)  # before anything is written
     manifest = {"source": str(docs), "import_stats": stats}
     if dev_from_train:
         qrels = hold_out_dev(qrels, dev_from_train, seed)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from longdoc.data.beir import Document, RetrievalDataset
 from longdoc.data.errors import DataFormatError, text_lines
-from longdoc.data.splits import in_share
+from longdoc.data.splits import in_share, refuse_shared_queries
 
 
 def _rows(path: Path, min_fields: int = 3):
@@ -44,7 +44,10 @@ def read_nci_documents(path: str | Path) -> tuple[dict[str, Document], dict[str,
     return corpus, semantic_ids
 
 
-def read_nci_queries(path: str | Path, corpus: dict) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+def read_nci_queries(
+    path: str | Path, corpus: dict, first_lines: dict | None = None
+) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """Queries and their judged documents; ``first_lines`` (when given) receives each query's first line."""
     path = Path(path)
     queries: dict[str, str] = {}
     qrels: dict[str, dict[str, int]] = {}
@@ -58,6 +61,8 @@ def read_nci_queries(path: str | Path, corpus: dict) -> tuple[dict[str, str], di
             raise DataFormatError(path, f"query id {qid!r} appears with two different texts", number)
         queries[qid] = text
         qrels.setdefault(qid, {})[doc_id] = 1
+        if first_lines is not None:
+            first_lines.setdefault(qid, number)
     return queries, qrels
 
 
@@ -66,11 +71,11 @@ def load_nq320k(directory: str | Path, dev_fraction: float = 0.05) -> RetrievalD
     ``test`` from the NCI dev file."""
     directory = Path(directory)
     corpus, semantic_ids = read_nci_documents(directory / "nq_title_abs.tsv")  # ids: for NCI (read again there)
-    train_queries, train_qrels = read_nci_queries(directory / "nq_train_doc_newid.tsv", corpus)
-    test_queries, test_qrels = read_nci_queries(directory / "nq_dev_doc_newid.tsv", corpus)
-    clash = set(train_queries) & set(test_queries)
-    if clash:
-        raise DataFormatError(directory / "nq_dev_doc_newid.tsv", f"{len(clash)} query ids also occur in the train file, e.g. {sorted(clash)[0]!r}")
+    train_lines, test_lines = {}, {}
+    train_queries, train_qrels = read_nci_queries(directory / "nq_train_doc_newid.tsv", corpus, train_lines)
+    test_queries, test_qrels = read_nci_queries(directory / "nq_dev_doc_newid.tsv", corpus, test_lines)
+    refuse_shared_queries({"train": (directory / "nq_train_doc_newid.tsv", train_lines),
+                           "test": (directory / "nq_dev_doc_newid.tsv", test_lines)})
 
     qrels = {
         "train": {q: d for q, d in train_qrels.items() if not in_share(q, dev_fraction)},

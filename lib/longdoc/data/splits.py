@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 
 def hashed_split(key: str, shares: tuple[tuple[str, int], ...], salt: str) -> str:
@@ -83,3 +84,25 @@ def carve_splits(qrels: dict, source: str = "test", train: int = 60, dev: int = 
         raise ValueError(f"carving {len(qrels[source])} {source} queries left {empty} empty: too few queries for "
                          f"--train {train} --dev {dev}")
     return {**{k: v for k, v in qrels.items() if k != source}, **carved}
+
+
+def refuse_shared_queries(judged: dict[str, tuple[Path, dict[str, int]]]) -> None:
+    """``judged``: per split, its judgements file and the line where each query is first judged. A query
+    judged in two splits (train and test: a model trained or selected on a query it is scored on) is an
+    error naming both files and lines: the later split's earliest such line."""
+    from longdoc.data.errors import DataFormatError
+
+    seen: dict[str, tuple[str, Path, int]] = {}
+    for split, (path, lines) in judged.items():
+        for qid, line in sorted(lines.items(), key=lambda item: item[1]):
+            if qid in seen:
+                other_split, other_path, other_line = seen[qid]
+                raise DataFormatError(
+                    path,
+                    f"query {qid!r} is judged in split {split!r} and in split {other_split!r} ({other_path}, line "
+                    f"{other_line}): a query belongs to one split (in two, a model would be trained or selected "
+                    "on a query it is scored on)",
+                    line,
+                )
+        for qid, line in lines.items():
+            seen.setdefault(qid, (split, path, line))

@@ -14,11 +14,12 @@ def read_trec_qrels(
     known_docs=None,
     on_unknown: str = "error",
     stats: dict | None = None,
+    first_lines: dict | None = None,
 ) -> Qrels:
     """Read ``qid iteration docid relevance`` lines (whitespace-separated; the iteration column is
     ``0`` in MS MARCO and ``Q0`` in TREC DL). Unknown ids are an error, or with ``on_unknown='skip'``
     skipped and counted in ``stats['skipped_unknown']`` (TREC DL judges documents some users'
-    corpora lack)."""
+    corpora lack). ``first_lines`` (when given) receives the line where each query is first judged."""
     path = Path(path)
     qrels: Qrels = {}
     skipped = 0
@@ -45,6 +46,8 @@ def read_trec_qrels(
         if doc_id in qrels.setdefault(qid, {}):
             raise DataFormatError(path, f"duplicate judgement for ({qid!r}, {doc_id!r})", number)
         qrels[qid][doc_id] = relevance
+        if first_lines is not None:
+            first_lines.setdefault(qid, number)
     if stats is not None:
         stats["skipped_unknown"] = skipped
     return qrels

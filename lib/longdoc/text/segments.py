@@ -12,6 +12,7 @@ about 6.5 billion token ids).
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
 from array import array
@@ -58,9 +59,18 @@ def token_store_spec(
 ) -> dict:
     """What a token store's contents depend on (besides the documents): the tokenizer, the block shape,
     and the versions of the code and packages that cut them."""
+    import inspect
+
     import tokenizers
     import transformers
 
+    from longdoc.text import sentences
+
+    cutting = [segment_ids, _segment_batches] + ([sentences] if sentence_filling else [])
+    code = hashlib.sha256("".join(inspect.getsource(part) for part in cutting).encode()).hexdigest()[:16]
+    packages = {"tokenizers": tokenizers.__version__, "transformers": transformers.__version__}
+    if sentence_filling:
+        packages["blingfire"] = importlib.metadata.version("blingfire")
     return {
         "version": TOKEN_STORE_VERSION,
         "tokenizer": tokenizer_fingerprint(tokenizer),
@@ -69,7 +79,8 @@ def token_store_spec(
         "max_segments": max_segments,
         "document_tokens": document_tokens,
         "sentence_filling": sentence_filling,
-        "packages": {"tokenizers": tokenizers.__version__, "transformers": transformers.__version__},
+        "code": code,  # the functions that cut the blocks (the stores live outside the code-keyed cache)
+        "packages": packages,
     }
 
 

@@ -2,6 +2,8 @@
 and the judged documents; over every document it scores as the whole corpus does; a fit that selects
 on candidates still reports runs over the whole corpus, and records what it ranked."""
 
+from tests.conftest import add_further_set
+
 from longdoc.data.registry import load_dataset
 from longdoc.experiments.families.retrieval import (
     Dense,
@@ -55,12 +57,12 @@ def test_a_fit_selected_on_candidates_reports_whole_corpus_runs_and_records_the_
 
 
 def with_dl19(directory, copy):
-    """A copy of the tiny dataset with a further reported set: the test queries judged again as ``qrels/dl19.tsv``."""
+    """A copy of the tiny dataset with a further reported set: the test queries again (ids of their own)
+    judged as ``qrels/dl19.tsv``."""
     import shutil
 
     shutil.copytree(directory, copy)
-    (copy / "qrels" / "dl19.tsv").write_text((copy / "qrels" / "test.tsv").read_text())
-    return copy
+    return add_further_set(copy, "dl19")
 
 
 def test_a_further_reported_set_is_run_recorded_and_shown_beside_the_papers_values_on_it(
@@ -101,7 +103,7 @@ def test_a_further_set_without_a_relevant_judgement_is_left_out(tiny_dataset, tm
     from longdoc.experiments.families.retrieval import evaluation_queries, further_reported_splits
 
     copy = with_dl19(tiny_dataset, tmp_path / "with-dl19")
-    (copy / "qrels" / "dl19.tsv").write_text("query-id\tcorpus-id\tscore\nq18\td18\t0\n")
+    (copy / "qrels" / "dl19.tsv").write_text("query-id\tcorpus-id\tscore\ndl19-q18\td18\t0\n")
     dataset = load_dataset(str(copy))
     assert "dl19" in dataset.qrels and further_reported_splits(dataset) == []
     assert set(evaluation_queries(dataset)) == {"dev", "test"}

@@ -77,7 +77,24 @@ def launch(runner: str, job, reference: dict | None, directory: Path, resume: Pa
         raise RuntimeError(f"fitting in {n_devices} processes failed (exit {workers.returncode}): {' '.join(command)}")
 
 
+def join_processes() -> None:
+    """Start torchrun's process group here (NCCL on GPUs, gloo on CPUs) before the runner does any work,
+    so that what the first process must build alone (a token store) is built before the others look;
+    Accelerate then uses this group."""
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    if dist.is_initialized() or int(os.environ.get("WORLD_SIZE", "1")) < 2:
+        return
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+
+
 def main(job_file: str) -> None:
+    join_processes()
     spec = json.loads(Path(job_file).read_text())
     reference, dataset = spec["dataset"], None  # no reference: the job reads its data itself (pre-training's tokens)
     if reference is not None:
