@@ -233,6 +233,16 @@ CASES = [
         r"query 'q1', document 'd1' has score nan \(not a finite number\)",
     ),
     ("evaluate empty qrels", lambda t: evaluate({}, {}, ["MRR@10"]), r"qrels: no query has a relevant document"),
+    (
+        "evaluate a cut-off of 0",
+        lambda t: evaluate({"q1": {"d1": 1.0}}, {"q1": {"d1": 1}}, ["R@0"]),
+        r"measure 'R@0': the cut-off must be at least 1",
+    ),
+    (
+        "evaluate a run of another split",
+        lambda t: evaluate({"dev-q": {"d1": 1.0}}, {"q1": {"d1": 1}}, ["MRR@10"]),
+        r"run: none of its 1 queries \('dev-q'\) is judged in the qrels \(a run of another split",
+    ),
     # document pairs
     (
         "GWikiMatch label 3",

@@ -37,7 +37,9 @@ def _parse(measure: str) -> tuple[str, int | None]:
     name, cutoff = match.group(1), match.group(2)
     if name in ("MRR", "R", "Success", "NDCG") and cutoff is None:
         raise ValueError(f"measure {measure!r} needs a cutoff, e.g. {name}@100")
-    return name, int(cutoff) if cutoff else None
+    if cutoff is not None and int(cutoff) < 1:
+        raise ValueError(f"measure {measure!r}: the cut-off must be at least 1 (a ranking's top {cutoff} is empty)")
+    return name, int(cutoff) if cutoff is not None else None
 
 
 def _query_value(name: str, cutoff: int | None, ranked: list[str], judged: dict[str, int]) -> float:
@@ -84,8 +86,17 @@ def per_query(run: Run, qrels: Qrels, measures: list[str]) -> dict[str, dict[str
 
 def evaluate(run: Run, qrels: Qrels, measures: list[str]) -> dict[str, float]:
     """Mean of each measure over the judged queries (a query missing from the run counts 0); qrels
-    without a query that has a relevant document are an error (no NaN means)."""
+    without a query that has a relevant document are an error (no NaN means), and so is a run that
+    shares no query with the qrels."""
     if not any(r >= 1 for judged in qrels.values() for r in judged.values()):
         raise ValueError("qrels: no query has a relevant document (an empty split?); nothing to evaluate")
+    for measure in measures:  # a misspelt measure is named first
+        _parse(measure)
+    if not any(qid in qrels for qid in run):
+        shown = ", ".join(repr(q) for q in list(run)[:3]) or "none"
+        raise ValueError(
+            f"run: none of its {len(run)} queries ({shown}) is judged in the qrels (a run of another split, e.g. dev "
+            f"against test judgements?); it would score 0 everywhere"
+        )
     values = per_query(run, qrels, measures)
     return {m: math.fsum(v.values()) / len(v) for m, v in values.items()}
