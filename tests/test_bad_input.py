@@ -159,6 +159,21 @@ CASES = [
         r"q.tsv, line 2: relevance 'high' is not an integer",
     ),
     (
+        "qrels relevance with an underscore",
+        lambda t: read_qrels(write(t, "q.tsv", QRELS_HEADER + "q1\td1\t1_0\n")),
+        r"q.tsv, line 2: relevance '1_0' is not an integer \(ASCII digits",
+    ),
+    (
+        "qrels relevance in Arabic-Indic digits",
+        lambda t: read_qrels(write(t, "q.tsv", QRELS_HEADER + "q1\td1\t\u0661\n")),
+        r"q.tsv, line 2: relevance '\u0661' is not an integer",
+    ),
+    (
+        "TREC qrels relevance with an underscore",
+        lambda t: read_trec_qrels(write(t, "q.txt", "q1 Q0 d1 1_0\n")),
+        r"q.txt, line 1: relevance '1_0' is not an integer",
+    ),
+    (
         "qrels unknown document",
         with_beir(lambda d: write(d, "qrels/dev.tsv", QRELS_HEADER + "q1\td9\t1\n")),
         r"dev.tsv, line 2: unknown document id 'd9'",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from longdoc.data.errors import DataFormatError, check_id, json_type, text_lines
+from longdoc.data.errors import DataFormatError, ascii_integer, check_id, json_type, text_lines
 from longdoc.data.splits import refuse_shared_queries
 from longdoc.io import atomic_write
 from longdoc.types import Qrels
@@ -188,10 +188,7 @@ def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | Non
         if len(fields) != 3:
             raise DataFormatError(path, f"expected 3 tab-separated fields 'query-id corpus-id score', found {len(fields)}", number)
         qid, doc_id, score = (f.strip() for f in fields)
-        try:
-            relevance = int(score)
-        except ValueError:
-            raise DataFormatError(path, f"relevance {score!r} is not an integer", number) from None
+        relevance = ascii_integer(score, path, number)
         qid, doc_id = check_id(qid, path, number, "query id"), check_id(doc_id, path, number)
         if queries is not None and qid not in queries:
             raise DataFormatError(path, f"unknown query id {qid!r}", number)

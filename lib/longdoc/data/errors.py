@@ -67,6 +67,17 @@ def check_id(value, path: str | Path, line: int, what: str = "document id") -> s
     return text
 
 
+_ASCII_INTEGER = re.compile(r"[+-]?[0-9]+")  # not Python's int(): no "1_0", no non-ASCII digits
+
+
+def ascii_integer(text: str, path: str | Path, line: int, what: str = "relevance") -> int:
+    """A judgement's grade: an optional sign and ASCII digits only (``int`` would read "1_0" as 10 and
+    "١" as 1)."""
+    if not _ASCII_INTEGER.fullmatch(text):
+        raise DataFormatError(path, f"{what} {text!r} is not an integer (ASCII digits, an optional sign)", line)
+    return int(text)
+
+
 def json_type(value) -> str:
     return {type(None): "null", bool: "boolean", int: "number", float: "number", str: "string", list: "array",
             dict: "object"}.get(type(value), type(value).__name__)
