@@ -103,6 +103,27 @@ CASES = [
         r"line 2: document id 'a b' contains whitespace",
     ),
     (
+        "corpus _id in NFD form",
+        lambda t: read_corpus(corpus_with(t, '{"_id": "cafe\\u0301", "text": "y"}')),
+        r"line 2: document id 'cafe\\u0301' is not in Unicode NFC form \(its NFC form, which looks the same: "
+        r"'caf\\xe9'\)",
+    ),
+    (
+        "corpus _id with a zero-width space",
+        lambda t: read_corpus(corpus_with(t, '{"_id": "d\\u200b2", "text": "y"}')),
+        r"line 2: document id 'd\\u200b2' contains the invisible character U\+200B",
+    ),
+    (
+        "corpus object with a repeated _id",
+        lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "_id": "d3", "text": "y"}')),
+        r"corpus.jsonl, line 2: the key '_id' appears twice in one JSON object",
+    ),
+    (
+        "corpus text of zero-width and control characters only",
+        lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "title": "\\u200b", "text": "\\u0007 \\u200d"}')),
+        r"line 2: document 'd2' is empty",
+    ),
+    (
         "corpus text is a list",
         lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "text": ["a", "b"]}')),
         r"line 2: field 'text' must be a string, got array",

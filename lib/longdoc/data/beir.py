@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from longdoc.data.errors import DataFormatError, ascii_integer, check_id, json_type, text_lines
+from longdoc.data.errors import DataFormatError, ascii_integer, check_id, json_type, text_lines, visible
 from longdoc.data.splits import refuse_shared_queries
 from longdoc.io import atomic_write
 from longdoc.types import Qrels
@@ -111,14 +111,30 @@ class RetrievalDataset:
         return RetrievalDataset(f"{self.name}[{max_docs}]", corpus, queries, qrels, manifest)
 
 
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object whose keys are all different (json's default keeps the last of a repeated key)."""
+    row = {}
+    for key, value in pairs:
+        if key in row:
+            raise _RepeatedKey(key)
+        row[key] = value
+    return row
+
+
 def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict]]:
     for number, line in text_lines(path):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json.loads(line, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as err:
             raise DataFormatError(path, f"not valid JSON ({err.msg})", number) from None
+        except _RepeatedKey as err:
+            raise DataFormatError(path, f"the key {err.args[0]!r} appears twice in one JSON object", number) from None
         if not isinstance(row, dict) or "_id" not in row:
             raise DataFormatError(path, "expected a JSON object with an '_id' field", number)
         yield number, row
@@ -146,7 +162,7 @@ def read_corpus(path: str | Path, on_empty: str = "error", stats: dict | None = 
         if doc_id in corpus:
             raise DataFormatError(path, f"duplicate document id {doc_id!r}", number)
         title, text = _text_field(row, "title", path, number), _text_field(row, "text", path, number)
-        if not (title.strip() or text.strip()):
+        if not (visible(title) or visible(text)):
             if on_empty == "skip":
                 skipped += 1
                 continue
@@ -167,8 +183,8 @@ def read_queries(path: str | Path) -> dict[str, str]:
         if qid in queries:
             raise DataFormatError(path, f"duplicate query id {qid!r}", number)
         text = _text_field(row, "text", path, number).strip()
-        if not text:
-            raise DataFormatError(path, f"query {qid!r} has no text", number)
+        if not visible(text):
+            raise DataFormatError(path, f"query {qid!r} has no text (no visible character)", number)
         queries[qid] = text
     return queries
 

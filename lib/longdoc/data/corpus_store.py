@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from longdoc.data.errors import DataFormatError, check_id
+from longdoc.data.errors import DataFormatError, check_id, visible
 from longdoc.io import atomic_directory
 
 STORE_VERSION = 1
@@ -48,7 +48,7 @@ def write_corpus_store(corpus_path: str | Path, directory: str | Path, on_empty:
                 doc_id = check_id(row["_id"], corpus_path, number)
                 title = _text_field(row, "title", corpus_path, number)
                 text = _text_field(row, "text", corpus_path, number)
-                if not (title.strip() or text.strip()):
+                if not (visible(title) or visible(text)):
                     if on_empty == "skip":
                         skipped += 1
                         continue

@@ -59,12 +59,24 @@ def check_id(value, path: str | Path, line: int, what: str = "document id") -> s
         raise DataFormatError(path, f"{what} is empty", line)
     if _WHITESPACE.search(text):
         raise DataFormatError(path, f"{what} {text!r} contains whitespace (run files cannot hold it)", line)
+    if unicodedata.normalize("NFC", text) != text:  # the same visible id in NFD would be another document
+        raise DataFormatError(
+            path,
+            f"{what} {ascii(text)} is not in Unicode NFC form (its NFC form, which looks the same: "
+            f"{ascii(unicodedata.normalize('NFC', text))})",
+            line,
+        )
     hidden = next((c for c in text if unicodedata.category(c) in ("Cc", "Cf", "Cs")), None)
     if hidden is not None:  # an id the user cannot see differs from the one they can
         raise DataFormatError(
             path, f"{what} {text!r} contains the invisible character U+{ord(hidden):04X} (a control or format character)", line
         )
     return text
+
+
+def visible(text: str) -> bool:
+    """Whether ``text`` has a character one can see (not only spaces, control or format characters)."""
+    return any(not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf", "Cs", "Zs") for c in text)
 
 
 _ASCII_INTEGER = re.compile(r"[+-]?[0-9]+")  # not Python's int(): no "1_0", no non-ASCII digits

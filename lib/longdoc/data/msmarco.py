@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from longdoc.data.beir import Document, RetrievalDataset
-from longdoc.data.errors import DataFormatError, check_id, text_lines
+from longdoc.data.errors import DataFormatError, check_id, text_lines, visible
 from longdoc.data.splits import hold_out_dev, refuse_shared_queries
 from longdoc.data.trec import read_trec_qrels
 
@@ -29,7 +29,7 @@ def read_msmarco_docs(path: str | Path, stats: dict | None = None) -> dict[str, 
         doc_id = check_id(doc_id.strip(), path, number, "docid")
         if doc_id in corpus:
             raise DataFormatError(path, f"duplicate docid {doc_id!r}", number)
-        if not (title.strip() or body.strip()):
+        if not (visible(title) or visible(body)):
             skipped += 1
             continue
         corpus[doc_id] = Document(doc_id, title.strip(), body.strip())
@@ -48,8 +48,8 @@ def read_queries_tsv(path: str | Path) -> dict[str, str]:
         if len(fields) != 2:
             raise DataFormatError(path, f"expected 2 tab-separated fields 'qid text', found {len(fields)}", number)
         qid, text = check_id(fields[0].strip(), path, number, "query id"), fields[1].strip()
-        if not text:
-            raise DataFormatError(path, f"query {qid!r} has no text", number)
+        if not visible(text):
+            raise DataFormatError(path, f"query {qid!r} has no text (no visible character)", number)
         if qid in queries:
             raise DataFormatError(path, f"duplicate query id {qid!r}", number)
         queries[qid] = text

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from longdoc.data.beir import Document, RetrievalDataset
-from longdoc.data.errors import DataFormatError, text_lines
+from longdoc.data.errors import DataFormatError, text_lines, visible
 from longdoc.data.splits import in_share, refuse_shared_queries
 
 
@@ -33,8 +33,8 @@ def read_nci_documents(path: str | Path) -> tuple[dict[str, Document], dict[str,
     semantic_ids: dict[str, list[str]] = {}
     for number, fields in _rows(path):
         text, _qid, doc_id = fields[0].strip(), fields[1], fields[2].strip()
-        if not text:
-            raise DataFormatError(path, f"document {doc_id!r} is empty", number)
+        if not visible(text):
+            raise DataFormatError(path, f"document {doc_id!r} is empty (no visible character)", number)
         if doc_id in corpus:
             if corpus[doc_id].text != text:
                 raise DataFormatError(path, f"document {doc_id!r} appears twice with different text", number)
@@ -53,8 +53,8 @@ def read_nci_queries(
     qrels: dict[str, dict[str, int]] = {}
     for number, fields in _rows(path):
         text, qid, doc_id = fields[0].strip(), fields[1].strip(), fields[2].strip()
-        if not text:
-            raise DataFormatError(path, f"query {qid!r} has no text", number)
+        if not visible(text):
+            raise DataFormatError(path, f"query {qid!r} has no text (no visible character)", number)
         if doc_id not in corpus:
             raise DataFormatError(path, f"unknown document id (oldid) {doc_id!r}", number)
         if queries.get(qid, text) != text:
