@@ -49,3 +49,30 @@ def test_nq320k_and_pairs(fixtures, tmp_path):
     assert main(command) == 2  # d9 is not in the corpus
     assert main(command + ["--skip-unknown-docs"]) == 0
     assert [(p.source, p.target, p.label) for p in load_pairs(wiki)["test"]] == [("d1", "d2", 1)]
+
+
+def test_a_converter_never_writes_over_or_around_its_input(fixtures, tmp_path, capsys):
+    """``nq320k --dir X --out X --force`` would have replaced its own input files; so would an --out that
+    holds an input file, or one inside an input folder. Nothing is touched; the message names the input."""
+    nq = tmp_path / "nq"
+    shutil.copytree(fixtures / "nq320k", nq)
+    before = sorted(p.name for p in nq.iterdir())
+    for out in (nq, nq / "converted"):
+        assert main(["nq320k", "--dir", str(nq), "--out", str(out), "--force"]) == 2
+        assert f"--out {out}: overlaps the input {nq}" in capsys.readouterr().err
+    assert sorted(p.name for p in nq.iterdir()) == before
+    d = tmp_path / "marco"
+    shutil.copytree(fixtures / "msmarco", d)
+    split = f"train={d / 'msmarco-doctrain-queries.tsv'},{d / 'msmarco-doctrain-qrels.tsv'}"
+    assert main(["msmarco", "--docs", str(d / "msmarco-docs.tsv"), "--split", split, "--out", str(d), "--force"]) == 2
+    assert "overlaps the input" in capsys.readouterr().err and (d / "msmarco-docs.tsv").is_file()
+
+
+def test_a_split_name_is_a_plain_name(fixtures, tmp_path, capsys):
+    d = fixtures / "msmarco"
+    for name in ("../outside", "a/b", ".hidden", ""):
+        split = f"{name}={d / 'msmarco-doctrain-queries.tsv'},{d / 'msmarco-doctrain-qrels.tsv'}"
+        assert main(["msmarco", "--docs", str(d / "msmarco-docs.tsv"), "--split", split, "--out", str(tmp_path / "o")]) == 2
+        error = capsys.readouterr().err
+        assert "must be letters, digits" in error or "expected NAME=QUERIES,QRELS" in error
+    assert not (tmp_path / "o").exists() and not (tmp_path / "outside.tsv").exists()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -33,6 +34,9 @@ from longdoc.io import atomic_directory
 PAIR_READERS = {"gwikimatch": read_gwikimatch, "smash": read_smash_pairs, "tsv": read_pair_tsv}
 
 
+SPLIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # a file name: qrels/<name>.tsv, pairs/<name>.tsv
+
+
 def _splits(items: list[str], parts: int) -> dict[str, list[str]]:
     """``NAME=path[,path]`` arguments as ``{name: [paths]}``, checked."""
     splits: dict[str, list[str]] = {}
@@ -42,6 +46,9 @@ def _splits(items: list[str], parts: int) -> dict[str, list[str]]:
         if not name or len(files) != parts or not all(files):
             shape = "NAME=QUERIES,QRELS" if parts == 2 else "NAME=FILE"
             raise ValueError(f"--split {item!r}: expected {shape}")
+        if not SPLIT_NAME.fullmatch(name):
+            raise ValueError(f"--split {item!r}: the name {name!r} must be letters, digits, '-' and '_' "
+                             "(it becomes a file name; no path)")
         if name in splits:
             raise ValueError(f"--split {name}: given twice")
         missing = [f for f in files if not Path(f).is_file()]
@@ -51,7 +58,15 @@ def _splits(items: list[str], parts: int) -> dict[str, list[str]]:
     return splits
 
 
-def _fresh_output(out: Path, force: bool) -> None:
+def _fresh_output(out: Path, force: bool, inputs: list[Path] = ()) -> None:
+    """``out`` may be written: empty or ``--force``, and neither an input, inside an input folder, nor a
+    folder holding an input (``--force`` replaces it whole)."""
+    target = out.resolve()
+    for given in inputs:
+        source = Path(given).resolve()
+        if target == source or source in target.parents or target in source.parents:
+            raise ValueError(f"--out {out}: overlaps the input {given} (replacing it would lose the input); "
+                             "write somewhere else")
     if out.exists() and any(out.iterdir()) and not force:
         raise ValueError(f"--out {out}: exists and is not empty (pass --force to replace it)")
 
@@ -62,7 +77,7 @@ def convert_msmarco(args) -> str:
     splits = {name: tuple(files) for name, files in _splits(args.split, 2).items()}
     if not splits:
         raise ValueError("msmarco: give at least one --split NAME=QUERIES,QRELS")
-    _fresh_output(args.out, args.force)
+    _fresh_output(args.out, args.force, [args.docs, *(Path(f) for files in splits.values() for f in files)])
     dataset = load_msmarco_documents(args.docs, splits, name=args.out.name,
                                      on_unknown_doc="skip" if args.skip_unknown_docs else "error",
                                      dev_from_train=args.dev_from_train, seed=args.seed)
@@ -72,7 +87,7 @@ def convert_msmarco(args) -> str:
 def convert_nq320k(args) -> str:
     from longdoc.data.nq320k import load_nq320k
 
-    _fresh_output(args.out, args.force)
+    _fresh_output(args.out, args.force, [args.dir])
     return _write(load_nq320k(args.dir, dev_fraction=args.dev_fraction), args.out)
 
 
@@ -94,11 +109,9 @@ def convert_pairs(args) -> str:
 def convert_split(args) -> str:
     """Train and dev carved from the queries of ``--from`` (:func:`~longdoc.data.splits.carve_splits`);
     the corpus and queries are copied unchanged, and the manifest records the carve and its source."""
-    if args.out.resolve() == args.dir.resolve():
-        raise ValueError(f"--out {args.out}: must differ from --dir (the source stays as it is)")
+    _fresh_output(args.out, args.force, [args.dir])  # the source stays as it is
     source = load_beir(args.dir)
     qrels = carve_splits(source.qrels, args.source, args.train, args.dev, args.seed)
-    _fresh_output(args.out, args.force)
     carve = {"from": args.source, "train": args.train, "dev": args.dev, "seed": args.seed,
              "source": str(args.dir), "source_checksum": source.checksum}
     dataset = RetrievalDataset(args.out.name, source.corpus, source.queries, qrels, {"carved": carve})
