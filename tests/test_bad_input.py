@@ -373,6 +373,26 @@ CASES = [
         r"parameter block_size=0: must be >= 3",
     ),
     (
+        "a learning rate of 0",
+        lambda t: check_parameters({"learning_rates": [0]}),
+        r"parameter learning_rates\[0\]=0.0: must be > 0",
+    ),
+    (
+        "a repeated seed",
+        lambda t: check_parameters({"seeds": [0, 1, 0]}),
+        r"parameter seeds=\[0, 1, 0\]: 0 appears twice",
+    ),
+    (
+        "profile learning rate .nan",
+        lambda t: load_profile(profile_file(t, "pretrain_learning_rate: .nan\n")),
+        r"parameter pretrain_learning_rate=nan: must be a finite number",
+    ),
+    (
+        "profile ratio .inf",
+        lambda t: load_profile(profile_file(t, "mlm_ratio: .inf\n")),
+        r"parameter mlm_ratio=inf: must be a finite number",
+    ),
+    (
         "papermill -p batch_size four",
         lambda t: check_parameters({"batch_size": "four"}),
         r"parameter batch_size='four': expected int, got str",

@@ -7,6 +7,7 @@ parameter's name before any work starts.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,8 @@ class Parameter:
     maximum: float | None = None
     choices: tuple = ()
     item: type | None = None  # element type of a list
+    positive: bool = False  # strictly above 0 (a learning rate of 0 trains nothing)
+    unique: bool = False  # a list whose items must differ (seeds: a repeated one is the same run twice)
 
     def check(self, name: str, value: Any) -> Any:
         if self.kind is dict:
@@ -31,14 +34,24 @@ class Parameter:
         if self.kind is list:
             if not isinstance(value, (list, tuple)) or not value:
                 raise ValueError(f"parameter {name}={value!r}: expected a non-empty list")
-            return [
-                Parameter(self.item, self.meaning, self.minimum, self.maximum, self.choices).check(f"{name}[{i}]", v)
+            items = [
+                Parameter(
+                    self.item, self.meaning, self.minimum, self.maximum, self.choices, positive=self.positive
+                ).check(f"{name}[{i}]", v)
                 for i, v in enumerate(value)
             ]
+            repeated = next((v for i, v in enumerate(items) if v in items[:i]), None) if self.unique else None
+            if repeated is not None:
+                raise ValueError(f"parameter {name}={value!r}: {repeated!r} appears twice (each must differ)")
+            return items
         if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, self.kind) or (self.kind is not bool and isinstance(value, bool)):
             raise ValueError(f"parameter {name}={value!r}: expected {self.kind.__name__}, got {type(value).__name__}")
+        if self.kind is float and not math.isfinite(value):
+            raise ValueError(f"parameter {name}={value!r}: must be a finite number")
+        if self.positive and value <= 0:
+            raise ValueError(f"parameter {name}={value!r}: must be > 0")
         if self.choices and value not in self.choices:
             raise ValueError(f"parameter {name}={value!r}: expected one of {list(self.choices)}")
         if self.minimum is not None and value < self.minimum:
@@ -87,9 +100,15 @@ PARAMETERS: dict[str, Parameter] = {
         "documents (the dev-best checkpoint's reported runs still rank the whole corpus)",
         minimum=0,
     ),
-    "learning_rates": Parameter(list, "the grid searched on dev MRR@100 with the first seed", minimum=0.0, item=float),
+    "learning_rates": Parameter(
+        list, "the grid searched on dev MRR@100 with the first seed", minimum=0.0, item=float, positive=True
+    ),
     "seeds": Parameter(
-        list, "seeds of the reported fine-tuning runs (the first one selects the settings)", minimum=0, item=int
+        list,
+        "seeds of the reported fine-tuning runs (the first one selects the settings)",
+        minimum=0,
+        item=int,
+        unique=True,
     ),
     "n_devices": Parameter(
         int,
@@ -111,7 +130,9 @@ PARAMETERS: dict[str, Parameter] = {
     ),
     "pretrain_steps": Parameter(int, "full MLM + LMAE pre-training steps (0 = one pass over the documents)", minimum=0),
     "pretrain_batch_size": Parameter(int, "documents per pre-training step", minimum=1),
-    "pretrain_learning_rate": Parameter(float, "peak learning rate of pre-training (the paper: 1e-4)", minimum=0.0),
+    "pretrain_learning_rate": Parameter(
+        float, "peak learning rate of pre-training (the paper: 1e-4)", minimum=0.0, positive=True
+    ),
     "head_warmup_steps": Parameter(
         int, "steps that train only the MLM head and LMAE decoder, encoder frozen", minimum=0
     ),
@@ -162,6 +183,7 @@ PARAMETERS: dict[str, Parameter] = {
         "they need larger steps than a pretrained backbone",
         minimum=0.0,
         item=float,
+        positive=True,
     ),
     "short_block_length": Parameter(int, "SMITH-Short's block length (the paper: 128)", minimum=3),
     "short_max_blocks": Parameter(int, "SMITH-Short's blocks per document (the paper: 4)", minimum=1),
@@ -191,6 +213,7 @@ PARAMETERS: dict[str, Parameter] = {
         "takes half (the paper: 2e-4 and 1e-4)",
         minimum=0.0,
         item=float,
+        positive=True,
     ),
     "nci_query_length": Parameter(int, "query tokens read by the NCI encoder (the released code: 64)", minimum=3),
     "nci_k": Parameter(int, "k: clusters per level of the semantic identifiers (the paper: 30)", minimum=2),
