@@ -32,6 +32,7 @@ def worker(rank, world, init_file, out_file):
     weight.grad /= world
     if rank == 0:
         torch.save(weight.grad, out_file)
+    dist.barrier()  # both done before the group is torn down
     dist.destroy_process_group()
 
 
@@ -54,6 +55,7 @@ def cache_worker(rank, world, init_file, out_file):
     torch.save(
         two_cached_steps(rank, world, LateCacheNegatives(BATCH, lambda q: set(), maxp_scores)), f"{out_file}.{rank}"
     )
+    dist.barrier()  # both done before the group is torn down
     dist.destroy_process_group()
 
 
