@@ -7,6 +7,8 @@ line, or the parameter). The table is printed in the README's "Run it on your ow
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import re
@@ -17,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from longdoc.data.beir import load_beir, read_corpus, read_qrels, read_queries
+from longdoc.data.convert import main as convert_main
 from longdoc.data.msmarco import load_msmarco_documents, read_msmarco_docs, read_queries_tsv
 from longdoc.data.pairs import read_gwikimatch, read_pair_tsv, read_smash_pairs
 from longdoc.data.trec import read_trec_qrels
@@ -24,6 +27,7 @@ from longdoc.eval.metrics import evaluate
 from longdoc.eval.run_files import read_run, write_run
 from longdoc.experiments.parameters import check_parameters
 from longdoc.experiments.profiles import load_profile, parameters_for
+from longdoc.io import exclusive
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "beir"
@@ -82,6 +86,42 @@ def run_all(*args: str):
 
     return case
 
+
+def converter(*args: str, holding: str | None = None):
+    """A ``python -m longdoc.data.convert`` command run in ``tmp`` (``{tmp}`` in an argument is replaced);
+    ``holding``: a folder another converter has locked meanwhile."""
+
+    def case(tmp: Path):
+        argv = [a.replace("{tmp}", str(tmp)).replace("{fixtures}", str(ROOT / "tests" / "fixtures")) for a in args]
+        errors = io.StringIO()
+        with contextlib.ExitStack() as stack:
+            if holding:
+                stack.enter_context(exclusive(tmp / holding))
+            stack.enter_context(contextlib.redirect_stderr(errors))
+            assert convert_main(argv) == 2
+        raise ValueError(errors.getvalue())
+
+    return case
+
+
+def pairs_folder(tmp: Path) -> None:
+    shutil.copytree(FIXTURE, tmp / "wiki")
+    write(tmp, "p.tsv", "1\td1\td2\n")
+    write(tmp, "wiki/pairs/test.tsv", "source-id\ttarget-id\tlabel\nd1\td2\t1\n")
+
+
+def prepared(prepare, case):
+    def run(tmp: Path):
+        prepare(tmp)
+        case(tmp)
+
+    return run
+
+
+NESTED_ALIASES = (
+    "seeds: &f [&e [&d [&c [&b [&a [x, x, x, x, x, x, x, x, x], *a, *a, *a, *a, *a, *a, *a, *a], *b, *b, *b, *b, *b,"
+    " *b, *b, *b], *c, *c, *c, *c, *c, *c, *c, *c], *d, *d, *d, *d, *d, *d, *d, *d], *e, *e, *e, *e, *e, *e, *e, *e]\n"
+)
 
 QRELS_HEADER = "query-id\tcorpus-id\tscore\n"
 
@@ -165,6 +205,16 @@ CASES = [
         r"queries.jsonl, line 1: query 'q1' has no text",
     ),
     (
+        "corpus.jsonl is a directory",
+        with_beir(lambda d: ((d / "corpus.jsonl").unlink(), (d / "corpus.jsonl").mkdir())),
+        r"mine/corpus.jsonl: is a directory, not a file",
+    ),
+    (
+        "queries.jsonl empty",
+        with_beir(lambda d: write(d, "queries.jsonl", "")),
+        r"queries.jsonl: holds no queries",
+    ),
+    (
         "qrels named test.txt",
         with_beir(lambda d: (d / "qrels" / "test.tsv").rename(d / "qrels" / "test.txt")),
         r"qrels: \['test.txt'\] are not <split>.tsv files",
@@ -241,6 +291,42 @@ CASES = [
         "MS MARCO query id with a space",
         lambda t: read_queries_tsv(write(t, "queries.tsv", "1 2\twhat\n")),
         r"queries.tsv, line 1: query id '1 2' contains whitespace",
+    ),
+    # converters: never over or around an input, whole or not at all, one writer at a time
+    (
+        "converter --out is its own input folder",
+        converter("nq320k", "--dir", "{fixtures}/nq320k", "--out", "{fixtures}/nq320k", "--force"),
+        r"--out .*nq320k: overlaps the input .*nq320k \(replacing it would lose the input\)",
+    ),
+    (
+        "converter split name with ../",
+        converter("pairs", "--format", "tsv", "--split", "../x={fixtures}/beir/qrels/test.tsv", "--out", "{tmp}/o"),
+        r"--split '../x=.*': the name '../x' must be letters, digits, '-' and '_'",
+    ),
+    (
+        "converter --split file is a directory",
+        converter("pairs", "--format", "tsv", "--split", "test={tmp}", "--out", "{tmp}/o"),
+        r"--split test: .*: is a directory, not a file",
+    ),
+    (
+        "pairs into a folder without a corpus",
+        prepared(
+            lambda t: write(t, "p.tsv", "a\tb\t1\n"),
+            converter("pairs", "--format", "tsv", "--split", "test={tmp}/p.tsv", "--out", "{tmp}/none"),
+        ),
+        r"--out .*none: holds no corpus.jsonl \(pairs go beside the BEIR corpus",
+    ),
+    (
+        "pairs rerun over existing pairs without --force",
+        prepared(
+            pairs_folder, converter("pairs", "--format", "smash", "--split", "train={tmp}/p.tsv", "--out", "{tmp}/wiki")
+        ),
+        r"wiki/pairs: exists and is not empty \(pass --force to replace it\)",
+    ),
+    (
+        "two converters writing one --out",
+        converter("nq320k", "--dir", "{fixtures}/nq320k", "--out", "{tmp}/nq", holding="nq"),
+        r"nq: process \d+ on \S+ is writing it now; wait for it to end, or write somewhere else",
     ),
     # run files and measures
     (
@@ -393,9 +479,74 @@ CASES = [
         r"parameter mlm_ratio=inf: must be a finite number",
     ),
     (
+        "profile train_steps 1:30 (YAML 1.1: 90)",
+        lambda t: load_profile(profile_file(t, "train_steps: 1:30\n")),
+        r"mine.yaml: parameter train_steps='1:30': expected int, got str",
+    ),
+    (
+        "profile batch_size 1_000 (YAML 1.1: 1000)",
+        lambda t: load_profile(profile_file(t, "batch_size: 1_000\n")),
+        r"parameter batch_size='1_000': expected int, got str",
+    ),
+    (
+        "profile bench_isolate yes (YAML 1.1: true)",
+        lambda t: load_profile(profile_file(t, "bench_isolate: yes\n")),
+        r"parameter bench_isolate='yes': expected bool, got str",
+    ),
+    (
+        "profile train_steps 10**30",
+        lambda t: load_profile(profile_file(t, f"train_steps: {10**30}\n")),
+        r"parameter train_steps=1000000000000000000000000000000: must be <= 10000000",
+    ),
+    (
+        "profile batch_size beyond any tensor",
+        lambda t: load_profile(profile_file(t, f"batch_size: {2**40}\n")),
+        r"parameter batch_size=1099511627776: must be <= 2147483647",
+    ),
+    (
+        "profile parameter name that is a number",
+        lambda t: load_profile(profile_file(t, "1: 2\n")),
+        r"mine.yaml: parameter name 1: expected a name \(a string\)",
+    ),
+    (
+        "profile of nested aliases (megabytes when expanded)",
+        lambda t: load_profile(profile_file(t, NESTED_ALIASES)),
+        r"\A(?=.{0,700}\Z).*mine.yaml: parameter seeds\[0\]=\[\[\[\.\.\.\], ",
+    ),
+    (
+        "profile's notebook entry sets profile",
+        lambda t: load_profile(profile_file(t, "notebooks:\n  00_data: {profile: paper}\n")),
+        r"mine.yaml: notebooks.00_data: sets profile, the file's name",
+    ),
+    (
+        "batch_size not divisible by n_devices",
+        lambda t: parameters_for(
+            ROOT / "notebooks/profiles/smoke.yaml",
+            ROOT / "notebooks/10_longtriever_main.ipynb",
+            {"n_devices": 3, "batch_size": 4},
+        ),
+        r"10_longtriever_main under profile smoke: parameter batch_size=4: not divisible by n_devices=3",
+    ),
+    (
         "papermill -p batch_size four",
         lambda t: check_parameters({"batch_size": "four"}),
         r"parameter batch_size='four': expected int, got str",
+    ),
+    (
+        "run_all.sh --set profile=paper",
+        run_all("--profile", "smoke", "--only", "00", "--set", "profile=paper"),
+        r"command line: profile='paper' cannot be set: it is the profile file's name",
+    ),
+    (
+        "run_all.sh --set with malformed YAML",
+        run_all("--profile", "smoke", "--only", "00", "--set", "batch_size=[4"),
+        r"--set 'batch_size=\[4': the value is not valid YAML \(expected ',' or '\]', but got '<stream end>'\)",
+    ),
+    (
+        "run_all.sh: a later notebook's dev_evals > train_steps, before the first notebook runs",
+        run_all("--profile", "smoke", "--only", "00,10", "--set", "dev_evals=1000"),
+        r"\Aprofile error: 10_longtriever_main under profile smoke: parameter dev_evals=1000: more dev evaluations "
+        r"than train_steps=\d+\n\Z",
     ),
     ("run_all.sh --only=", run_all("--only="), r"--only= needs a list like 00,01"),
     (
@@ -448,10 +599,29 @@ def test_gwikimatch_grades_1_and_2_of_a_reverse_pair_agree(tmp_path):
     assert [(p.source, p.target, p.label) for p in pairs] == [("a", "b", 1), ("b", "a", 1)]
 
 
-def test_a_command_line_number_is_a_number():
-    from longdoc.experiments.profiles import _numbers
+def test_profile_and_command_line_numbers_follow_yaml_1_2():
+    from longdoc.experiments.profiles import command_line_value, read_yaml
 
-    assert _numbers(["1e-4", "2.0e-5"]) == [1e-4, 2e-5] and _numbers("3") == 3 and _numbers("data/x") == "data/x"
+    assert read_yaml("a: 010\nb: 0o10\nc: 1e-4\nd: 1:30\ne: 1_000\nf: yes\ng: 2.0e-5\n") == {
+        "a": 10,
+        "b": 8,
+        "c": 1e-4,
+        "d": "1:30",
+        "e": "1_000",
+        "f": "yes",
+        "g": 2e-5,
+    }
+    assert command_line_value("learning_rates=[1e-4, 2.0e-5]") == ("learning_rates", [1e-4, 2e-5])
+    assert command_line_value("train_steps=010") == ("train_steps", 10)
+    assert command_line_value("dataset=data/x") == ("dataset", "data/x")
+
+
+def test_every_cross_parameter_rule_holds_in_the_shipped_profiles():
+    from longdoc.experiments.profiles import parameters_for
+
+    for profile in sorted((ROOT / "notebooks" / "profiles").glob("*.yaml")):
+        for notebook in NOTEBOOKS:
+            parameters_for(profile, notebook)  # raises on a broken rule
 
 
 def test_a_users_manifest_checksum_is_not_trusted(tmp_path):

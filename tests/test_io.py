@@ -59,3 +59,32 @@ def test_a_replacement_killed_half_way_gets_the_previous_folder_back(tmp_path):
     sweep_stale(tmp_path)
     assert (tmp_path / "record" / "metrics.json").read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["record"]
+
+
+def test_a_lock_keeps_a_second_writer_out_until_its_holder_ends_or_dies(tmp_path):
+    import pytest
+
+    from longdoc.io import ConcurrentWriteError, exclusive
+
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom longdoc.io import exclusive\n"
+            "with exclusive(sys.argv[1]):\n    print('held', flush=True); time.sleep(60)\n",
+            str(tmp_path / "out"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(ConcurrentWriteError, match=rf"out: process {holder.pid} on .* is writing it now"):
+            with exclusive(tmp_path / "out"):
+                pass
+    finally:
+        holder.kill()  # SIGKILL: no cleanup runs, the kernel drops its lock
+        holder.wait()
+    with exclusive(tmp_path / "out"):
+        assert (tmp_path / ".out.lock").read_text().startswith(f"process {os.getpid()} on ")
+    assert list(tmp_path.iterdir()) == []

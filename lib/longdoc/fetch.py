@@ -55,7 +55,7 @@ def models_named(profile: str | Path, selected: list[Path], overrides: dict | No
 
 
 def main(argv: list[str] | None = None) -> dict[str, list[str]]:
-    from longdoc.experiments.profiles import ProfileError, _numbers
+    from longdoc.experiments.profiles import ProfileError, command_line_value
 
     parser = argparse.ArgumentParser(prog="python -m longdoc.fetch", description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="paper", help="a name under notebooks/profiles/ or a YAML path")
@@ -63,14 +63,10 @@ def main(argv: list[str] | None = None) -> dict[str, list[str]]:
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="as run_all.sh --set")
     parser.add_argument("--list", action="store_true", help="print the names only")
     args = parser.parse_args(argv)
-    import yaml
-
-    overrides = {}
-    for item in args.set:
-        name, sep, text = item.partition("=")
-        if not sep:
-            parser.error(f"--set {item!r}: expected NAME=VALUE")
-        overrides[name] = _numbers(yaml.safe_load(text)) if text else ""
+    try:
+        overrides = dict(command_line_value(item) for item in args.set)
+    except ProfileError as err:
+        parser.error(str(err))
     profile = (
         args.profile
         if args.profile.endswith(".yaml")

@@ -4,12 +4,15 @@ and a process killed mid-write (SIGKILL, out of memory) leaves nothing that a la
 Temporary names carry the writer's host and process id (``.<name>.<host>.<pid>.<random>.tmp``);
 :func:`sweep_stale` removes those of this host whose process is gone, and puts back a folder that a
 killed replacement had moved aside. Files and folders get the permissions the umask gives (a
-``tempfile`` name is created 0600/0700, which would otherwise survive the rename).
+``tempfile`` name is created 0600/0700, which would otherwise survive the rename). :func:`exclusive`
+keeps a second writer of the same path out (a lock file beside it, released by the kernel when its
+holder dies).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -98,15 +101,68 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
         raise
 
 
+class ConcurrentWriteError(OSError):
+    """Another process writes, or wrote meanwhile, the same path."""
+
+
+def _state(path: Path) -> tuple | None:
+    """What tells a replaced or edited folder from the one seen before (None: absent)."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino, found.st_mtime_ns
+
+
 @contextlib.contextmanager
-def atomic_directory(path: str | os.PathLike):
-    """Build a directory under a temporary name; on success replace ``path`` with it."""
+def exclusive(path: str | os.PathLike):
+    """Hold the lock of ``path`` (``.<name>.lock`` beside it) for the block; when another process holds
+    it, :class:`ConcurrentWriteError` names that process at once. The lock file is removed on release."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.with_name(f".{path.name}.lock")
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            raise ConcurrentWriteError(
+                f"{path}: {holder} is writing it now; wait for it to end, or write somewhere else"
+            ) from None
+        try:  # the file we locked may have been released and removed meanwhile: then lock the new one
+            if os.path.samestat(os.fstat(fd), os.stat(lock)):
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"process {os.getpid()} on {_HOST}".encode(), 0)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock)  # before unlocking: a waiter that opened it sees it gone and retries
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike, refuse_if_changed: bool = False):
+    """Build a directory under a temporary name; on success replace ``path`` with it. With
+    ``refuse_if_changed``, a ``path`` created, replaced or edited by someone else since the block began
+    is kept and :class:`ConcurrentWriteError` raised (ours is discarded)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    before = _state(path)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=_prefix(path), suffix=".tmp"))
     try:
         yield tmp
         os.chmod(tmp, 0o777 & ~_UMASK)
+        if refuse_if_changed and _state(path) != before:
+            raise ConcurrentWriteError(
+                f"{path}: changed by another writer while this one ran; kept theirs, discarded this one's output"
+            )
         if path.exists():
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)

@@ -1,18 +1,32 @@
 """``python -m longdoc.data.convert``: published formats to a BEIR folder the notebooks read."""
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 from longdoc.data.beir import files_checksum, load_beir
 from longdoc.data.convert import main
 from longdoc.data.pairs import load_pairs
+from longdoc.io import exclusive
 
 
 def test_msmarco_with_trec_dl_becomes_a_beir_folder_with_a_checksum(fixtures, tmp_path, capsys):
     d = fixtures / "msmarco"
     out = tmp_path / "marco"
-    args = ["msmarco", "--docs", str(d / "msmarco-docs.tsv"), "--out", str(out),
-            "--split", f"train={d / 'msmarco-doctrain-queries.tsv'},{d / 'msmarco-doctrain-qrels.tsv'}",
-            "--split", f"test={d / 'msmarco-test2019-queries.tsv'},{d / '2019qrels-docs.txt'}"]
+    args = [
+        "msmarco",
+        "--docs",
+        str(d / "msmarco-docs.tsv"),
+        "--out",
+        str(out),
+        "--split",
+        f"train={d / 'msmarco-doctrain-queries.tsv'},{d / 'msmarco-doctrain-qrels.tsv'}",
+        "--split",
+        f"test={d / 'msmarco-test2019-queries.tsv'},{d / '2019qrels-docs.txt'}",
+    ]
     assert main(args) == 0
     dataset = load_beir(out)
     assert sorted(dataset.corpus) == ["D1359209", "D1555982", "D301595"]
@@ -72,7 +86,83 @@ def test_a_split_name_is_a_plain_name(fixtures, tmp_path, capsys):
     d = fixtures / "msmarco"
     for name in ("../outside", "a/b", ".hidden", ""):
         split = f"{name}={d / 'msmarco-doctrain-queries.tsv'},{d / 'msmarco-doctrain-qrels.tsv'}"
-        assert main(["msmarco", "--docs", str(d / "msmarco-docs.tsv"), "--split", split, "--out", str(tmp_path / "o")]) == 2
+        assert (
+            main(["msmarco", "--docs", str(d / "msmarco-docs.tsv"), "--split", split, "--out", str(tmp_path / "o")])
+            == 2
+        )
         error = capsys.readouterr().err
         assert "must be letters, digits" in error or "expected NAME=QUERIES,QRELS" in error
     assert not (tmp_path / "o").exists() and not (tmp_path / "outside.tsv").exists()
+
+
+def test_pairs_replace_the_whole_pairs_folder_and_need_force(fixtures, tmp_path, capsys):
+    """A rerun without a dev split used to keep the old pairs/dev.tsv, loaded beside the new train and test."""
+    wiki = tmp_path / "wiki"
+    shutil.copytree(fixtures / "beir", wiki)
+    train, test = tmp_path / "train.tsv", tmp_path / "test.tsv"
+    train.write_text("1\td1\td2\n")
+    test.write_text("0\td2\td1\n")
+    first = ["pairs", "--format", "smash", "--split", f"train={train}", "--split", f"dev={test}", "--out", str(wiki)]
+    assert main(first) == 0
+    again = ["pairs", "--format", "smash", "--split", f"train={train}", "--split", f"test={test}", "--out", str(wiki)]
+    assert main(again) == 2
+    assert "pairs: exists and is not empty (pass --force to replace it)" in capsys.readouterr().err
+    assert main(again + ["--force"]) == 0
+    assert sorted(load_pairs(wiki)) == ["test", "train"]
+    assert sorted(p.name for p in wiki.iterdir() if p.name.startswith(".")) == []  # no lock, no temporary
+
+
+def test_a_second_converter_of_the_same_out_is_refused_at_once(fixtures, tmp_path, capsys):
+    out = tmp_path / "nq"
+    with exclusive(out):  # another converter, mid-way (a lock is per open file, so this process counts)
+        assert main(["nq320k", "--dir", str(fixtures / "nq320k"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out}: process {os.getpid()} on " in err and "is writing it now" in err
+    assert not out.exists()
+    assert main(["nq320k", "--dir", str(fixtures / "nq320k"), "--out", str(out)]) == 0
+
+
+def test_an_out_changed_during_the_conversion_is_kept_and_ours_discarded(fixtures, tmp_path, capsys, monkeypatch):
+    """A writer that ignores the lock (another host on a network disk): the check at the final rename."""
+    import longdoc.data.nq320k as nq320k
+
+    out = tmp_path / "nq"
+    real = nq320k.load_nq320k
+
+    def meanwhile(*args, **kwargs):
+        out.mkdir()
+        (out / "theirs.txt").write_text("theirs")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nq320k, "load_nq320k", meanwhile)
+    assert main(["nq320k", "--dir", str(fixtures / "nq320k"), "--out", str(out)]) == 2
+    assert "changed by another writer while this one ran; kept theirs" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["theirs.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nq"]
+
+
+KILLED_MID_WRITE = """
+import os, signal, sys
+import longdoc.data.convert as convert
+real = convert.save_beir
+def save_then_die(dataset, folder):
+    real(dataset, folder)
+    os.kill(os.getpid(), signal.SIGKILL)
+convert.save_beir = save_then_die
+convert.main(sys.argv[1:])
+"""
+
+
+def test_a_converter_killed_mid_write_loses_nothing_and_a_rerun_sweeps_its_leftovers(fixtures, tmp_path):
+    out = tmp_path / "nq"
+    command = ["nq320k", "--dir", str(fixtures / "nq320k"), "--out", str(out)]
+    assert main(command) == 0
+    before = files_checksum(out)
+    killed = subprocess.run([sys.executable, "-c", KILLED_MID_WRITE, *command, "--force"], capture_output=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
+    assert any(name.endswith(".tmp") for name in leftovers), leftovers  # its half-written folder (and lock file)
+    assert files_checksum(out) == before  # the previous output is whole
+    assert main(command + ["--force"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nq"]  # swept, lock released and removed
+    assert files_checksum(out) == before

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from longdoc.data.errors import DataFormatError, ascii_integer, check_id, json_type, text_lines, visible
+from longdoc.data.errors import DataFormatError, ascii_integer, check_id, json_type, require_file, text_lines, visible
 from longdoc.data.splits import refuse_shared_queries
 from longdoc.io import atomic_write
 from longdoc.types import Qrels
@@ -186,6 +186,8 @@ def read_queries(path: str | Path) -> dict[str, str]:
         if not visible(text):
             raise DataFormatError(path, f"query {qid!r} has no text (no visible character)", number)
         queries[qid] = text
+    if not queries:
+        raise DataFormatError(path, "holds no queries (each qrels line names one of them)")
     return queries
 
 
@@ -229,6 +231,8 @@ def load_beir(directory: str | Path, name: str | None = None, on_empty: str = "e
     for required in ("corpus.jsonl", "queries.jsonl", "qrels"):
         if not (directory / required).exists():
             raise DataFormatError(directory / required, "missing (not a BEIR-layout dataset directory)")
+    for required in ("corpus.jsonl", "queries.jsonl"):
+        require_file(directory / required)
     manifest_path = directory / "manifest.json"
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else {}

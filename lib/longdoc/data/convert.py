@@ -13,7 +13,8 @@
     python -m longdoc.data.convert pairs --format gwikimatch --split test=gwikimatch_test.tsv --out data/wiki
 
 Every input is checked (a clear error names the file and line) before anything is written, and the
-output folder appears whole or not at all. The content checksum the records carry is computed
+output folder appears whole or not at all: built under a temporary name, with ``--out`` locked against a
+second converter, and put in place only if nobody changed it meanwhile (:func:`convert`). The content checksum the records carry is computed
 from the written files when the dataset is loaded (:func:`longdoc.data.beir.files_checksum`).
 """
 
@@ -26,10 +27,10 @@ import sys
 from pathlib import Path
 
 from longdoc.data.beir import RetrievalDataset, load_beir, read_corpus, save_beir
-from longdoc.data.errors import DataFormatError
-from longdoc.data.pairs import read_gwikimatch, read_pair_tsv, read_smash_pairs, save_pairs
+from longdoc.data.errors import DataFormatError, bounded, require_file
+from longdoc.data.pairs import read_gwikimatch, read_pair_tsv, read_smash_pairs, write_pair_files
 from longdoc.data.splits import carve_splits
-from longdoc.io import atomic_directory
+from longdoc.io import atomic_directory, exclusive, sweep_stale
 
 PAIR_READERS = {"gwikimatch": read_gwikimatch, "smash": read_smash_pairs, "tsv": read_pair_tsv}
 
@@ -51,9 +52,11 @@ def _splits(items: list[str], parts: int) -> dict[str, list[str]]:
                              "(it becomes a file name; no path)")
         if name in splits:
             raise ValueError(f"--split {name}: given twice")
-        missing = [f for f in files if not Path(f).is_file()]
-        if missing:
-            raise ValueError(f"--split {name}: no such file {missing[0]!r}")
+        for file in files:
+            try:
+                require_file(file)
+            except DataFormatError as err:
+                raise ValueError(f"--split {name}: {err}") from None
         splits[name] = files
     return splits
 
@@ -67,67 +70,87 @@ def _fresh_output(out: Path, force: bool, inputs: list[Path] = ()) -> None:
         if target == source or source in target.parents or target in source.parents:
             raise ValueError(f"--out {out}: overlaps the input {given} (replacing it would lose the input); "
                              "write somewhere else")
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: is a file, not a folder")
     if out.exists() and any(out.iterdir()) and not force:
         raise ValueError(f"--out {out}: exists and is not empty (pass --force to replace it)")
 
 
-def convert_msmarco(args) -> str:
+def convert_msmarco(args, splits: dict, folder: Path) -> str:
     from longdoc.data.msmarco import load_msmarco_documents
 
-    splits = {name: tuple(files) for name, files in _splits(args.split, 2).items()}
-    if not splits:
-        raise ValueError("msmarco: give at least one --split NAME=QUERIES,QRELS")
-    _fresh_output(args.out, args.force, [args.docs, *(Path(f) for files in splits.values() for f in files)])
-    dataset = load_msmarco_documents(args.docs, splits, name=args.out.name,
+    dataset = load_msmarco_documents(args.docs, {name: tuple(files) for name, files in splits.items()},
+                                     name=args.out.name,
                                      on_unknown_doc="skip" if args.skip_unknown_docs else "error",
                                      dev_from_train=args.dev_from_train, seed=args.seed)
-    return _write(dataset, args.out)
+    return _write(dataset, folder, args.out)
 
 
-def convert_nq320k(args) -> str:
+def convert_nq320k(args, splits: dict, folder: Path) -> str:
     from longdoc.data.nq320k import load_nq320k
 
-    _fresh_output(args.out, args.force, [args.dir])
-    return _write(load_nq320k(args.dir, dev_fraction=args.dev_fraction), args.out)
+    return _write(load_nq320k(args.dir, dev_fraction=args.dev_fraction), folder, args.out)
 
 
-def convert_pairs(args) -> str:
-    """Pairs go to ``<out>/pairs/<split>.tsv``; ``<out>`` must already hold the corpus they name."""
-    splits = _splits(args.split, 1)
-    if not splits:
-        raise ValueError("pairs: give at least one --split NAME=FILE")
+def convert_pairs(args, splits: dict, folder: Path) -> str:
+    """Pairs go to ``<out>/pairs/<split>.tsv`` (the folder replaced whole); ``<out>`` must already hold
+    the corpus they name."""
     corpus = read_corpus(args.out / "corpus.jsonl")
     stats: dict = {}
     on_unknown = "skip" if args.skip_unknown_docs else "error"
     pairs = {name: PAIR_READERS[args.format](files[0], known_ids=corpus, on_unknown=on_unknown, stats=stats)
              for name, files in splits.items()}
-    save_pairs(pairs, args.out)
+    write_pair_files(pairs, folder)
     counts = ", ".join(f"{name} {len(rows)} pairs" for name, rows in sorted(pairs.items()))
     return f"{args.out}/pairs: {counts} ({stats.get('skipped_unknown', 0)} naming unknown documents skipped)"
 
 
-def convert_split(args) -> str:
+def convert_split(args, splits: dict, folder: Path) -> str:
     """Train and dev carved from the queries of ``--from`` (:func:`~longdoc.data.splits.carve_splits`);
     the corpus and queries are copied unchanged, and the manifest records the carve and its source."""
-    _fresh_output(args.out, args.force, [args.dir])  # the source stays as it is
     source = load_beir(args.dir)
     qrels = carve_splits(source.qrels, args.source, args.train, args.dev, args.seed)
     carve = {"from": args.source, "train": args.train, "dev": args.dev, "seed": args.seed,
              "source": str(args.dir), "source_checksum": source.checksum}
     dataset = RetrievalDataset(args.out.name, source.corpus, source.queries, qrels, {"carved": carve})
-    return _write(dataset, args.out)
+    return _write(dataset, folder, args.out)
 
 
-def _write(dataset, out: Path) -> str:
-    """Write, read back (what lands is a dataset the notebooks accept), then put in place."""
-    with atomic_directory(out) as tmp:
-        save_beir(dataset, tmp)
-        if dataset.manifest:
-            (tmp / "manifest.json").write_text(json.dumps(dataset.manifest, indent=1) + "\n", encoding="utf-8")
-        written = load_beir(tmp)
+def _write(dataset, folder: Path, out: Path) -> str:
+    """Write into ``folder`` (put in place as ``out`` when the conversion ends) and read it back: what
+    lands is a dataset the notebooks accept."""
+    save_beir(dataset, folder)
+    if dataset.manifest:
+        (folder / "manifest.json").write_text(json.dumps(dataset.manifest, indent=1) + "\n", encoding="utf-8")
+    written = load_beir(folder)
     sizes = ", ".join(f"{split} {len(q)} queries" for split, q in sorted(written.qrels.items()))
     return (f"{out}: {len(written.corpus)} documents, {sizes}; checksum {written.checksum[:16]}\n"
             f"run notebooks on it: ./run_all.sh --dataset {out} --only 01,10  (or papermill ... -p dataset {out})")
+
+
+CONVERTERS = {"msmarco": convert_msmarco, "nq320k": convert_nq320k, "pairs": convert_pairs, "split": convert_split}
+SPLIT_FILES = {"msmarco": 2, "pairs": 1}  # files per --split NAME=...
+
+
+def convert(args) -> str:
+    """One conversion, whole or not at all: its output folder (``--out``, or ``--out/pairs``) is built
+    under a temporary name while ``--out`` is locked against a second converter, then put in place, unless
+    someone changed it meanwhile. Temporaries of converters killed earlier are swept first."""
+    splits = _splits(args.split, SPLIT_FILES[args.command]) if args.command in SPLIT_FILES else {}
+    if args.command in SPLIT_FILES and not splits:
+        shape = "NAME=QUERIES,QRELS" if SPLIT_FILES[args.command] == 2 else "NAME=FILE"
+        raise ValueError(f"{args.command}: give at least one --split {shape}")
+    inputs = [Path(f) for files in splits.values() for f in files]
+    inputs += [Path(p) for p in (getattr(args, "docs", None), getattr(args, "dir", None)) if p is not None]
+    target = args.out / "pairs" if args.command == "pairs" else args.out
+    if args.command == "pairs" and not (args.out / "corpus.jsonl").is_file():
+        raise ValueError(f"--out {args.out}: holds no corpus.jsonl (pairs go beside the BEIR corpus whose ids "
+                         "they name)")
+    with exclusive(args.out):
+        sweep_stale(target.parent)
+        _fresh_output(target, args.force, inputs)
+        with atomic_directory(target, refuse_if_changed=True) as folder:
+            return CONVERTERS[args.command](args, splits, folder)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,14 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     split.add_argument("--seed", type=int, default=0, help="seed of the hash that deals the queries")
     for command in (msmarco, nq, pairs, split):
         command.add_argument("--out", type=Path, required=True, help="the BEIR folder to write")
-        command.add_argument("--force", action="store_true", help="replace a non-empty --out")
+        command.add_argument("--force", action="store_true",
+                             help="replace a non-empty --out (pairs: a non-empty --out/pairs) whole")
     args = parser.parse_args(argv)
-    convert = {"msmarco": convert_msmarco, "nq320k": convert_nq320k, "pairs": convert_pairs,
-               "split": convert_split}[args.command]
     try:
         print(convert(args))
     except (DataFormatError, ValueError, OSError) as err:
-        print(f"convert: {err}", file=sys.stderr)
+        print(f"convert: {bounded(str(err))}", file=sys.stderr)
         return 2
     return 0
 

@@ -4,9 +4,10 @@ line), and the one way input text files are read (:func:`text_lines`)."""
 from __future__ import annotations
 
 import re
+import reprlib
 import unicodedata
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 
 class DataFormatError(ValueError):
@@ -19,7 +20,40 @@ class DataFormatError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
+_SHORT = reprlib.Repr()  # (Python 3.11's Repr takes no keywords)
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict = 2, 6, 6, 6
+_SHORT.maxstring = _SHORT.maxother = 60
+
+
+def shown(value: Any) -> str:
+    """``repr`` cut to a few dozen characters, however large or deeply nested the value (a profile
+    of nested YAML aliases is a few hundred bytes that expand to megabytes)."""
+    return _SHORT.repr(value)
+
+
+def bounded(message: str, limit: int = 2000) -> str:
+    """A message cut to ``limit`` characters, saying so."""
+    return message if len(message) <= limit else f"{message[:limit]}... ({len(message) - limit} more characters)"
+
+
 PROGRESS_BYTES = 64 << 20  # files larger than this show a progress bar while read (MS MARCO: 22 GB)
+
+
+def require_file(path: str | Path) -> Path:
+    """``path`` when it is a regular file that can be opened; otherwise an error saying what it is."""
+    path = Path(path)
+    if path.is_dir():
+        raise DataFormatError(path, "is a directory, not a file")
+    if not path.exists():
+        raise DataFormatError(path, "no such file")
+    if not path.is_file():
+        raise DataFormatError(path, "is not a regular file (a pipe or a device cannot be read twice)")
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as err:
+        raise DataFormatError(path, f"cannot be read ({err.strerror})") from None
+    return path
 
 
 def text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
@@ -27,9 +61,7 @@ def text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     start is dropped, and a byte that is not UTF-8 (a Latin-1 export) is an error naming the line."""
     from longdoc.progress import tqdm
 
-    path = Path(path)
-    if not path.is_file():
-        raise DataFormatError(path, "no such file")
+    path = require_file(path)
     size = path.stat().st_size
     with open(path, "rb") as handle, tqdm(total=size, desc=f"reading {path.name}", unit="B", unit_scale=True,
                                           disable=size < PROGRESS_BYTES) as bar:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from longdoc.data.errors import DataFormatError, check_id, text_lines
-from longdoc.io import atomic_write
+from longdoc.io import atomic_directory
 
 HEADER = ("source-id", "target-id", "label")
 
@@ -88,8 +88,15 @@ def _label(text: str, allowed: tuple[int, ...], path: Path, number: int) -> int:
 
 
 def save_pairs(pairs: dict[str, list[DocumentPair]], directory: str | Path) -> None:
+    """``<directory>/pairs/<split>.tsv`` for every split, the folder replaced whole (a split of an
+    earlier save that ``pairs`` lacks does not survive beside the new ones)."""
+    with atomic_directory(Path(directory) / "pairs") as folder:
+        write_pair_files(pairs, folder)
+
+
+def write_pair_files(pairs: dict[str, list[DocumentPair]], folder: Path) -> None:
     for split, rows in pairs.items():
-        with atomic_write(Path(directory) / "pairs" / f"{split}.tsv") as handle:
+        with open(folder / f"{split}.tsv", "w", encoding="utf-8", newline="\n") as handle:
             handle.write("\t".join(HEADER) + "\n")
             for pair in rows:
                 handle.write(f"{pair.source}\t{pair.target}\t{pair.label}\n")

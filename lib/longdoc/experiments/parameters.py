@@ -8,8 +8,14 @@ parameter's name before any work starts.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from longdoc.data.errors import shown
+
+MOST_STEPS = 10_000_000  # a step count beyond this is a typo (the papers' longest runs: a few hundred thousand)
+LARGEST_INT = 2**31 - 1  # any other count: what a seed or a tensor size can hold
 
 
 @dataclass(frozen=True)
@@ -26,14 +32,16 @@ class Parameter:
     def check(self, name: str, value: Any) -> Any:
         if self.kind is dict:
             if not isinstance(value, dict):
-                raise ValueError(f"parameter {name}={value!r}: expected a mapping")
+                raise ValueError(f"parameter {name}={shown(value)}: expected a mapping")
             unknown = sorted(set(value) - set(self.choices))
             if unknown:
-                raise ValueError(f"parameter {name}: unknown key(s) {unknown}; expected some of {list(self.choices)}")
+                raise ValueError(
+                    f"parameter {name}: unknown key(s) {shown(unknown)}; expected some of {list(self.choices)}"
+                )
             return {key: Parameter(self.item, self.meaning).check(f"{name}.{key}", v) for key, v in value.items()}
         if self.kind is list:
             if not isinstance(value, (list, tuple)) or not value:
-                raise ValueError(f"parameter {name}={value!r}: expected a non-empty list")
+                raise ValueError(f"parameter {name}={shown(value)}: expected a non-empty list")
             items = [
                 Parameter(
                     self.item, self.meaning, self.minimum, self.maximum, self.choices, positive=self.positive
@@ -42,22 +50,25 @@ class Parameter:
             ]
             repeated = next((v for i, v in enumerate(items) if v in items[:i]), None) if self.unique else None
             if repeated is not None:
-                raise ValueError(f"parameter {name}={value!r}: {repeated!r} appears twice (each must differ)")
+                raise ValueError(f"parameter {name}={shown(value)}: {shown(repeated)} appears twice (each must differ)")
             return items
         if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, self.kind) or (self.kind is not bool and isinstance(value, bool)):
-            raise ValueError(f"parameter {name}={value!r}: expected {self.kind.__name__}, got {type(value).__name__}")
+            raise ValueError(
+                f"parameter {name}={shown(value)}: expected {self.kind.__name__}, got {type(value).__name__}"
+            )
         if self.kind is float and not math.isfinite(value):
-            raise ValueError(f"parameter {name}={value!r}: must be a finite number")
+            raise ValueError(f"parameter {name}={shown(value)}: must be a finite number")
         if self.positive and value <= 0:
-            raise ValueError(f"parameter {name}={value!r}: must be > 0")
+            raise ValueError(f"parameter {name}={shown(value)}: must be > 0")
         if self.choices and value not in self.choices:
-            raise ValueError(f"parameter {name}={value!r}: expected one of {list(self.choices)}")
+            raise ValueError(f"parameter {name}={shown(value)}: expected one of {list(self.choices)}")
+        maximum = self.maximum if self.maximum is not None or self.kind is not int else LARGEST_INT
         if self.minimum is not None and value < self.minimum:
-            raise ValueError(f"parameter {name}={value!r}: must be >= {self.minimum}")
-        if self.maximum is not None and value > self.maximum:
-            raise ValueError(f"parameter {name}={value!r}: must be <= {self.maximum}")
+            raise ValueError(f"parameter {name}={shown(value)}: must be >= {self.minimum}")
+        if maximum is not None and value > maximum:
+            raise ValueError(f"parameter {name}={shown(value)}: must be <= {maximum}")
         return value
 
 
@@ -89,7 +100,7 @@ PARAMETERS: dict[str, Parameter] = {
     "max_blocks": Parameter(int, "N: blocks read per document", minimum=1),
     "query_length": Parameter(int, "tokens per query including [CLS] and [SEP]", minimum=3),
     # fine-tuning budget and selection (the same for every model of a table)
-    "train_steps": Parameter(int, "optimizer steps of every fine-tuning run", minimum=1),
+    "train_steps": Parameter(int, "optimizer steps of every fine-tuning run", minimum=1, maximum=MOST_STEPS),
     "batch_size": Parameter(
         int, "training queries per step (in-batch negatives: the other queries' documents)", minimum=1
     ),
@@ -128,13 +139,15 @@ PARAMETERS: dict[str, Parameter] = {
         "'' = the dataset's own documents (transductive), 'unjudged' = those no dev/test "
         "query judges, or a .txt file / BEIR directory",
     ),
-    "pretrain_steps": Parameter(int, "full MLM + LMAE pre-training steps (0 = one pass over the documents)", minimum=0),
+    "pretrain_steps": Parameter(
+        int, "full MLM + LMAE pre-training steps (0 = one pass over the documents)", minimum=0, maximum=MOST_STEPS
+    ),
     "pretrain_batch_size": Parameter(int, "documents per pre-training step", minimum=1),
     "pretrain_learning_rate": Parameter(
         float, "peak learning rate of pre-training (the paper: 1e-4)", minimum=0.0, positive=True
     ),
     "head_warmup_steps": Parameter(
-        int, "steps that train only the MLM head and LMAE decoder, encoder frozen", minimum=0
+        int, "steps that train only the MLM head and LMAE decoder, encoder frozen", minimum=0, maximum=MOST_STEPS
     ),
     "decoder_init": Parameter(
         str,
@@ -193,7 +206,10 @@ PARAMETERS: dict[str, Parameter] = {
     "sweep_sentence_layers": Parameter(list, "L1 values of SMITH Table 6 (the paper: 2, 4, 6)", minimum=1, item=int),
     # NCI (notebooks 40-45)
     "nci_train_steps": Parameter(
-        int, "optimizer steps of every NCI and DSI training run (the cap, with nci_patience)", minimum=1
+        int,
+        "optimizer steps of every NCI and DSI training run (the cap, with nci_patience)",
+        minimum=1,
+        maximum=MOST_STEPS,
     ),
     "nci_patience": Parameter(
         int,
@@ -246,7 +262,9 @@ PARAMETERS: dict[str, Parameter] = {
     "qg_queries": Parameter(int, "queries sampled per document (the paper: 15)", minimum=1),
     "qg_input_length": Parameter(int, "document tokens the generator reads (the paper: 512)", minimum=8),
     "qg_max_length": Parameter(int, "tokens per generated query at most (the paper: 64)", minimum=2),
-    "qg_train_steps": Parameter(int, "steps that fine-tune the generator built here (batch 8)", minimum=0),
+    "qg_train_steps": Parameter(
+        int, "steps that fine-tune the generator built here (batch 8)", minimum=0, maximum=MOST_STEPS
+    ),
     "sweep_adaptor_layers": Parameter(
         list, "M3 values of NCI Table 4 (the paper: 0, 1, 2, 4, 6, 8)", minimum=0, item=int
     ),
@@ -297,7 +315,51 @@ PARAMETERS: dict[str, Parameter] = {
 def check_parameters(values: dict[str, Any]) -> dict[str, Any]:
     """Values checked and normalised (ints where floats are meant become floats); an unknown name or
     a bad value raises ``ValueError`` naming the parameter."""
+    odd = [name for name in values if not isinstance(name, str)]
+    if odd:
+        raise ValueError(f"parameter name {shown(odd[0])}: expected a name (a string)")
     unknown = sorted(set(values) - set(PARAMETERS))
     if unknown:
-        raise ValueError(f"unknown parameter(s) {unknown}; known: {sorted(PARAMETERS)}")
+        raise ValueError(f"unknown parameter(s) {shown(unknown)}; known: {sorted(PARAMETERS)}")
     return {name: PARAMETERS[name].check(name, value) for name, value in values.items()}
+
+
+@dataclass(frozen=True)
+class Combination:
+    """A rule between parameters that each pass their own check: ``holds(*values of names)``."""
+
+    names: tuple[str, ...]
+    holds: Callable[..., bool]
+    problem: str  # formatted with the values by name
+
+
+COMBINATIONS = (
+    Combination(
+        ("dev_evals", "train_steps"),
+        lambda evals, steps: evals <= steps,
+        "parameter dev_evals={dev_evals}: more dev evaluations than train_steps={train_steps}",
+    ),
+    Combination(
+        ("nci_dev_evals", "nci_train_steps"),
+        lambda evals, steps: evals <= steps,
+        "parameter nci_dev_evals={nci_dev_evals}: more dev evaluations than nci_train_steps={nci_train_steps}",
+    ),
+    *(
+        Combination(
+            (batch, "n_devices"),
+            lambda size, devices: size % devices == 0,
+            f"parameter {batch}={{{batch}}}: not divisible by n_devices={{n_devices}} "
+            "(each process takes an equal share of a step)",
+        )
+        for batch in ("batch_size", "pretrain_batch_size", "nci_batch_size")
+    ),
+)
+
+
+def check_combinations(values: dict[str, Any]) -> None:
+    """Every rule of :data:`COMBINATIONS` whose parameters are all in ``values`` (checked values);
+    the first broken one raises ``ValueError`` naming both parameters. ``run_all.sh`` applies them to
+    every selected notebook before the first one starts."""
+    for rule in COMBINATIONS:
+        if all(name in values for name in rule.names) and not rule.holds(*(values[n] for n in rule.names)):
+            raise ValueError(rule.problem.format(**{name: values[name] for name in rule.names}))

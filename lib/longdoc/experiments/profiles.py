@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import sys
 from pathlib import Path
 
 import yaml
 
-from longdoc.experiments.parameters import check_parameters
+from longdoc.data.errors import bounded, shown
+from longdoc.experiments.parameters import check_combinations, check_parameters
 
 
 class ProfileError(ValueError):
@@ -36,8 +38,11 @@ def notebook_parameter_names(notebook: str | Path) -> list[str]:
     return list(notebook_parameters(notebook))
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML with duplicate keys rejected (PyYAML keeps the last one silently)."""
+class ProfileLoader(yaml.SafeLoader):
+    """YAML with the 1.2 core schema's scalars, and duplicate keys refused. PyYAML reads YAML 1.1, where
+    ``010`` is 8, ``1:30`` is 90, ``1_000`` is 1000, ``yes`` is True and ``1e-4`` a string; here ``010`` is
+    10, ``0o10`` is 8, ``1e-4`` is a float, and the other forms stay strings (the parameter check names
+    them). PyYAML also keeps the last of two equal keys silently."""
 
     def construct_mapping(self, node, deep=False):
         seen = set()
@@ -48,6 +53,38 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep)
 
+    def construct_core_int(self, node) -> int:
+        text = self.construct_scalar(node)
+        base = {"0o": 8, "0x": 16}.get(text[:2], 10)
+        return int(text[2:] if base != 10 else text, base)
+
+    def construct_core_float(self, node) -> float:
+        text = self.construct_scalar(node).lower()
+        return float(text.replace(".inf", "inf").replace(".nan", "nan"))
+
+
+_CORE_SCALARS = {  # YAML 1.2.2, section 10.3.2 (the core schema's tag resolution)
+    "tag:yaml.org,2002:bool": (r"true|True|TRUE|false|False|FALSE", "tTfF"),
+    "tag:yaml.org,2002:int": (r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+", "-+0123456789"),
+    "tag:yaml.org,2002:float": (
+        r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)",
+        "-+0123456789.",
+    ),
+}
+ProfileLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in _CORE_SCALARS]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+for _tag, (_pattern, _first) in _CORE_SCALARS.items():
+    ProfileLoader.add_implicit_resolver(_tag, re.compile(f"^(?:{_pattern})$"), list(_first))
+ProfileLoader.add_constructor("tag:yaml.org,2002:int", ProfileLoader.construct_core_int)
+ProfileLoader.add_constructor("tag:yaml.org,2002:float", ProfileLoader.construct_core_float)
+
+
+def read_yaml(text_or_stream):
+    """A profile's (or a ``--set`` value's) YAML under :class:`ProfileLoader`."""
+    return yaml.load(text_or_stream, Loader=ProfileLoader)
+
 
 def load_profile(profile: str | Path) -> dict:
     """The profile's mapping, checked: known parameter names, valid values, known notebooks, and every
@@ -56,7 +93,7 @@ def load_profile(profile: str | Path) -> dict:
     path = Path(profile)
     try:
         with open(path, encoding="utf-8") as stream:  # a stream: YAML errors then name the file
-            values = yaml.load(stream, Loader=_UniqueKeyLoader)
+            values = read_yaml(stream)
     except OSError as err:
         raise ProfileError(f"{path}: cannot read the profile ({err.strerror})") from None
     except (yaml.YAMLError, ProfileError, UnicodeDecodeError) as err:
@@ -79,6 +116,8 @@ def load_profile(profile: str | Path) -> dict:
         for name, own in per_notebook.items():
             if not isinstance(own, dict):
                 raise ValueError(f"notebooks.{name}: expected a mapping of parameter names to values")
+            if "profile" in own:
+                raise ValueError(f"notebooks.{name}: sets profile, the file's name (results are filed under it)")
             check_parameters(own)
     except ValueError as err:
         raise ProfileError(f"{path}: {err}") from None
@@ -130,6 +169,11 @@ def parameters_for(profile: str | Path, notebook: str | Path, overrides: dict | 
     names = notebook_parameter_names(notebook)
     own = values.pop("notebooks").get(Path(notebook).stem, {})
     values.update(own)
+    if "profile" in (overrides or {}):
+        raise ProfileError(
+            f"command line: profile={shown(overrides['profile'])} cannot be set: it is the profile "
+            "file's name, where results are filed (choose the profile with --profile NAME)"
+        )
     try:
         command_line = check_parameters(overrides or {})
     except ValueError as err:
@@ -146,19 +190,29 @@ def parameters_for(profile: str | Path, notebook: str | Path, overrides: dict | 
     missing = [n for n in names if n not in values]
     if missing:
         raise ProfileError(f"profile {profile} does not set {missing}, which {Path(notebook).name} declares")
-    return {n: values[n] for n in names}
+    chosen = {n: values[n] for n in names}
+    try:
+        check_combinations(chosen)
+    except ValueError as err:
+        raise ProfileError(f"{Path(notebook).stem} under profile {Path(profile).stem}: {err}") from None
+    return chosen
 
 
-def _numbers(value):
-    """YAML 1.1 reads ``1e-4`` as a string; a command-line value that parses as a number is one."""
-    if isinstance(value, list):
-        return [_numbers(v) for v in value]
-    if isinstance(value, str):
-        try:
-            return float(value) if any(c in value for c in ".eE") else int(value)
-        except ValueError:
-            return value
-    return value
+def command_line_value(item: str):
+    """``NAME=VALUE`` of ``--set`` as ``(name, value)``, the value read as profile YAML (one line; ``1e-4``
+    is a float, ``010`` is 10); a malformed one names the argument, not a YAML traceback."""
+    name, sep, text = item.partition("=")
+    if not sep or not name:
+        raise ProfileError(f"--set {shown(item)}: expected NAME=VALUE")
+    if not text:
+        return name, ""
+    try:
+        return name, read_yaml(text)
+    except (yaml.YAMLError, ProfileError) as err:
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ProfileError(
+            f"--set {shown(item)}: the value is not valid YAML ({problem}); quote a string, e.g. --set 'name=\"a: b\"'"
+        ) from None
 
 
 def _main(argv: list[str]) -> None:
@@ -191,15 +245,13 @@ def _main(argv: list[str]) -> None:
         if not sep or not directory:
             sys.exit(f"profile error: --data {item!r}: expected ROLE=DIR")
         overrides.setdefault("datasets", {})[role] = directory
-    for item in args.set:
-        name, sep, text = item.partition("=")
-        if not sep:
-            sys.exit(f"profile error: --set {item!r}: expected NAME=VALUE")
-        overrides[name] = _numbers(yaml.safe_load(text)) if text else ""
     try:
+        for item in args.set:
+            name, value = command_line_value(item)
+            overrides[name] = value
         yaml.safe_dump(parameters_for(args.profile, args.notebook, overrides), sys.stdout, sort_keys=False)
     except (ProfileError, ValueError, OSError) as err:
-        sys.exit(f"profile error: {err}")
+        sys.exit(f"profile error: {bounded(str(err))}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeVar
 
-from longdoc.experiments.parameters import PARAMETERS
+from longdoc.experiments.parameters import PARAMETERS, check_combinations
 
 T = TypeVar("T")
 SETTINGS: list[type] = []  # every settings class (a test checks each against the glossary and the notebooks)
@@ -110,17 +110,12 @@ class BudgetSettings:
     dev_candidates: int = 0  # > 0: dev evaluations rank BM25's top k per dev query and the judged documents
 
     def __post_init__(self) -> None:
-        if self.dev_evals > self.train_steps:
-            raise ValueError(
-                f"parameter dev_evals={self.dev_evals}: more dev evaluations than train_steps={self.train_steps}"
-            )
+        check_combinations(dataclasses.asdict(self))  # dev_evals <= train_steps, batch_size % n_devices
 
     def train_config(self, learning_rate: float, seed: int, hard_negatives: int = 0, cache_size: int = 0):
         """``batch_size`` items per step in all (``batch_size / n_devices`` per process)."""
         from longdoc.train.loop import TrainConfig
 
-        if self.batch_size % self.n_devices:
-            raise ValueError(f"parameter batch_size={self.batch_size}: not divisible by n_devices={self.n_devices}")
         return TrainConfig(
             steps=self.train_steps,
             batch_size=self.batch_size // self.n_devices,
