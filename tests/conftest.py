@@ -167,6 +167,7 @@ def build_tiny_study(dataset, backbone, **changes):
         train_steps=4,
         batch_size=4,
         dev_evals=2,
+        patience=0,
         dev_candidates=0,
         learning_rates=[1e-4, 3e-3],
         seeds=[0, 1],

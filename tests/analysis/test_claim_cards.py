@@ -53,6 +53,23 @@ def test_a_card_reads_the_record_then_the_carried_section_and_marks_what_did_not
     assert frame["paper Δ"].isna().tolist() == [False, True]
 
 
+def test_another_profiles_card_shows_the_cpu_verdict_beside_its_own():
+    import copy
+
+    gpu = copy.deepcopy(RECORD)
+    gpu["metrics"]["findings"]["claims"][0]["verdict"] = "holds"
+    sedr = {"metrics": {"findings": {"claims": [{"claim": "C beats D", "verdict": "reversed"}]}}}
+    records = {"10_longtriever_main": gpu, "20_sedr_main": sedr}  # the cpu profile did not run 20's claim
+    filled = claim_cards.fill(CARD, records, {})
+    cpu = {"10_longtriever_main": RECORD}
+    beside = claim_cards.beside_reference(filled, CARD, cpu, "cpu")
+    assert list(beside["verdict"]) == ["holds", "reversed", "not run"]
+    assert list(beside["verdict at cpu"]) == ["not shown at this scale", "not run", "not run"]
+    assert list(beside["vs cpu"]) == ["differs", "—", "—"]
+    same = claim_cards.beside_reference(claim_cards.fill(CARD, cpu, {}), CARD, cpu, "cpu")
+    assert list(same["vs cpu"]) == ["same", "—", "—"]
+
+
 def test_an_ambiguous_card_claim_is_an_error_naming_it():
     claims = [{"claim": "A beats B one"}, {"claim": "A beats B two"}]
     with pytest.raises(ValueError, match="'A beats B' matches 2 claims of 10_x"):

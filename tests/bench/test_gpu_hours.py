@@ -137,3 +137,52 @@ def test_a_candidate_dev_evaluation_costs_the_candidates_per_evaluation_and_the_
         ) / len(values["learning_rates"])
     assert costs[0] == values["dev_evals"] * 10_000
     assert costs[9] == values["dev_evals"] * 20 * (9 + 1) + 10_000
+
+
+def test_a_price_comes_from_the_measured_shape_nearest_the_row(tmp_path):
+    path = tmp_path / "training.json"
+    shape = {
+        "hidden": 384,
+        "blocks": 4,
+        "batch": 64,
+        "pair_batch": 64,
+        "pretrain_batch": 32,
+        "pretrain_blocks": 4,
+        "nci_batch": 128,
+        "matchbert_length": 128,
+        "sentence_block": 32,
+        "sentence_blocks": 48,
+    }
+    runs = [
+        {"header": {"shape": shape | {"block": 128}}, "rows": [{"job": "retrieval:MaxP", "seconds_per_step": 0.064}]},
+        {"header": {"shape": shape | {"block": 256}}, "rows": [{"job": "retrieval:MaxP", "seconds_per_step": 0.096}]},
+    ]
+    path.write_text(json.dumps({"runs": runs}))
+    maxp = load_prices(path, hidden=384)["retrieval:MaxP"]
+    assert maxp.per_item(512) == pytest.approx(0.001)  # 4 x 128: its own measurement
+    assert maxp.per_item(1024) == pytest.approx(0.0015)  # 4 x 256: the other one, not 2 x the first
+    assert maxp.per_item(256) == pytest.approx(0.0005)  # below both: linear from the nearest
+
+
+def test_the_gpu_profile_fits_one_gpu_hour_and_runs_in_pieces_of_under_ten_minutes():
+    """Priced at its ceilings (an upper bound: early stopping only shortens a run) from the H100 step
+    times at MiniLM's width on the embedded benchmark; the ladder's rungs above 1x included."""
+    frame = estimate("gpu", gpu_hours.ESTIMATED_NOTEBOOKS, scale="benchmark", hidden=gpu_hours.MINILM_HIDDEN)
+    assert frame["GPU-hours"].sum() * 60 < 60
+    assert (frame["alone"] * 60 < 10).all(), frame.loc[frame["alone"] * 60 >= 10, ["notebook", "alone"]]
+    nci = frame.set_index("notebook").loc["41_nci_ablation"]
+    assert "beam-search" in nci["not priced"]  # what was not measured is said, never guessed
+
+
+def test_the_ladder_costs_only_its_rungs_above_1x():
+    from longdoc.experiments.profiles import parameters_for
+
+    params = parameters_for(gpu_hours.profile_path("cpu"), gpu_hours.NOTEBOOKS / "90_budget_ladder.ipynb")
+    assert not gpu_hours.ladder_plan(
+        params | {"ladder_sedr": [1], "ladder_longtriever": [1], "ladder_smith": [1], "ladder_nci": [1]}, "benchmark"
+    ).works
+    rung = gpu_hours.ladder_plan(
+        params | {"ladder_sedr": [1, 2], "ladder_longtriever": [1], "ladder_smith": [1], "ladder_nci": [1]}, "benchmark"
+    )
+    budgets = {key[2] for key in rung.works if key[0] == "fit"}
+    assert rung.works and all(f"train_steps={2 * params['train_steps']}" in budget for budget in budgets)

@@ -25,7 +25,7 @@ def test_defaults_equal_the_smoke_profile(notebook):
         assert smoke[name] == value, (notebook.name, name)
 
 
-@pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "gpu", "paper"])
 def test_profiles_only_set_parameters_some_notebook_has(profile):
     known = set().union(*(parameters(n) for n in NOTEBOOKS))
     values = yaml.safe_load((PROFILES / f"{profile}.yaml").read_text())
@@ -76,3 +76,17 @@ def test_papermill_parses_every_parameter_line(notebook, caplog):
     assert {name: eval(spec["default"]) for name, spec in inspected.items()} == defaults
     for profile in ("smoke", "cpu", "paper"):
         assert set(parameters_for(PROFILES / f"{profile}.yaml", notebook)) == set(inspected)
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_notebook_accepts_the_gpu_profile(notebook):
+    """The one-GPU profile: every notebook gets checked values (and every rule between them holds); its
+    fine-tuning and NCI budgets are ceilings, each run stopping at its dev plateau."""
+    values = parameters_for(PROFILES / "gpu.yaml", notebook)
+    assert values["profile"] == "gpu"
+    if "train_steps" in values:
+        assert values["patience"] > 0 and values["dev_evals"] > values["patience"] and values["precision"] == "bf16"
+    if "nci_train_steps" in values:
+        assert values["nci_patience"] > 0 and values["max_docs"] == 0  # NCI on all 1,100 documents
+    if "seeds" in values:
+        assert len(values["seeds"]) == 3

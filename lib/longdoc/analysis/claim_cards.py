@@ -101,6 +101,15 @@ def fill(card: pd.DataFrame, records: dict[str, dict], carried: dict[str, dict])
     return pd.DataFrame(rows)
 
 
+def beside_reference(filled: pd.DataFrame, card: pd.DataFrame, reference: dict[str, dict], name: str) -> pd.DataFrame:
+    """``filled`` with the verdict of each claim under another profile (``reference``: its records by
+    notebook) and whether the two agree; ``—`` where either did not run the claim."""
+    theirs = fill(card, reference, {})["verdict"]
+    ran = (filled["verdict"] != "not run") & (theirs != "not run")
+    agree = (filled["verdict"] == theirs).map({True: "same", False: "differs"})
+    return filled.assign(**{f"verdict at {name}": theirs, f"vs {name}": agree.where(ran, "—")})
+
+
 LADDER_NOTEBOOK = "90_budget_ladder"
 
 

@@ -20,16 +20,23 @@ one H100, the papers' per-GPU shapes):
 - NCI's beam-search dev evaluations and test decoding, and query generation (docT5query), were not
   measured: they are listed under "not priced", never given a number.
 
-Corpus sizes come from :data:`PAPER_SCALE` (the papers' datasets). Fits shared through the cache (a row
-of 10 that 01 already trained) cost nothing in a later notebook: ``own GPU-hours`` count what a
-notebook trains first in ``run_all.sh``'s order, ``alone`` what it trains from an empty cache.
-``python -m longdoc.bench.gpu_hours --profile paper`` prints the table the README quotes.
+Corpus sizes come from :data:`PAPER_SCALE` (the papers' datasets), or for a profile on the embedded
+benchmark (``--scale benchmark``, the default for every profile but ``paper``) from
+:data:`BENCHMARK_SCALE`. Prices are those of the profile's model size (``minilm``: the 384-wide runs of
+the measurement file, else BERT-base's 768), at the measured block shape nearest the row's. Fits shared
+through the cache (a row of 10 that 01 already trained) cost nothing in a later notebook: ``own
+GPU-hours`` count what a notebook trains first in ``run_all.sh``'s order, ``alone`` what it trains from
+an empty cache. The budget ladder (90) costs its rungs above 1x (its 1x rung is the headline notebooks'
+fits). Under early stopping (``patience``, ``nci_patience``) every run is priced at its ceiling: an
+upper bound. ``python -m longdoc.bench.gpu_hours --profile paper`` prints the table the README quotes;
+``--profile gpu`` the one-GPU profile's minutes.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,13 +48,14 @@ from longdoc.experiments.families.generative import GENERATIVE, Ensemble, Expand
 from longdoc.experiments.families.matching import MATCHING, Matcher
 from longdoc.experiments.families.retrieval import BM25, RETRIEVAL, Dense, ExactSearch
 from longdoc.experiments.papers import baselines, longtriever, nci, sedr, smith
-from longdoc.experiments.profiles import dataset_role, parameters_for
+from longdoc.experiments.profiles import dataset_role, load_profile, parameters_for
 from longdoc.experiments.settings import BudgetSettings
 from longdoc.experiments.study import Study
 
 MEASUREMENTS = REPO_ROOT / "results" / "bench" / "h100" / "training.json"
 NOTEBOOKS = REPO_ROOT / "notebooks"
 PROFILES = NOTEBOOKS / "profiles"
+MINILM_HIDDEN = 384  # the packaged backbone's width (the gpu profile's prices)
 ENCODE_AS_FORWARD = 1 / 3  # a forward pass of a training item's forward + backward (not measured)
 QUERY_GENERATION = "query generation (docT5query, once per corpus)"
 
@@ -80,6 +88,22 @@ PAPER_SCALE = {
     "nci": Scale("NQ320k", 109_739, 0, "NCI section 4.1: 109,739 documents"),
 }
 
+BENCHMARK_DOCUMENTS = 1100  # the embedded benchmark's pages (DESIGN.md); pairs and NCI read the same pages
+BENCHMARK_SCALE = {
+    role: Scale("the embedded benchmark", BENCHMARK_DOCUMENTS, BENCHMARK_DOCUMENTS, "data/manpages (DESIGN.md)")
+    for role in ("retrieval", "matching", "nci")
+}
+SCALES = {"paper": PAPER_SCALE, "benchmark": BENCHMARK_SCALE}
+
+
+def scale_for(scale: str, role: str, max_docs: int = 0) -> Scale:
+    """The corpus a role's notebooks read at ``scale`` (``max_docs`` > 0: that many of the benchmark's)."""
+    found = SCALES[scale][role]
+    if scale == "benchmark" and 0 < max_docs < found.documents:
+        return replace(found, documents=max_docs, pretrain_documents=max_docs)
+    return found
+
+
 # unmeasured models, priced as the measured one they resemble most
 STAND_INS = {
     "retrieval:PARADE": "retrieval:MaxP",  # MaxP's passages plus a small aggregator
@@ -95,14 +119,25 @@ STAND_INS = {
 
 @dataclass(frozen=True)
 class Price:
-    """GPU-seconds per item (a query, a pair, a document, an NCI example) at ``tokens`` per document."""
+    """GPU-seconds per item (a query, a pair, a document, an NCI example) at ``tokens`` per document;
+    ``others``: ``(seconds, tokens)`` measured at other shapes (4 x 128 and 4 x 256 blocks)."""
 
     seconds: float
     tokens: int
     measured: str  # the measured job it comes from
+    others: tuple = ()
 
     def per_item(self, tokens: int) -> float:
-        return self.seconds * (tokens / self.tokens if self.tokens and tokens else 1.0)
+        """Linear in tokens per document from the measured shape nearest ``tokens`` (by ratio)."""
+        seconds, measured = self.seconds, self.tokens
+        if tokens and self.others:
+            seconds, measured = min(
+                [(self.seconds, self.tokens), *self.others], key=lambda s: abs(math.log(tokens / s[1]))
+            )
+        return seconds * (tokens / measured if measured and tokens else 1.0)
+
+    def scaled(self, factor: float, measured: str) -> Price:
+        return Price(self.seconds * factor, self.tokens, measured, tuple((s * factor, t) for s, t in self.others))
 
 
 def measured_tokens(job: str, shape: dict) -> int:
@@ -129,7 +164,8 @@ def items_per_step(job: str, shape: dict) -> int:
 
 
 def load_prices(path: Path = MEASUREMENTS, hidden: int = 768) -> dict[str, Price]:
-    """Per job, the mean GPU-seconds per item over the file's runs at ``hidden`` (the papers' size)."""
+    """Per job, the mean GPU-seconds per item over the file's runs at ``hidden`` (768: the papers' size;
+    384: MiniLM's), per measured tokens per document."""
     samples: dict[str, list[tuple[float, int]]] = {}
     for run in json.loads(Path(path).read_text())["runs"]:
         shape = run["header"]["shape"]
@@ -146,7 +182,15 @@ def load_prices(path: Path = MEASUREMENTS, hidden: int = 768) -> dict[str, Price
             samples.setdefault(job, []).append((per_item, measured_tokens(job, shape)))
     if not samples:
         raise ValueError(f"{path}: no measured job at hidden size {hidden}")
-    return {job: Price(sum(s for s, _ in values) / len(values), values[0][1], job) for job, values in samples.items()}
+    prices = {}
+    for job, values in samples.items():
+        shapes: dict[int, list[float]] = {}
+        for seconds, tokens in values:
+            shapes.setdefault(tokens, []).append(seconds)
+        (tokens, first), *rest = shapes.items()
+        others = tuple((sum(v) / len(v), t) for t, v in rest)
+        prices[job] = Price(sum(first) / len(first), tokens, job, others)
+    return prices
 
 
 def price_of(job: str, prices: dict[str, Price]) -> Price | None:
@@ -160,11 +204,7 @@ def price_of(job: str, prices: dict[str, Price]) -> Price | None:
         for trained in (f"retrieval:{model}", f"matching:{model}"):
             base = price_of(trained, prices)
             if base is not None:  # a training item (a pair; a query and two documents) holds two documents
-                return Price(
-                    base.seconds * ENCODE_AS_FORWARD / 2,
-                    base.tokens,
-                    f"{base.measured} / 6 (one document's forward pass)",
-                )
+                return base.scaled(ENCODE_AS_FORWARD / 2, f"{base.measured} / 6 (one document's forward pass)")
     return None
 
 
@@ -389,24 +429,53 @@ NOTEBOOK_ROWS = {
     "44_nci_efficiency": ("nci", _nci_capacity),
     "45_nci_semantic_ids": ("nci", lambda study: [(nci.nci(study), study.seeds[:1])]),
 }
+LADDER_NOTEBOOK = "90_budget_ladder"
 TRAINING_NOTEBOOKS = tuple(NOTEBOOK_ROWS)
+ESTIMATED_NOTEBOOKS = (*TRAINING_NOTEBOOKS, LADDER_NOTEBOOK)  # the ladder's rungs above 1x
 FAMILIES = {"retrieval": RETRIEVAL, "matching": MATCHING, "nci": GENERATIVE}
 
 
-def notebook_plan(profile: str | Path, notebook: str, backbone: str | None = None, scale: Scale | None = None) -> Plan:
+def notebook_plan(
+    profile: str | Path, notebook: str, backbone: str | None = None, scale: Scale | str | None = None
+) -> Plan:
     """The work ``notebook`` does under ``profile`` (its rows built, nothing read or trained). ``backbone``
     replaces the profile's (the rows' shapes do not depend on it; the papers' bert-base-uncased need not
-    be on this machine)."""
-
-    role, rows = NOTEBOOK_ROWS[notebook]
+    be on this machine). ``scale``: a :class:`Scale`, or ``"paper"`` / ``"benchmark"`` (default paper)."""
     params = parameters_for(profile_path(profile), NOTEBOOKS / f"{notebook}.ipynb")
     if backbone:
         params["backbone"] = backbone
+    if notebook == LADDER_NOTEBOOK:
+        return ladder_plan(params, scale)
+    role, rows = NOTEBOOK_ROWS[notebook]
     study = Study(notebook, params, FAMILIES[role], progress=False)
-    planner = Planner(study, scale or PAPER_SCALE[role])
+    planner = Planner(study, _scale(scale, role, params))
     for system, seeds in rows(study):
         planner.run(system, seeds)
     return planner.plan
+
+
+def _scale(scale: Scale | str | None, role: str, params: dict) -> Scale:
+    return scale if isinstance(scale, Scale) else scale_for(scale or "paper", role, params.get("max_docs", 0))
+
+
+def ladder_plan(params: dict, scale: Scale | str | None) -> Plan:
+    """The budget ladder's work: each headline's rows at every rung above 1x, with the rung's seeds (the
+    1x rung is the headline notebook's own fits, keyed alike, so it costs nothing here)."""
+    from longdoc.experiments.papers import ladder
+
+    plan = Plan(LADDER_NOTEBOOK)
+    settings = ladder.ladder_settings(params)
+    for headline in ladder.HEADLINES:
+        role = dataset_role(headline.notebook)
+        for multiplier in settings.multipliers(headline.key):
+            if multiplier == 1:
+                continue
+            study = ladder.rung_study(params, headline, multiplier, settings.ladder_two_seeds_until, progress=False)
+            planner = Planner(study, _scale(scale, role, study.params))
+            planner.plan = plan
+            for system in headline.rows(study):
+                planner.run(system)
+    return plan
 
 
 def profile_path(profile: str | Path) -> Path:
@@ -446,14 +515,16 @@ def estimate(
     notebooks: tuple[str, ...] = TRAINING_NOTEBOOKS,
     measurements: Path = MEASUREMENTS,
     backbone: str | None = "minilm",
+    scale: str = "paper",
+    hidden: int = 768,
 ) -> pd.DataFrame:
     """One row per notebook: its fits, its GPU-hours in ``run_all.sh``'s order and alone, by kind of work,
-    and what was not priced."""
-    prices = load_prices(measurements)
+    and what was not priced; priced at model width ``hidden`` on corpora of ``scale``."""
+    prices = load_prices(measurements, hidden)
     done: set[tuple] = set()
     rows = []
     for notebook in notebooks:
-        plan = notebook_plan(profile, notebook, backbone)
+        plan = notebook_plan(profile, notebook, backbone, scale)
         unpriced, approximated = set(plan.unpriced), set()
         own = [w for key, works in plan.works.items() if key not in done for w in works]
         alone = priced([w for works in plan.works.values() for w in works], prices, unpriced, approximated)
@@ -519,15 +590,34 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--only", default="", help="notebook number prefixes, e.g. 10,20")
     parser.add_argument("--measurements", type=Path, default=MEASUREMENTS)
     parser.add_argument("--readme", action="store_true", help="rewrite the README's recipe table from the estimate")
+    parser.add_argument(
+        "--scale",
+        choices=sorted(SCALES),
+        help="corpus sizes (default: paper for the paper profile, else the embedded benchmark)",
+    )
+    parser.add_argument(
+        "--hidden",
+        type=int,
+        help="model width whose measured prices apply (default: 384 for the minilm backbone, else 768)",
+    )
     args = parser.parse_args(argv)
     wanted = tuple(p for p in args.only.split(",") if p)
-    notebooks = tuple(n for n in TRAINING_NOTEBOOKS if not wanted or n.startswith(wanted))
-    frame = estimate(args.profile, notebooks, args.measurements)
+    listed = TRAINING_NOTEBOOKS if args.readme else ESTIMATED_NOTEBOOKS
+    notebooks = tuple(n for n in listed if not wanted or n.startswith(wanted))
+    profile_name = profile_path(args.profile).stem
+    scale = args.scale or ("paper" if profile_name == "paper" else "benchmark")
+    backbone = load_profile(profile_path(args.profile)).get("backbone")
+    hidden = args.hidden or (MINILM_HIDDEN if backbone == "minilm" else 768)
+    frame = estimate(args.profile, notebooks, args.measurements, scale=scale, hidden=hidden)
+    if scale == "benchmark":
+        frame.insert(frame.columns.get_loc("GPU-hours"), "GPU-minutes", frame["GPU-hours"] * 60)
+        frame.insert(frame.columns.get_loc("alone"), "alone minutes", frame["alone"] * 60)
     with pd.option_context("display.max_columns", None, "display.width", 250, "display.max_colwidth", 60):
-        print(frame.round(1).to_string(index=False))
-    print(f"total: {frame['GPU-hours'].sum():,.0f} GPU-hours")
+        print(frame.round(2).to_string(index=False))
+    total = frame["GPU-hours"].sum()
+    print(f"total: {total:,.2f} GPU-hours ({total * 60:,.0f} minutes) at the {scale} scale, model width {hidden}")
     if args.readme:
-        if wanted or args.profile != "paper" or args.measurements != MEASUREMENTS:
+        if wanted or args.profile != "paper" or args.measurements != MEASUREMENTS or scale != "paper":
             raise SystemExit(
                 "--readme: the README's table is the paper profile's, all notebooks, the committed measurements"
             )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,12 +78,19 @@ class FineTuned:
             "best_dev": last["best_dev"],
             "dev_curve": [[h["step"], round(h["dev"], 4)] for h in last["history"] if "dev" in h],
             "iterations": len(self.history["iterations"]),
+            **({"patience": last["config"]["patience"]} if last.get("config", {}).get("patience") else {}),
             **({"train_terms": terms} if terms else {}),
             **{name: self.history[name] for name in extra},
         }
 
 
 HISTORY, OUTPUTS = "history.json", "outputs.json"
+
+
+def train_key(config) -> dict:
+    """A training config as a cache determinant: fields added after caches existed (``patience``) enter
+    the key only when set, so a run of the old settings keeps its key."""
+    return {name: value for name, value in asdict(config).items() if name != "patience" or value}
 
 
 def save_fit(directory: Path, history: dict, outputs: dict) -> None:

@@ -105,6 +105,12 @@ PARAMETERS: dict[str, Parameter] = {
         int, "training queries per step (in-batch negatives: the other queries' documents)", minimum=1
     ),
     "dev_evals": Parameter(int, "dev evaluations per run, evenly spaced; the dev-best checkpoint is kept", minimum=2),
+    "patience": Parameter(
+        int,
+        "0: every fine-tuning run takes train_steps; k > 0: a run stops after k dev evaluations in a row "
+        "without a new best (train_steps is then the ceiling, and each row trains to its own dev plateau)",
+        minimum=0,
+    ),
     "dev_candidates": Parameter(
         int,
         "0: every dev evaluation ranks the whole corpus; k > 0: only each dev query's BM25 top k and the judged "

@@ -78,12 +78,12 @@ def above_chance(study, name: str, measure: str) -> Precondition | None:
 
 
 def reached_plateau(study, name: str) -> Precondition | None:
-    """Whether every run of a trained row of a plateau-training family peaked before its last dev
-    evaluation (None: the family does not train to a plateau, or the row is not trained)."""
+    """Whether every run of a trained row that trains to its dev plateau (a plateau-training family, or
+    runs with early stopping, ``patience``) peaked before its last dev evaluation (None: neither, or the
+    row is not trained)."""
     result = study.results[name]
-    if (
-        not result.system.family.trains_to_plateau or not result.training
-    ):  # the row's family (FirstP in NCI's table: none)
+    to_plateau = result.system.family.trains_to_plateau or any(t.get("patience") for t in result.training)
+    if not to_plateau or not result.training:  # the row's family (FirstP in NCI's table: none)
         return None
     best = [t["best_step"] for t in result.training]
     last = [t["dev_curve"][-1][0] for t in result.training]

@@ -166,6 +166,7 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
         carried_sections(previous_path.read_text(), {r["notebook"] for r in found}) if previous_path.exists() else {}
     )
     base = previous_path.parent
+    reference = records(COMMITTED_PROFILE, root) if profile != COMMITTED_PROFILE else None
     sections = notebook_sections(found, carried, profile, root, link_base, base)
     lines = [
         f"# Results of the `{profile}` profile",
@@ -176,7 +177,7 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
         f"`results/{profile}/` (the end of `./run_all.sh --profile {profile}`); every number below is read from "
         "them. Provenance (commits, machine, data checksums) is at the end.",
         "",
-        *card_lines(profile, found, carried, link_base, base),
+        *card_lines(profile, found, carried, link_base, base, reference),
         *contents_lines([part[0] for _, part in sorted(sections.items())]),
         *verdict_summary(found, carried),
     ]
@@ -203,13 +204,21 @@ def scale_lines(profile: str, found: list[dict]) -> list[str]:
     lt, smith, nci = (config[n] for n in ("10_longtriever_main", "30_smith_main", "40_nci_main"))
     backbone = BACKBONES.get(lt["backbone"], f"`{lt['backbone']}`")
     subsample = f"{nci['max_docs']} of its documents" if nci["max_docs"] else "all of it"
+
+    def steps(values: dict) -> str:  # a ceiling under early stopping (patience)
+        patience = values.get("patience", 0)
+        return f"up to {values['train_steps']}" if patience else str(values["train_steps"])
+
+    plateau = (
+        f" (each run stops at its dev plateau: patience {lt['patience']} evaluations)" if lt.get("patience") else ""
+    )
     return [
         f"- **Data and backbone.** `{lt['dataset']}` for retrieval and matching, NCI on {subsample}; every "
         f"model starts from {backbone}.",
-        f"- **Budget per run.** Retrieval: {lt['train_steps']} steps × {lt['batch_size']} queries over "
-        f"{lt['max_blocks']} × {lt['block_size']}-token blocks, pre-training {lt['head_warmup_steps']} head "
-        f"warm-up + {lt['pretrain_steps']} steps × {lt['pretrain_batch_size']} documents. SMITH: "
-        f"{smith['train_steps']} steps × {smith['batch_size']} pairs over {smith['max_sentence_blocks']} × "
+        f"- **Budget per run.** Retrieval: {steps(lt)} steps × {lt['batch_size']} queries over "
+        f"{lt['max_blocks']} × {lt['block_size']}-token blocks{plateau}, pre-training {lt['head_warmup_steps']} "
+        f"head warm-up + {lt['pretrain_steps']} steps × {lt['pretrain_batch_size']} documents. SMITH: "
+        f"{steps(smith)} steps × {smith['batch_size']} pairs over {smith['max_sentence_blocks']} × "
         f"{smith['sentence_block_length']}-token sentence blocks. NCI: up to {nci['nci_train_steps']} steps × "
         f"{nci['nci_batch_size']} examples, each row to its dev plateau.",
         f"- **Seeds and scale.** Seeds {lt['seeds']} where a table does not run fewer (each section names the "
@@ -219,13 +228,26 @@ def scale_lines(profile: str, found: list[dict]) -> list[str]:
     ]
 
 
-def card_lines(profile: str, found: list[dict], carried: dict, link_base: Path, base: Path) -> list[str]:
+def card_lines(
+    profile: str, found: list[dict], carried: dict, link_base: Path, base: Path, reference: list[dict] | None = None
+) -> list[str]:
     """One claim card per paper (``data/claims``): the paper's difference beside ours, the verdict, and
-    a link to the card's forest plot (drawn by :func:`write_card_figures`)."""
+    a link to the card's forest plot (drawn by :func:`write_card_figures`). ``reference``: the records of
+    the committed profile, whose verdict each claim is compared with (another profile's report)."""
     by_notebook = {r["notebook"]: r for r in found}
     lines = ["## Claim cards", ""]
+    if reference is not None:
+        lines += [
+            f"Each card compares the verdict with the `{COMMITTED_PROFILE}` profile's (`results/{COMMITTED_PROFILE}/`"
+            ", RESULTS.md): where they differ, the budget or the scale changed the finding.",
+            "",
+        ]
     for key, card in claim_cards.load_cards().items():
         filled = claim_cards.fill(card, by_notebook, carried)
+        if reference is not None:
+            filled = claim_cards.beside_reference(
+                filled, card, {r["notebook"]: r for r in reference}, COMMITTED_PROFILE
+            )
         figure = Path(_relative(card_figure(profile, key, link_base), base))
         lines += [f"### {claim_cards.PAPERS[key]}", "", markdown_table(filled), ""]
         lines += claim_cards.ladder_lines(claim_cards.PAPERS[key], by_notebook)

@@ -108,6 +108,7 @@ class BudgetSettings:
     learning_rates: list
     n_devices: int = 1
     dev_candidates: int = 0  # > 0: dev evaluations rank BM25's top k per dev query and the judged documents
+    patience: int = 0  # > 0: each run stops at its dev plateau; train_steps is the ceiling
 
     def __post_init__(self) -> None:
         check_combinations(dataclasses.asdict(self))  # dev_evals <= train_steps, batch_size % n_devices
@@ -124,4 +125,5 @@ class BudgetSettings:
             eval_every=max(1, self.train_steps // self.dev_evals),
             seed=seed,
             cache_size=cache_size,
+            patience=self.patience,
         )

@@ -46,6 +46,7 @@ class TrainConfig:
     cache_size: int = 0  # SeDR's Late-Cache Negative: training instances kept as extra negatives (0: none)
     first_step: int = 0  # steps a warm start or an earlier iteration took over the same training order: this run's
     # batches continue after them (a continued run sees new queries first, not its warm start's again)
+    patience: int = 0  # > 0: stop after this many dev evaluations in a row without a new best (``steps``: the cap)
 
     def __post_init__(self) -> None:
         if (
@@ -56,9 +57,11 @@ class TrainConfig:
             or self.eval_every < 0
             or self.cache_size < 0
             or self.first_step < 0
+            or self.patience < 0
         ):
             raise ValueError(
-                "epochs >= 1, batch_size >= 1 and hard_negatives, steps, eval_every, cache_size, first_step >= 0 "
+                "epochs >= 1, batch_size >= 1 and hard_negatives, steps, eval_every, cache_size, first_step, "
+                "patience >= 0 "
                 f"are required: {self}"
             )
 

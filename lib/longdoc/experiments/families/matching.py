@@ -33,7 +33,7 @@ from longdoc.experiments.cache import portable
 from longdoc.experiments.families.pretraining import Documents, pretrained, pretraining_history, pretraining_summary
 from longdoc.experiments.families.retrieval import encoder_key
 from longdoc.experiments.families.worker import dataset_reference, launch
-from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune, save_fit
+from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune, save_fit, train_key
 from longdoc.experiments.settings import BudgetSettings
 from longdoc.experiments.systems import Family, Spec
 from longdoc.index.dense import DenseIndex
@@ -367,7 +367,7 @@ def finetune_matcher(
         data_checksum=dataset.checksum,
         subsample=dataset.manifest.get("subsample"),
         encoder=encoder_key(encoder),
-        train=asdict(train),
+        train=train_key(train),
         init=portable(init) if init else None,
         **({"processes": n_devices} if n_devices > 1 else {}),
     )

@@ -35,7 +35,7 @@ from longdoc.experiments import cache
 from longdoc.experiments.cache import cached_directory, portable
 from longdoc.experiments.families.pretraining import pretrained, pretraining_history, pretraining_summary
 from longdoc.experiments.families.worker import dataset_reference, launch
-from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune, save_fit
+from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune, save_fit, train_key
 from longdoc.experiments.settings import BudgetSettings
 from longdoc.experiments.systems import Family, Spec, System
 from longdoc.index.bm25 import BM25Retriever
@@ -433,7 +433,7 @@ def finetune(
         data_checksum=dataset.checksum,
         subsample=dataset.manifest.get("subsample"),
         encoder=encoder_key(encoder),
-        train=asdict(train),
+        train=train_key(train),
         negatives=negatives,
         negative_depth=negative_depth,
         iterations=iterations,
