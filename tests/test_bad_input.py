@@ -154,6 +154,16 @@ CASES = [
         r"line 2: document id 'd\\u200b2' contains the invisible character U\+200B",
     ),
     (
+        "corpus _id with a lone surrogate",
+        lambda t: read_corpus(corpus_with(t, '{"_id": "d\\ud800", "text": "y"}')),
+        r"line 2: document id 'd\\ud800' contains the invisible character U\+D800",
+    ),
+    (
+        "corpus _id of 10 MB with a space (the message stays short)",
+        lambda t: read_corpus(corpus_with(t, json.dumps({"_id": "a " + "b" * 10_000_000, "text": "y"}))),
+        r"\A(?=.{0,300}\Z).*line 2: document id 'a b+\.\.\.b+' contains whitespace",
+    ),
+    (
         "corpus object with a repeated _id",
         lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "_id": "d3", "text": "y"}')),
         r"corpus.jsonl, line 2: the key '_id' appears twice in one JSON object",
@@ -240,6 +250,13 @@ CASES = [
         r"q.tsv, line 2: relevance '\u0661' is not an integer",
     ),
     (
+        "TREC qrels document id in NFD form",
+        lambda t: read_trec_qrels(
+            write(t, "q.txt", "q1 Q0 cafe\u0301 1\n"), known_docs={"caf\u00e9"}, on_unknown="skip"
+        ),
+        r"q.txt, line 1: document id 'cafe\\u0301' is not in Unicode NFC form",
+    ),
+    (
         "TREC qrels relevance with an underscore",
         lambda t: read_trec_qrels(write(t, "q.txt", "q1 Q0 d1 1_0\n")),
         r"q.txt, line 1: relevance '1_0' is not an integer",
@@ -295,8 +312,34 @@ CASES = [
     # converters: never over or around an input, whole or not at all, one writer at a time
     (
         "converter --out is its own input folder",
-        converter("nq320k", "--dir", "{fixtures}/nq320k", "--out", "{fixtures}/nq320k", "--force"),
-        r"--out .*nq320k: overlaps the input .*nq320k \(replacing it would lose the input\)",
+        prepared(
+            lambda t: shutil.copytree(ROOT / "tests/fixtures/nq320k", t / "nq"),
+            converter("nq320k", "--dir", "{tmp}/nq", "--out", "{tmp}/nq", "--force"),
+        ),
+        r"--out .*nq: overlaps the input .*nq \(replacing it would lose the input\)",
+    ),
+    (
+        "NQ320k converter: a query in train and in test",
+        prepared(
+            lambda t: (
+                shutil.copytree(ROOT / "tests/fixtures/nq320k", t / "nq"),
+                write(t, "nq/nq_dev_doc_newid.tsv", "what is a jar\t2\t1\n"),
+            ),
+            converter("nq320k", "--dir", "{tmp}/nq", "--out", "{tmp}/out"),
+        ),
+        r"nq_dev_doc_newid.tsv, line 1: query '2' is judged in split 'test' and in split 'train' "
+        r"\(.*nq_train_doc_newid.tsv, line 2\)",
+    ),
+    (
+        "NQ320k document id with a zero-width space",
+        prepared(
+            lambda t: (
+                shutil.copytree(ROOT / "tests/fixtures/nq320k", t / "nq"),
+                write(t, "nq/nq_title_abs.tsv", "Hydrogen is light\t1\t0\u200b\n"),
+            ),
+            converter("nq320k", "--dir", "{tmp}/nq", "--out", "{tmp}/out"),
+        ),
+        r"nq/nq_title_abs.tsv, line 1: document id '0\\u200b' contains the invisible character U\+200B",
     ),
     (
         "converter split name with ../",
@@ -526,6 +569,48 @@ CASES = [
             {"n_devices": 3, "batch_size": 4},
         ),
         r"10_longtriever_main under profile smoke: parameter batch_size=4: not divisible by n_devices=3",
+    ),
+    (
+        "profile nci_alpha beyond any float",
+        lambda t: load_profile(profile_file(t, "nci_alpha: 1" + "0" * 400 + "\n")),
+        r"mine.yaml: .*a number of 401 characters",
+    ),
+    (
+        "profile a count of 5,000 digits",
+        lambda t: load_profile(profile_file(t, "train_steps: 1" + "0" * 5000 + "\n")),
+        r"\A(?=.{0,400}\Z).*mine.yaml: '10+\.\.\.0+': a number of 5001 characters",
+    ),
+    (
+        "profile !!float 1_0 (Python's float reads 10.0)",
+        lambda t: load_profile(profile_file(t, "nci_alpha: !!float 1_0\n")),
+        r"mine.yaml: '1_0' is not a YAML 1.2 float \(line 1\)",
+    ),
+    (
+        "profile key that is a list",
+        lambda t: load_profile(profile_file(t, "? [a, b]\n: 1\n")),
+        r"mine.yaml: a key must be a name, got a list \(line 1\)",
+    ),
+    (
+        "profile datasets with a number for a role",
+        lambda t: load_profile(profile_file(t, "datasets: {1: x, retrieval: y}\n")),
+        r"mine.yaml: parameter datasets: key 1 is not a name",
+    ),
+    (
+        "bench_hidden not divisible by bench_heads",
+        lambda t: parameters_for(
+            ROOT / "notebooks/profiles/smoke.yaml", ROOT / "notebooks/14_efficiency.ipynb", {"bench_hidden": 33}
+        ),
+        r"14_efficiency under profile smoke: parameter bench_hidden=33: not divisible by bench_heads=\d+",
+    ),
+    (
+        "query generator batch not divisible by n_devices",
+        lambda t: parameters_for(
+            ROOT / "notebooks/profiles/smoke.yaml",
+            ROOT / "notebooks/40_nci_main.ipynb",
+            {"n_devices": 3, "nci_batch_size": 6},
+        ),
+        r"40_nci_main under profile smoke: parameter n_devices=3: the query generator built here "
+        r"\(qg_train_steps=\d+\) trains 8 pairs a step",
     ),
     (
         "papermill -p batch_size four",

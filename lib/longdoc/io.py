@@ -42,21 +42,25 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def sweep_stale(folder: str | os.PathLike) -> list[Path]:
+def sweep_stale(folder: str | os.PathLike, name: str | None = None) -> list[Path]:
     """Remove the temporary files and folders in ``folder`` left by writers of this host that no
     longer run; a ``.<name>.old`` folder of a replacement killed half-way is renamed back to
     ``<name>`` when ``<name>`` is missing (the previous version survives whole), else removed.
-    Returns what was removed."""
+    ``name``: only the leftovers of writing ``folder/name`` (a folder that is not ours, a user's, whose
+    other hidden ``.x.old`` entries are theirs). Returns what was removed."""
     folder = Path(folder)
     removed = []
     if not folder.is_dir():
         return removed
     for entry in folder.iterdir():
+        if name is not None and not entry.name.startswith(f".{name}."):
+            continue
         match = _STALE.match(entry.name)
         dead_temporary = match is not None and match["host"] == _HOST and not _alive(int(match["pid"]))
         moved_aside = (
             entry.name.startswith(".")
             and entry.name.endswith(".old")
+            and (name is None or entry.name == f".{name}.old")
             and entry.is_dir()
             and not _alive_writer_of(folder, entry.name[1:-4])
         )
@@ -106,12 +110,20 @@ class ConcurrentWriteError(OSError):
 
 
 def _state(path: Path) -> tuple | None:
-    """What tells a replaced or edited folder from the one seen before (None: absent)."""
-    try:
-        found = os.stat(path)
-    except FileNotFoundError:
+    """What tells a replaced or edited folder from the one seen before: the identity, time and size of
+    the folder and of everything in it (None: absent). Stats only: cheap for a dataset's few big files."""
+    if not os.path.lexists(path):
         return None
-    return found.st_dev, found.st_ino, found.st_mtime_ns
+    entries = [path, *(Path(root) / name for root, dirs, files in os.walk(path) for name in dirs + files)]
+    seen = []
+    for entry in sorted(entries):
+        try:
+            found = os.lstat(entry)
+        except FileNotFoundError:  # removed while walked: a change
+            seen.append((str(entry), None))
+            continue
+        seen.append((str(entry), found.st_dev, found.st_ino, found.st_mtime_ns, found.st_size))
+    return tuple(seen)
 
 
 @contextlib.contextmanager

@@ -109,7 +109,7 @@ def test_pairs_replace_the_whole_pairs_folder_and_need_force(fixtures, tmp_path,
     assert "pairs: exists and is not empty (pass --force to replace it)" in capsys.readouterr().err
     assert main(again + ["--force"]) == 0
     assert sorted(load_pairs(wiki)) == ["test", "train"]
-    assert sorted(p.name for p in wiki.iterdir() if p.name.startswith(".")) == []  # no lock, no temporary
+    assert sorted(p.name for p in (*wiki.iterdir(), *tmp_path.iterdir()) if p.name.startswith(".")) == []  # no lock
 
 
 def test_a_second_converter_of_the_same_out_is_refused_at_once(fixtures, tmp_path, capsys):
@@ -139,6 +139,43 @@ def test_an_out_changed_during_the_conversion_is_kept_and_ours_discarded(fixture
     assert "changed by another writer while this one ran; kept theirs" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == ["theirs.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nq"]
+
+
+def test_a_file_of_out_edited_in_place_during_the_conversion_is_seen(fixtures, tmp_path, capsys, monkeypatch):
+    import longdoc.data.nq320k as nq320k
+
+    out = tmp_path / "nq"
+    assert main(["nq320k", "--dir", str(fixtures / "nq320k"), "--out", str(out)]) == 0
+    real = nq320k.load_nq320k
+
+    def meanwhile(*args, **kwargs):
+        with open(out / "qrels" / "test.tsv", "a") as handle:  # the folder itself keeps its inode and time
+            handle.write("")
+            handle.flush()
+        os.utime(out / "qrels" / "test.tsv", ns=(1, 1))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nq320k, "load_nq320k", meanwhile)
+    assert main(["nq320k", "--dir", str(fixtures / "nq320k"), "--out", str(out), "--force"]) == 2
+    assert "changed by another writer" in capsys.readouterr().err
+
+
+def test_a_converter_sweeps_only_its_own_leftovers_beside_out(fixtures, tmp_path):
+    """--out is the user's folder: a hidden .keep.old or .ssh.old beside it is theirs, never ours."""
+    for name in (".keep.old", ".ssh.old"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "secret").write_text("theirs")
+    (tmp_path / "ssh").mkdir()
+    assert main(["nq320k", "--dir", str(fixtures / "nq320k"), "--out", str(tmp_path / "nq")]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".keep.old", ".ssh.old", "nq", "ssh"]
+    assert (tmp_path / ".ssh.old" / "secret").read_text() == "theirs"
+
+
+def test_out_given_as_dot_is_the_current_folder(fixtures, tmp_path, monkeypatch):
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    assert main(["nq320k", "--dir", str(fixtures / "nq320k"), "--out", "."]) == 0
+    assert load_beir(tmp_path / "here").qrels
 
 
 KILLED_MID_WRITE = """

@@ -124,3 +124,17 @@ def test_the_ladders_headlines_read_their_roles_datasets(tmp_path):
     headlines = {h.key: h for h in ladder.HEADLINES}
     assert ladder.rung_parameters(params, headlines["smith"], 1, 1)["dataset"] == str(matching)
     assert ladder.rung_parameters(params, headlines["sedr"], 1, 1)["dataset"] == "manpages"
+
+
+def test_the_query_generator_batch_of_the_rule_is_the_generators():
+    from longdoc.experiments.parameters import QG_BATCH
+    from longdoc.models.doc2query import QueryGenerationConfig
+
+    assert QueryGenerationConfig().batch_size == QG_BATCH
+
+
+def test_a_set_value_that_looks_like_a_date_stays_a_string():
+    from longdoc.experiments.profiles import command_line_value
+
+    assert command_line_value("dataset=2024-01-01") == ("dataset", "2024-01-01")  # YAML 1.1: a date
+    assert command_line_value("pooling==") == ("pooling", "=")  # YAML 1.1: the value key

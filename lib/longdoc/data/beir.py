@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from longdoc.data.errors import DataFormatError, ascii_integer, check_id, json_type, require_file, text_lines, visible
+from longdoc.data.errors import DataFormatError, ascii_integer, check_id, json_type, require_file, shown, text_lines, visible
 from longdoc.data.splits import refuse_shared_queries
 from longdoc.io import atomic_write
 from longdoc.types import Qrels
@@ -131,10 +131,10 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict]]:
             continue
         try:
             row = json.loads(line, object_pairs_hook=_unique_keys)
-        except json.JSONDecodeError as err:
-            raise DataFormatError(path, f"not valid JSON ({err.msg})", number) from None
         except _RepeatedKey as err:
-            raise DataFormatError(path, f"the key {err.args[0]!r} appears twice in one JSON object", number) from None
+            raise DataFormatError(path, f"the key {shown(err.args[0])} appears twice in one JSON object", number) from None
+        except ValueError as err:  # JSONDecodeError, or an integer of more than 4,300 digits
+            raise DataFormatError(path, f"not valid JSON ({getattr(err, 'msg', err)})", number) from None
         if not isinstance(row, dict) or "_id" not in row:
             raise DataFormatError(path, "expected a JSON object with an '_id' field", number)
         yield number, row

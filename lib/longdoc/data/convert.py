@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -142,16 +143,17 @@ def convert(args) -> str:
         raise ValueError(f"{args.command}: give at least one --split {shape}")
     inputs = [Path(f) for files in splits.values() for f in files]
     inputs += [Path(p) for p in (getattr(args, "docs", None), getattr(args, "dir", None)) if p is not None]
+    args.out = Path(os.path.abspath(args.out))  # "." has no name to write beside
     target = args.out / "pairs" if args.command == "pairs" else args.out
-    if args.command == "pairs" and not (args.out / "corpus.jsonl").is_file():
-        raise ValueError(f"--out {args.out}: holds no corpus.jsonl (pairs go beside the BEIR corpus whose ids "
-                         "they name)")
     with exclusive(args.out):
-        sweep_stale(target.parent)
+        sweep_stale(target.parent, target.name)  # only what a converter of this --out left
+        if args.command == "pairs" and not (args.out / "corpus.jsonl").is_file():
+            raise ValueError(
+                f"--out {args.out}: holds no corpus.jsonl (pairs go beside the BEIR corpus whose ids they name)"
+            )
         _fresh_output(target, args.force, inputs)
         with atomic_directory(target, refuse_if_changed=True) as folder:
             return CONVERTERS[args.command](args, splits, folder)
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m longdoc.data.convert", description=__doc__.split("\n\n")[0],

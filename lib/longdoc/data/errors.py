@@ -84,24 +84,24 @@ def check_id(value, path: str | Path, line: int, what: str = "document id") -> s
     """An id as a string: a JSON string or integer, non-empty and without whitespace (TREC run files
     separate fields by whitespace)."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        shown = "" if value is None else f" {value!r}"
-        raise DataFormatError(path, f"{what} must be a string, got {json_type(value)}{shown}", line)
+        quoted = "" if value is None else f" {shown(value)}"
+        raise DataFormatError(path, f"{what} must be a string, got {json_type(value)}{quoted}", line)
     text = str(value)
     if not text:
         raise DataFormatError(path, f"{what} is empty", line)
     if _WHITESPACE.search(text):
-        raise DataFormatError(path, f"{what} {text!r} contains whitespace (run files cannot hold it)", line)
+        raise DataFormatError(path, f"{what} {shown(text)} contains whitespace (run files cannot hold it)", line)
     if unicodedata.normalize("NFC", text) != text:  # the same visible id in NFD would be another document
         raise DataFormatError(
             path,
-            f"{what} {ascii(text)} is not in Unicode NFC form (its NFC form, which looks the same: "
-            f"{ascii(unicodedata.normalize('NFC', text))})",
+            f"{what} {ascii(text)[:80]} is not in Unicode NFC form (its NFC form, which looks the same: "
+            f"{ascii(unicodedata.normalize('NFC', text))[:80]})",
             line,
         )
     hidden = next((c for c in text if unicodedata.category(c) in ("Cc", "Cf", "Cs")), None)
     if hidden is not None:  # an id the user cannot see differs from the one they can
         raise DataFormatError(
-            path, f"{what} {text!r} contains the invisible character U+{ord(hidden):04X} (a control or format character)", line
+            path, f"{what} {ascii(text)[:80]} contains the invisible character U+{ord(hidden):04X} (a control or format character)", line
         )
     return text
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from longdoc.data.beir import Document, RetrievalDataset
-from longdoc.data.errors import DataFormatError, text_lines, visible
+from longdoc.data.errors import DataFormatError, check_id, text_lines, visible
 from longdoc.data.splits import in_share, refuse_shared_queries
 
 
@@ -32,7 +32,7 @@ def read_nci_documents(path: str | Path) -> tuple[dict[str, Document], dict[str,
     corpus: dict[str, Document] = {}
     semantic_ids: dict[str, list[str]] = {}
     for number, fields in _rows(path):
-        text, _qid, doc_id = fields[0].strip(), fields[1], fields[2].strip()
+        text, _qid, doc_id = fields[0].strip(), fields[1], check_id(fields[2].strip(), path, number)
         if not visible(text):
             raise DataFormatError(path, f"document {doc_id!r} is empty (no visible character)", number)
         if doc_id in corpus:
@@ -53,6 +53,7 @@ def read_nci_queries(
     qrels: dict[str, dict[str, int]] = {}
     for number, fields in _rows(path):
         text, qid, doc_id = fields[0].strip(), fields[1].strip(), fields[2].strip()
+        qid, doc_id = check_id(qid, path, number, "query id"), check_id(doc_id, path, number, "document id (oldid)")
         if not visible(text):
             raise DataFormatError(path, f"query {qid!r} has no text (no visible character)", number)
         if doc_id not in corpus:

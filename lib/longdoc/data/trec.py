@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from longdoc.data.beir import Qrels
-from longdoc.data.errors import DataFormatError, ascii_integer, text_lines
+from longdoc.data.errors import DataFormatError, ascii_integer, check_id, text_lines
 
 
 def read_trec_qrels(
@@ -30,6 +30,7 @@ def read_trec_qrels(
         if len(fields) != 4:
             raise DataFormatError(path, f"expected 4 fields 'qid iter docid rel', found {len(fields)}", number)
         qid, _, doc_id, rel = fields
+        qid, doc_id = check_id(qid, path, number, "query id"), check_id(doc_id, path, number)
         relevance = ascii_integer(rel, path, number)
         unknown = (known_queries is not None and qid not in known_queries) or (
             known_docs is not None and doc_id not in known_docs

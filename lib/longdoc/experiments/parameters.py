@@ -16,6 +16,7 @@ from longdoc.data.errors import shown
 
 MOST_STEPS = 10_000_000  # a step count beyond this is a typo (the papers' longest runs: a few hundred thousand)
 LARGEST_INT = 2**31 - 1  # any other count: what a seed or a tensor size can hold
+QG_BATCH = 8  # the query generator's pairs per step (QueryGenerationConfig.batch_size; a test holds them equal)
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,9 @@ class Parameter:
         if self.kind is dict:
             if not isinstance(value, dict):
                 raise ValueError(f"parameter {name}={shown(value)}: expected a mapping")
+            odd = [key for key in value if not isinstance(key, str)]
+            if odd:
+                raise ValueError(f"parameter {name}: key {shown(odd[0])} is not a name")
             unknown = sorted(set(value) - set(self.choices))
             if unknown:
                 raise ValueError(
@@ -53,7 +57,10 @@ class Parameter:
                 raise ValueError(f"parameter {name}={shown(value)}: {shown(repeated)} appears twice (each must differ)")
             return items
         if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
+            try:
+                value = float(value)
+            except OverflowError:  # an int beyond any float
+                raise ValueError(f"parameter {name}={shown(value)}: must be a finite number") from None
         if not isinstance(value, self.kind) or (self.kind is not bool and isinstance(value, bool)):
             raise ValueError(
                 f"parameter {name}={shown(value)}: expected {self.kind.__name__}, got {type(value).__name__}"
@@ -349,6 +356,18 @@ COMBINATIONS = (
         ("nci_dev_evals", "nci_train_steps"),
         lambda evals, steps: evals <= steps,
         "parameter nci_dev_evals={nci_dev_evals}: more dev evaluations than nci_train_steps={nci_train_steps}",
+    ),
+    Combination(
+        ("bench_hidden", "bench_heads"),
+        lambda hidden, heads: hidden % heads == 0,
+        "parameter bench_hidden={bench_hidden}: not divisible by bench_heads={bench_heads} (each attention head "
+        "takes an equal share of the width)",
+    ),
+    Combination(
+        ("qg_generator", "qg_train_steps", "n_devices"),
+        lambda generator, steps, devices: bool(generator) or not steps or QG_BATCH % devices == 0,
+        f"parameter n_devices={{n_devices}}: the query generator built here (qg_train_steps={{qg_train_steps}}) "
+        f"trains {QG_BATCH} pairs a step, not divisible by it",
     ),
     *(
         Combination(

@@ -48,19 +48,36 @@ class ProfileLoader(yaml.SafeLoader):
         seen = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                raise ProfileError(
+                    f"a key must be a name, got a {type(key).__name__} (line {key_node.start_mark.line + 1})"
+                )
             if key in seen:
                 raise ProfileError(f"duplicate key {key!r} (line {key_node.start_mark.line + 1})")
             seen.add(key)
         return super().construct_mapping(node, deep)
 
     def construct_core_int(self, node) -> int:
-        text = self.construct_scalar(node)
+        text = self._core_scalar(node, "int")
         base = {"0o": 8, "0x": 16}.get(text[:2], 10)
         return int(text[2:] if base != 10 else text, base)
 
     def construct_core_float(self, node) -> float:
-        text = self.construct_scalar(node).lower()
+        text = self._core_scalar(node, "float").lower()
         return float(text.replace(".inf", "inf").replace(".nan", "nan"))
+
+    def _core_scalar(self, node, kind: str) -> str:
+        """The scalar's text when it has the core schema's form for ``kind`` (an explicit ``!!int 1_0``
+        or ``!!float ١٢`` would otherwise reach Python's more lenient int and float)."""
+        text = self.construct_scalar(node)
+        pattern = _CORE_SCALARS[f"tag:yaml.org,2002:{kind}"][0]
+        if kind == "float":
+            pattern = f"{pattern}|{_CORE_SCALARS['tag:yaml.org,2002:int'][0]}"
+        if not re.fullmatch(pattern, text):
+            raise ProfileError(f"{shown(text)} is not a YAML 1.2 {kind} (line {node.start_mark.line + 1})")
+        if len(text) > 40:  # no count or rate of this study has 40 digits (Python refuses 4,300)
+            raise ProfileError(f"{shown(text)}: a number of {len(text)} characters (line {node.start_mark.line + 1})")
+        return text
 
 
 _CORE_SCALARS = {  # YAML 1.2.2, section 10.3.2 (the core schema's tag resolution)
@@ -71,8 +88,9 @@ _CORE_SCALARS = {  # YAML 1.2.2, section 10.3.2 (the core schema's tag resolutio
         "-+0123456789.",
     ),
 }
+_YAML_1_1_ONLY = ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:value")  # 2024-01-01 a date, = a value
 ProfileLoader.yaml_implicit_resolvers = {
-    first: [(tag, pattern) for tag, pattern in resolvers if tag not in _CORE_SCALARS]
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in _CORE_SCALARS and tag not in _YAML_1_1_ONLY]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 for _tag, (_pattern, _first) in _CORE_SCALARS.items():
@@ -96,8 +114,8 @@ def load_profile(profile: str | Path) -> dict:
             values = read_yaml(stream)
     except OSError as err:
         raise ProfileError(f"{path}: cannot read the profile ({err.strerror})") from None
-    except (yaml.YAMLError, ProfileError, UnicodeDecodeError) as err:
-        raise ProfileError(f"{path}: {err}") from None
+    except (yaml.YAMLError, ValueError) as err:  # a ProfileError, undecodable bytes, an int of 5,000 digits
+        raise ProfileError(f"{path}: {bounded(str(err))}") from None
     if values is None:
         raise ProfileError(f"{path}: the profile is empty")
     if not isinstance(values, dict):
@@ -208,8 +226,8 @@ def command_line_value(item: str):
         return name, ""
     try:
         return name, read_yaml(text)
-    except (yaml.YAMLError, ProfileError) as err:
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    except (yaml.YAMLError, ValueError) as err:
+        problem = getattr(err, "problem", None) or shown(str(err).splitlines()[0])
         raise ProfileError(
             f"--set {shown(item)}: the value is not valid YAML ({problem}); quote a string, e.g. --set 'name=\"a: b\"'"
         ) from None
