@@ -158,7 +158,7 @@ def split_of(qid: str) -> str:
     return hashed_split(qid, SPLIT_SHARES, salt="split")
 
 
-def _tool_version(command: list[str]) -> str:
+def tool_version(command: list[str]) -> str:
     try:
         out = subprocess.run(command, capture_output=True, text=True)
         return (out.stdout or out.stderr).splitlines()[0].strip()
@@ -262,7 +262,7 @@ def build_manpages(
             "name": "manpages",
             "builder_version": BUILDER_VERSION,
             "source": origin,
-            "renderer": {"man": _tool_version(["man", "--version"]), "groff": _tool_version(["groff", "--version"])},
+            "renderer": {"man": tool_version(["man", "--version"]), "groff": tool_version(["groff", "--version"])},
             "render_options": "man --no-hyphenation --no-justification -E UTF-8 -l, MANWIDTH=4000, LC_ALL=C.UTF-8",
             "split_shares": dict(SPLIT_SHARES),
             "pair_thresholds": thresholds.as_dict(),

@@ -149,8 +149,9 @@ PARAMETERS: dict[str, Parameter] = {
     # Longtriever pre-training
     "pretrain_corpus": Parameter(
         str,
-        "'' = the dataset's own documents (transductive), 'unjudged' = those no dev/test "
-        "query judges, or a .txt file / BEIR directory",
+        "'' = the dataset's own documents (transductive), 'unjudged' = those no dev/test query judges, "
+        "'installed-manpages' = the man pages of every other installed package (unjudged, many times the "
+        "benchmark's size), or a .txt file / BEIR directory",
     ),
     "pretrain_steps": Parameter(
         int, "full MLM + LMAE pre-training steps (0 = one pass over the documents)", minimum=0, maximum=MOST_STEPS

@@ -8,7 +8,9 @@ once per (documents, block size, masking ratios, budget, seed, code).
 Which documents: the paper pre-trains on BookCorpus and English Wikipedia, which no machine here can
 fetch. By default we pre-train on the target corpus itself (transductive, as coCondenser does on
 MS MARCO; no query or judgement is read). ``pretrain_corpus="unjudged"`` keeps only the documents
-that no dev or test query judges relevant; a ``.txt`` file or a BEIR directory names other documents.
+that no dev or test query judges relevant; ``"installed-manpages"`` reads the man pages of every other
+installed package (:mod:`longdoc.data.installed_pages`: unjudged text many times the benchmark's size);
+a ``.txt`` file or a BEIR directory names other documents.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import numpy as np
 from longdoc.data.beir import RetrievalDataset
 from longdoc.data.corpus_store import CorpusStore, Subset
 from longdoc.data.errors import DataFormatError
-from longdoc.data.registry import load_dataset
+from longdoc.data.installed_pages import INSTALLED_PAGES, installed_page_corpus
+from longdoc.data.registry import DATA_DIR, load_dataset
 from longdoc.experiments.cache import cache_key, cached_directory
 from longdoc.experiments.families.worker import launch, named
 from longdoc.experiments.settings import settings
@@ -95,14 +98,17 @@ def pretraining_texts(
     source: str | Path | RetrievalDataset | Documents, dataset: RetrievalDataset | None = None
 ) -> tuple[list[str], list[str]]:
     """Documents to pre-train on: a dataset (loaded, ``manpages`` or a BEIR directory; its corpus only,
-    never its queries), ``"unjudged"`` (``dataset``'s documents that no dev/test query judges) or a
-    ``.txt`` file whose documents are separated by blank lines."""
+    never its queries), ``"unjudged"`` (``dataset``'s documents that no dev/test query judges),
+    ``"installed-manpages"`` (this machine's other man pages) or a ``.txt`` file whose documents are
+    separated by blank lines."""
     if isinstance(source, RetrievalDataset):
         return source.doc_ids, source.texts
     if isinstance(source, Documents):
         if not source.texts:
             raise ValueError(f"pre-training documents {source.name!r}: none")
         return list(source.ids), list(source.texts)
+    if source == INSTALLED_PAGES:
+        return installed_page_corpus(DATA_DIR)
     if source == UNJUDGED:
         if dataset is None:
             raise ValueError(f"pretrain_corpus='{UNJUDGED}' needs the dataset whose judgements it avoids")
