@@ -603,6 +603,14 @@ CASES = [
         r"14_efficiency under profile smoke: parameter bench_hidden=33: not divisible by bench_heads=\d+",
     ),
     (
+        "a growth-curve length not a multiple of the block size",
+        lambda t: parameters_for(
+            ROOT / "notebooks/profiles/gpu.yaml", ROOT / "notebooks/14_efficiency.ipynb", {"bench_lengths": [256, 512]}
+        ),
+        r"14_efficiency under profile gpu: parameter bench_lengths=\[256, 512\]: each must be a multiple of "
+        r"block_size=512",
+    ),
+    (
         "query generator batch not divisible by n_devices",
         lambda t: parameters_for(
             ROOT / "notebooks/profiles/smoke.yaml",

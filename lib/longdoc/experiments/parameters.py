@@ -365,6 +365,18 @@ COMBINATIONS = (
         "takes an equal share of the width)",
     ),
     Combination(
+        ("bench_length", "block_size"),
+        lambda length, block: length % block == 0,
+        "parameter bench_length={bench_length}: not a multiple of block_size={block_size} (the hierarchical models "
+        "read whole blocks)",
+    ),
+    Combination(
+        ("bench_lengths", "block_size"),
+        lambda lengths, block: all(length % block == 0 for length in lengths),
+        "parameter bench_lengths={bench_lengths}: each must be a multiple of block_size={block_size} (the "
+        "hierarchical models read whole blocks)",
+    ),
+    Combination(
         ("qg_generator", "qg_train_steps", "n_devices"),
         lambda generator, steps, devices: bool(generator) or not steps or QG_BATCH % devices == 0,
         f"parameter n_devices={{n_devices}}: the query generator built here (qg_train_steps={{qg_train_steps}}) "

@@ -64,9 +64,9 @@ def test_brute_force_is_exact_cosine():
         assert list(run[qid].values()) == pytest.approx(sorted(cosine, reverse=True)[:4], abs=1e-5)
 
 
-def test_an_nci_run_trains_decodes_and_caches(tiny_dataset, tiny_backbone, isolated_outputs):
-    data = load_beir(tiny_dataset)
-    spec = NciSpec(
+def tiny_nci_spec() -> NciSpec:
+    """An NCI small enough to train in seconds on the tiny dataset (generated queries included)."""
+    return NciSpec(
         decoder_layers=1,
         adaptor_layers=1,
         adaptor_rank=2,
@@ -80,6 +80,11 @@ def test_an_nci_run_trains_decodes_and_caches(tiny_dataset, tiny_backbone, isola
             ),
         ),
     )
+
+
+def test_an_nci_run_trains_decodes_and_caches(tiny_dataset, tiny_backbone, isolated_outputs):
+    data = load_beir(tiny_dataset)
+    spec = tiny_nci_spec()
     train = NciTrainConfig(steps=6, batch_size=4, eval_every=3)
     fit = finetune_nci(data, spec, train, DecodingConfig(beam_size=3), tiny_backbone, "cls", progress=False)
     assert sorted(int(s) for s in fit.history["curve"]) == [3, 6] and fit.history["examples"] > 24 * 2
@@ -178,20 +183,7 @@ def test_nci_and_its_query_generator_train_in_two_processes_launched_from_the_ke
     from longdoc.data.registry import load_dataset
 
     data = load_dataset(str(tiny_dataset))  # a dataset the processes can load again
-    spec = NciSpec(
-        decoder_layers=1,
-        adaptor_layers=1,
-        adaptor_rank=2,
-        query_length=16,
-        identifiers=IdentifierSpec(k=3, c=4, embedding_length=32),
-        queries=QuerySpec(
-            terms=8,
-            windows=1,
-            generation=QueryGenerationConfig(
-                queries_per_document=2, input_length=16, max_query_length=6, train_steps=2, batch_size=4
-            ),
-        ),
-    )
+    spec = tiny_nci_spec()
     train = NciTrainConfig(steps=4, batch_size=4, eval_every=2)
     fit = finetune_nci(
         data, spec, train, DecodingConfig(beam_size=3), tiny_backbone, "cls", progress=False, n_devices=2
