@@ -284,22 +284,19 @@ def files_checksum(directory: Path, each: dict | None = None) -> str:
     for path in [directory / "corpus.jsonl", directory / "queries.jsonl", *qrels_files(directory)]:
         name = path.relative_to(directory).as_posix()
         digest.update(name.encode() + b"\0")
-        own = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-                own.update(chunk)
+        own = file_checksum(path, digest)
         if each is not None:
-            each[name] = own.hexdigest()
+            each[name] = own
     return digest.hexdigest()
 
 
-def file_checksum(path: Path) -> str:
-    """SHA-256 of one file's bytes."""
+def file_checksum(path: Path, *also) -> str:
+    """SHA-256 of one file's bytes; each digest of ``also`` is fed the same bytes in the same read."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
+            for fed in (digest, *also):
+                fed.update(chunk)
     return digest.hexdigest()
 
 

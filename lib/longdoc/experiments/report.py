@@ -235,19 +235,18 @@ def card_lines(
     a link to the card's forest plot (drawn by :func:`write_card_figures`). ``reference``: the records of
     the committed profile, whose verdict each claim is compared with (another profile's report)."""
     by_notebook = {r["notebook"]: r for r in found}
+    reference_by_notebook = {r["notebook"]: r for r in reference or []}
     lines = ["## Claim cards", ""]
     if reference is not None:
         lines += [
             f"Each card compares the verdict with the `{COMMITTED_PROFILE}` profile's (`results/{COMMITTED_PROFILE}/`"
-            ", RESULTS.md): where they differ, the budget or the scale changed the finding.",
+            ", RESULTS.md): where they differ, the two profiles' budgets and scales gave different findings.",
             "",
         ]
     for key, card in claim_cards.load_cards().items():
         filled = claim_cards.fill(card, by_notebook, carried)
         if reference is not None:
-            filled = claim_cards.beside_reference(
-                filled, card, {r["notebook"]: r for r in reference}, COMMITTED_PROFILE
-            )
+            filled = claim_cards.beside_reference(filled, card, reference_by_notebook, COMMITTED_PROFILE)
         figure = Path(_relative(card_figure(profile, key, link_base), base))
         lines += [f"### {claim_cards.PAPERS[key]}", "", markdown_table(filled), ""]
         lines += claim_cards.ladder_lines(claim_cards.PAPERS[key], by_notebook)
