@@ -562,6 +562,11 @@ CASES = [
         r"mine.yaml: notebooks.00_data: sets profile, the file's name",
     ),
     (
+        "profile sets command_line",
+        lambda t: load_profile(profile_file(t, "command_line: [train_steps]\n")),
+        r"mine.yaml: sets command_line, which the profiles tool sets to the names given on run_all.sh's command line",
+    ),
+    (
         "batch_size not divisible by n_devices",
         lambda t: parameters_for(
             ROOT / "notebooks/profiles/smoke.yaml",
@@ -629,6 +634,11 @@ CASES = [
         "run_all.sh --set profile=paper",
         run_all("--profile", "smoke", "--only", "00", "--set", "profile=paper"),
         r"command line: profile='paper' cannot be set: it is the profile file's name",
+    ),
+    (
+        "run_all.sh --set command_line=[]",
+        run_all("--profile", "smoke", "--only", "00", "--set", "command_line=[]"),
+        r"command line: command_line cannot be set: it is the list which the profiles tool sets",
     ),
     (
         "run_all.sh --set with malformed YAML",

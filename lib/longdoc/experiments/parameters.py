@@ -29,6 +29,7 @@ class Parameter:
     item: type | None = None  # element type of a list
     positive: bool = False  # strictly above 0 (a learning rate of 0 trains nothing)
     unique: bool = False  # a list whose items must differ (seeds: a repeated one is the same run twice)
+    may_be_empty: bool = False  # a list that may hold nothing
 
     def check(self, name: str, value: Any) -> Any:
         if self.kind is dict:
@@ -44,8 +45,9 @@ class Parameter:
                 )
             return {key: Parameter(self.item, self.meaning).check(f"{name}.{key}", v) for key, v in value.items()}
         if self.kind is list:
-            if not isinstance(value, (list, tuple)) or not value:
-                raise ValueError(f"parameter {name}={shown(value)}: expected a non-empty list")
+            if not isinstance(value, (list, tuple)) or not (value or self.may_be_empty):
+                kind = "list" if self.may_be_empty else "non-empty list"
+                raise ValueError(f"parameter {name}={shown(value)}: expected a {kind}")
             items = [
                 Parameter(
                     self.item, self.meaning, self.minimum, self.maximum, self.choices, positive=self.positive
@@ -83,6 +85,15 @@ PARAMETERS: dict[str, Parameter] = {
     # data and recording
     "profile": Parameter(
         str, "the profile that set these values; results go to results/<profile>/<dataset>/<notebook>/"
+    ),
+    "command_line": Parameter(
+        list,
+        "set by the profiles tool (run_all.sh), never by hand: the names its command line set (--set, --dataset, "
+        "--backbone, --data), which win over a notebook's own profile entry; the budget ladder gives them to "
+        "each headline notebook's rungs the same way",
+        item=str,
+        unique=True,
+        may_be_empty=True,
     ),
     "dataset": Parameter(str, "'manpages' (the embedded benchmark) or the path of a BEIR-layout directory"),
     "datasets": Parameter(

@@ -24,6 +24,9 @@ class ProfileError(ValueError):
     pass
 
 
+COMMAND_LINE_ONLY = "which the profiles tool sets to the names given on run_all.sh's command line"
+
+
 def notebook_parameters(notebook: str | Path) -> dict:
     """The defaults of a notebook's cell tagged ``parameters`` (literal assignments only)."""
     cells = json.loads(Path(notebook).read_text())["cells"]
@@ -126,6 +129,8 @@ def load_profile(profile: str | Path) -> dict:
             "(results go to results/<file name>/)"
         )
     values["profile"] = path.stem
+    if "command_line" in values:
+        raise ProfileError(f"{path}: sets command_line, {COMMAND_LINE_ONLY}")
     per_notebook = values.pop("notebooks", None) or {}
     if not isinstance(per_notebook, dict):
         raise ProfileError(f"{path}: notebooks: expected a mapping of notebook names to parameter mappings")
@@ -136,6 +141,8 @@ def load_profile(profile: str | Path) -> dict:
                 raise ValueError(f"notebooks.{name}: expected a mapping of parameter names to values")
             if "profile" in own:
                 raise ValueError(f"notebooks.{name}: sets profile, the file's name (results are filed under it)")
+            if "command_line" in own:
+                raise ValueError(f"notebooks.{name}: sets command_line, {COMMAND_LINE_ONLY}")
             check_parameters(own)
     except ValueError as err:
         raise ProfileError(f"{path}: {err}") from None
@@ -182,7 +189,9 @@ def parameters_for(profile: str | Path, notebook: str | Path, overrides: dict | 
     """The values of ``notebook``'s parameters under ``profile``, then ``overrides`` (checked; e.g.
     ``run_all.sh --dataset DIR --backbone NAME``). ``dataset`` comes from, first to last: the command line,
     the notebook's own entry, the dataset of the notebook's role (``datasets``: the profile's, updated by
-    the command line's), the profile's; a dataset that lacks what its role needs is refused here."""
+    the command line's), the profile's; a dataset that lacks what its role needs is refused here. A notebook
+    that declares ``command_line`` gets the names the overrides set (the budget ladder: see
+    :func:`~longdoc.experiments.papers.ladder.rung_parameters`)."""
     values = load_profile(profile)
     names = notebook_parameter_names(notebook)
     own = values.pop("notebooks").get(Path(notebook).stem, {})
@@ -192,6 +201,8 @@ def parameters_for(profile: str | Path, notebook: str | Path, overrides: dict | 
             f"command line: profile={shown(overrides['profile'])} cannot be set: it is the profile "
             "file's name, where results are filed (choose the profile with --profile NAME)"
         )
+    if "command_line" in (overrides or {}):
+        raise ProfileError(f"command line: command_line cannot be set: it is the list {COMMAND_LINE_ONLY}")
     try:
         command_line = check_parameters(overrides or {})
     except ValueError as err:
@@ -205,6 +216,7 @@ def parameters_for(profile: str | Path, notebook: str | Path, overrides: dict | 
     problem = role and "dataset" in names and role_problem(role, values.get("dataset", ""))
     if problem:
         raise ProfileError(f"{Path(notebook).stem} reads a {role} dataset, but {problem}")
+    values["command_line"] = sorted(overrides or {})
     missing = [n for n in names if n not in values]
     if missing:
         raise ProfileError(f"profile {profile} does not set {missing}, which {Path(notebook).name} declares")

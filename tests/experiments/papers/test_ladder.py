@@ -28,6 +28,29 @@ def test_a_rung_multiplies_the_headline_notebooks_budget_under_the_profile():
     assert lt["seeds"] == CPU["seeds"] == [0, 1, 2]  # 1×: the headline notebook's own seeds and verdict
 
 
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "gpu", "paper"])
+@pytest.mark.parametrize(
+    "command_line",
+    [
+        {},
+        {"train_steps": 6, "dev_evals": 2, "seeds": [3, 4]},  # gpu and cpu also set train_steps for 30 alone
+        {"dataset": "elsewhere"},
+        {"datasets": {"matching": "pairs-here", "nci": "nq-here"}},
+        {"dataset": "elsewhere", "datasets": {"retrieval": "docs-here"}},
+    ],
+    ids=["none", "budget", "dataset", "roles", "dataset and a role"],
+)
+def test_the_1x_rung_has_the_values_run_all_gives_the_headline_notebook(profile, command_line):
+    """With or without a command line, each headline's 1× rung reads exactly its notebook's parameters
+    (a profile's own entry for the headline notebook does not beat ``--set``)."""
+    path = ladder.PROFILES_DIR / f"{profile}.yaml"
+    params = parameters_for(path, ladder.NOTEBOOKS_DIR / "90_budget_ladder.ipynb", command_line)
+    assert params["command_line"] == sorted(command_line)
+    for headline in ladder.HEADLINES:
+        rung = ladder.rung_parameters(params, headline, 1, two_seeds_until=4)
+        assert rung == parameters_for(path, ladder.NOTEBOOKS_DIR / f"{headline.notebook}.ipynb", command_line)
+
+
 def test_a_profile_that_stops_below_16x_says_where_and_with_how_many_seeds():
     params = CPU | {"ladder_longtriever": [1, 4], "ladder_sedr": [1, 16], "ladder_two_seeds_until": 2}
     stops = ladder.stopped_short(params)

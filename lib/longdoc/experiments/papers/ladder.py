@@ -181,16 +181,21 @@ def profile_overrides(profile: str, notebook: str) -> dict:
 
 
 def rung_parameters(params: dict, headline: Headline, multiplier: int, two_seeds_until: int) -> dict:
-    """The headline notebook's parameters (the ladder's values, then the profile's own values for that
-    notebook, as ``run_all.sh`` gives them to it) with its budget multiplied by ``multiplier`` and its
-    seeds at 1×, its first two up to ``two_seeds_until`` and one above. A command-line ``--set`` reaches the ladder's values,
-    not a value the profile sets for that notebook alone."""
+    """The headline notebook's parameters as ``run_all.sh`` gives them to it (the ladder's values, then the
+    profile's own values for that notebook, except those the command line set: ``command_line``) with its
+    budget multiplied by ``multiplier`` and its seeds at 1×, its first two up to ``two_seeds_until`` and
+    one above. So the 1× rung reads the headline notebook's own runs, ``--set`` or not."""
     names = notebook_parameter_names(NOTEBOOKS_DIR / f"{headline.notebook}.ipynb")
-    own = profile_overrides(params["profile"], headline.notebook)
+    from_command_line = set(params.get("command_line", []))
+    own = {
+        name: value
+        for name, value in profile_overrides(params["profile"], headline.notebook).items()
+        if name not in from_command_line
+    }
     values = {**params, **own}
     role_dataset = params.get("datasets", {}).get(dataset_role(headline.notebook))
-    if role_dataset and "dataset" not in own:  # the headline reads its role's dataset (run_all.sh --data)
-        values["dataset"] = role_dataset
+    if role_dataset and "dataset" not in own and "dataset" not in from_command_line:
+        values["dataset"] = role_dataset  # the headline reads its role's dataset (run_all.sh --data)
     missing = [n for n in names if n not in values]
     if missing:
         raise ValueError(f"{LADDER_NOTEBOOK} must declare {missing}: {headline.notebook} reads them")
