@@ -567,6 +567,16 @@ CASES = [
         r"mine.yaml: sets command_line, which the profiles tool sets to the names given on run_all.sh's command line",
     ),
     (
+        "profile's notebook entry sets command_line",
+        lambda t: load_profile(profile_file(t, "notebooks:\n  90_budget_ladder: {command_line: []}\n")),
+        r"mine.yaml: notebooks.90_budget_ladder: sets command_line, which the profiles tool sets",
+    ),
+    (
+        "profile seeds: []",
+        lambda t: load_profile(profile_file(t, "seeds: []\n")),
+        r"mine.yaml: parameter seeds=\[\]: expected a non-empty list",
+    ),
+    (
         "batch_size not divisible by n_devices",
         lambda t: parameters_for(
             ROOT / "notebooks/profiles/smoke.yaml",

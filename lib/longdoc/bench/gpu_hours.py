@@ -441,9 +441,8 @@ def notebook_plan(
     """The work ``notebook`` does under ``profile`` (its rows built, nothing read or trained). ``backbone``
     replaces the profile's (the rows' shapes do not depend on it; the papers' bert-base-uncased need not
     be on this machine). ``scale``: a :class:`Scale`, or ``"paper"`` / ``"benchmark"`` (default paper)."""
-    params = parameters_for(profile_path(profile), NOTEBOOKS / f"{notebook}.ipynb")
-    if backbone:
-        params["backbone"] = backbone
+    overrides = {"backbone": backbone} if backbone else None  # as --backbone: the ladder's rungs get it too
+    params = parameters_for(profile_path(profile), NOTEBOOKS / f"{notebook}.ipynb", overrides)
     if notebook == LADDER_NOTEBOOK:
         return ladder_plan(params, scale)
     role, rows = NOTEBOOK_ROWS[notebook]

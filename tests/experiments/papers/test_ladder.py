@@ -51,6 +51,49 @@ def test_the_1x_rung_has_the_values_run_all_gives_the_headline_notebook(profile,
         assert rung == parameters_for(path, ladder.NOTEBOOKS_DIR / f"{headline.notebook}.ipynb", command_line)
 
 
+def profile_copy(tmp_path, monkeypatch, entries: dict):
+    """The cpu profile with other ``notebooks:`` entries, beside copies of the notebooks, where the ladder
+    looks profiles up."""
+    import yaml
+
+    folder = tmp_path / "notebooks"
+    (folder / "profiles").mkdir(parents=True)
+    for notebook in ladder.NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"):
+        (folder / notebook.name).write_text(notebook.read_text())
+    values = yaml.safe_load((ladder.PROFILES_DIR / "cpu.yaml").read_text()) | {"notebooks": entries}
+    (folder / "profiles" / "cpu.yaml").write_text(yaml.safe_dump(values))
+    monkeypatch.setattr(ladder, "PROFILES_DIR", folder / "profiles")
+    return folder / "profiles" / "cpu.yaml"
+
+
+def test_a_headline_entry_for_the_dataset_and_a_ladder_only_entry_keep_the_1x_rung_equal(tmp_path, monkeypatch):
+    entries = {"10_longtriever_main": {"dataset": "own-docs"}, "90_budget_ladder": {"ladder_two_seeds_until": 1}}
+    path = profile_copy(tmp_path, monkeypatch, entries)
+    for command_line in ({}, {"datasets": {"retrieval": "docs-here"}}, {"dataset": "elsewhere"}):
+        params = parameters_for(path, ladder.NOTEBOOKS_DIR / "90_budget_ladder.ipynb", command_line)
+        for headline in ladder.HEADLINES:
+            rung = ladder.rung_parameters(params, headline, 1, two_seeds_until=1)
+            assert rung == parameters_for(path, ladder.NOTEBOOKS_DIR / f"{headline.notebook}.ipynb", command_line)
+
+
+@pytest.mark.parametrize("entry", [{"train_steps": 5}, {"seeds": [0]}, {"datasets": {"matching": "m"}}])
+def test_a_ladder_entry_that_sets_what_a_headline_reads_is_refused_unless_the_command_line_sets_it(
+    tmp_path, monkeypatch, entry
+):
+    path = profile_copy(tmp_path, monkeypatch, {"90_budget_ladder": entry})
+    params = parameters_for(path, ladder.NOTEBOOKS_DIR / "90_budget_ladder.ipynb")
+    with pytest.raises(
+        ValueError, match=rf"notebooks.90_budget_ladder sets \['{next(iter(entry))}'\], which 30_smith_main"
+    ):
+        ladder.rung_parameters(params, HEADLINES["smith"], 1, two_seeds_until=1)
+    with pytest.raises(ValueError, match="90_budget_ladder sets"):
+        ladder.check_rungs(params)  # at the top of notebook 90, before any fit
+    params = parameters_for(path, ladder.NOTEBOOKS_DIR / "90_budget_ladder.ipynb", entry)
+    assert ladder.rung_parameters(params, HEADLINES["smith"], 1, two_seeds_until=1) == parameters_for(
+        path, ladder.NOTEBOOKS_DIR / "30_smith_main.ipynb", entry
+    )
+
+
 def test_a_profile_that_stops_below_16x_says_where_and_with_how_many_seeds():
     params = CPU | {"ladder_longtriever": [1, 4], "ladder_sedr": [1, 16], "ladder_two_seeds_until": 2}
     stops = ladder.stopped_short(params)

@@ -174,24 +174,30 @@ HEADLINES = (
 
 
 # -- rungs ----------------------------------------------------------------------------------------------
-def profile_overrides(profile: str, notebook: str) -> dict:
-    """The profile's own values for ``notebook`` (its ``notebooks:`` entry), if the profile is a file here."""
+def profile_entries(profile: str) -> dict:
+    """The profile's ``notebooks:`` entries, if the profile is a file of ``notebooks/profiles/`` (where
+    ``run_all.sh`` reads it; a copy elsewhere is looked up here by its name)."""
     path = PROFILES_DIR / f"{profile}.yaml"
-    return load_profile(path)["notebooks"].get(notebook, {}) if path.exists() else {}
+    return load_profile(path)["notebooks"] if path.exists() else {}
 
 
 def rung_parameters(params: dict, headline: Headline, multiplier: int, two_seeds_until: int) -> dict:
     """The headline notebook's parameters as ``run_all.sh`` gives them to it (the ladder's values, then the
     profile's own values for that notebook, except those the command line set: ``command_line``) with its
     budget multiplied by ``multiplier`` and its seeds at 1×, its first two up to ``two_seeds_until`` and
-    one above. So the 1× rung reads the headline notebook's own runs, ``--set`` or not."""
+    one above. So the 1× rung reads the headline notebook's own runs, ``--set`` or not; a profile entry
+    for the ladder itself that sets what the headline reads is refused (the two would differ)."""
     names = notebook_parameter_names(NOTEBOOKS_DIR / f"{headline.notebook}.ipynb")
     from_command_line = set(params.get("command_line", []))
-    own = {
-        name: value
-        for name, value in profile_overrides(params["profile"], headline.notebook).items()
-        if name not in from_command_line
-    }
+    entries = profile_entries(params["profile"])
+    clash = sorted((set(entries.get(LADDER_NOTEBOOK, {})) & {*names, "datasets"}) - from_command_line)
+    if clash:
+        raise ValueError(
+            f"profile {params['profile']}: notebooks.{LADDER_NOTEBOOK} sets {clash}, which {headline.notebook} "
+            f"reads: the ladder's 1× rung would not be {headline.notebook}'s runs (set them for every notebook, "
+            "in the headline notebooks' entries, or with --set)"
+        )
+    own = {name: value for name, value in entries.get(headline.notebook, {}).items() if name not in from_command_line}
     values = {**params, **own}
     role_dataset = params.get("datasets", {}).get(dataset_role(headline.notebook))
     if role_dataset and "dataset" not in own and "dataset" not in from_command_line:
