@@ -180,6 +180,10 @@ run_study() {
   for nb in "${notebooks[@]}"; do
     "$PY" -m longdoc.experiments.profiles "$params" "$nb" "${OVERRIDES[@]}" > "$work/$(basename "$nb" .ipynb).yaml" || exit 2
   done
+  # where each record goes: a rerun of the profile as its file says replaces the profile's records (each
+  # line says which); a run with other values never writes where they go (refused here, for every notebook)
+  "$PY" -m longdoc.experiments.records --profile "$PROFILE" --notes "$work" "$work"/*.yaml > "$work/slots.txt" || exit 2
+  while read -r line; do log "$line"; done < "$work/slots.txt"
   print_device | while read -r line; do log "$line"; done
   if grep -qx "dataset: manpages" "$work"/*.yaml 2>/dev/null; then
     ensure_benchmark
@@ -209,6 +213,7 @@ run_study() {
     built=$(find "$cache" -mindepth 3 -maxdepth 3 -name key.json -newer "$work/started" 2>/dev/null | wc -l)
     printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$seconds" "$status" "$(date -u +%FT%TZ)" "$built" >> "$timings"
     log "[$i/${#notebooks[@]}] $nb $status after ${seconds}s ($built artefacts trained, the rest from the cache)"
+    if [ "$status" = ok ] && [ -f "$work/$name.replaced" ]; then log "[$i/${#notebooks[@]}] $(cat "$work/$name.replaced")"; fi
   done
   log "results report from every record of profile $PROFILE"
   "$PY" -m longdoc.experiments.report --profile "$PROFILE" || failed+=("report")

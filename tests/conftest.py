@@ -186,3 +186,36 @@ def build_tiny_study(dataset, backbone, **changes):
 @pytest.fixture
 def tiny_study():
     return build_tiny_study
+
+
+def committed_records() -> list[Path]:
+    """Every ``results/<profile>/<dataset>/<notebook>/metrics.json`` in git (not the local runs beside them)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    listed = subprocess.run(
+        ["git", "ls-files", "results/*/*/*/metrics.json"], cwd=root, capture_output=True, text=True, check=True
+    )
+    return [root / line for line in listed.stdout.split()]
+
+
+def copied_results(tmp_path: Path) -> Path:
+    """A copy of the committed records under ``tmp_path/results`` (a fresh clone's ``results/``)."""
+    import shutil
+
+    results = tmp_path / "results"
+    for path in committed_records():
+        target = results / path.relative_to(path.parents[3])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, target)
+    return results
+
+
+def papermill_values(profile: str, notebook: str, overrides: dict | None = None) -> dict:
+    """What a notebook receives from ``run_all.sh``: the profiles tool's values, through papermill's YAML file."""
+    import yaml
+
+    from longdoc.experiments.profiles import NOTEBOOKS_DIR, PROFILES_DIR, parameters_for
+
+    values = parameters_for(PROFILES_DIR / f"{profile}.yaml", NOTEBOOKS_DIR / f"{notebook}.ipynb", overrides)
+    return yaml.safe_load(yaml.safe_dump(values, sort_keys=False))

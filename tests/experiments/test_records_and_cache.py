@@ -3,7 +3,7 @@ import json
 import pytest
 
 from longdoc.experiments import cache
-from longdoc.experiments.records import ConfigMismatchError, write_metrics
+from longdoc.experiments.records import ConfigMismatchError, ProfileFolderError, check_record_slot, write_metrics
 
 
 def test_metrics_record_carries_provenance_and_refuses_other_config(tmp_path):
@@ -25,6 +25,57 @@ def test_metrics_record_carries_provenance_and_refuses_other_config(tmp_path):
     smoke = write_metrics(tmp_path / "smoke" / "d" / "01_x", "01_x", "smoke", {"a": 1}, {}, "abc", [0])
     write_metrics(smoke, "01_x", "smoke", {"a": 2}, {}, "abc", [0])  # smoke records are throwaway: replaced
     assert json.loads((smoke / "metrics.json").read_text())["config"] == {"a": 2}
+
+
+PROFILE_VALUES = {"profile": "cpu", "dataset": "manpages", "max_docs": 0, "train_steps": 32, "patience": 0}
+
+
+def test_a_profiles_rerun_replaces_its_own_record_whatever_wrote_it_and_says_what(tmp_path):
+    folder = tmp_path / "cpu" / "manpages" / "01_x"
+    older = {k: v for k, v in PROFILE_VALUES.items() if k != "patience"} | {"train_steps": 24}  # an older profile
+    write_metrics(folder, "01_x", "cpu", older, {"MRR@100": 0.1}, "abc", [0])
+    record = json.loads((folder / "metrics.json").read_text())
+    record["versions"]["git_commit"], record["code_fingerprint"] = "0123456789abcdef", "feedfacefeedface"
+    (folder / "metrics.json").write_text(json.dumps(record))
+    line = check_record_slot(folder, "cpu", PROFILE_VALUES, "def", PROFILE_VALUES)
+    assert line.startswith(f"01_x: replaces {folder / 'metrics.json'}, a record of commit 0123456")
+    assert "code feedface" in line and "other values of patience, train_steps" in line and "data checksum abc" in line
+    write_metrics(folder, "01_x", "cpu", PROFILE_VALUES, {"MRR@100": 0.2}, "def", [0], profile_config=PROFILE_VALUES)
+    assert json.loads((folder / "metrics.json").read_text())["config"] == PROFILE_VALUES
+    same = check_record_slot(folder, "cpu", PROFILE_VALUES, "def", PROFILE_VALUES)
+    assert same is None  # the same commit, code, values and data: nothing to say
+
+
+@pytest.mark.parametrize("with_record", [True, False], ids=["over a record", "into an empty folder"])
+def test_a_run_with_other_values_never_writes_where_the_profiles_records_go(tmp_path, with_record):
+    folder = tmp_path / "cpu" / "manpages" / "01_x"
+    if with_record:
+        write_metrics(
+            folder, "01_x", "cpu", PROFILE_VALUES, {"MRR@100": 0.1}, "abc", [0], profile_config=PROFILE_VALUES
+        )
+    overridden = PROFILE_VALUES | {"train_steps": 4, "command_line": ["train_steps"]}
+    with pytest.raises(ProfileFolderError, match=r"own records.*differ.* in \['command_line', 'train_steps'\]"):
+        check_record_slot(folder, "cpu", overridden, "abc", PROFILE_VALUES | {"command_line": []})
+    with pytest.raises(ProfileFolderError, match="copy notebooks/profiles/cpu.yaml to notebooks/profiles/NAME.yaml"):
+        write_metrics(folder, "01_x", "cpu", overridden, {"MRR@100": 0.9}, "abc", [0], profile_config=PROFILE_VALUES)
+    if with_record:
+        assert json.loads((folder / "metrics.json").read_text())["metrics"] == {"MRR@100": 0.1}
+    else:
+        assert not folder.exists()
+    # other data (--dataset DIR) files under its own folder: written, then guarded like any record
+    own = tmp_path / "cpu" / "mine" / "01_x"
+    mine = PROFILE_VALUES | {"dataset": "/data/mine"}
+    assert check_record_slot(own, "cpu", mine, "xyz", PROFILE_VALUES) is None
+    write_metrics(own, "01_x", "cpu", mine, {}, "xyz", [0], profile_config=PROFILE_VALUES)
+    write_metrics(own, "01_x", "cpu", mine, {}, "xyz", [0], profile_config=PROFILE_VALUES)  # its own rerun
+    with pytest.raises(ConfigMismatchError, match=r"another configuration or dataset \(differs in \['train_steps'\]\)"):
+        check_record_slot(own, "cpu", mine | {"train_steps": 4}, "xyz", PROFILE_VALUES)
+    # before the data is read (checksum None) the values are compared, the dataset's path is not (moved data)
+    with pytest.raises(ConfigMismatchError, match=r"differs in \['train_steps'\]"):
+        check_record_slot(own, "cpu", mine | {"train_steps": 4}, None, PROFILE_VALUES)
+    assert check_record_slot(own, "cpu", mine | {"dataset": "/moved/mine"}, None, PROFILE_VALUES) is None
+    with pytest.raises(ConfigMismatchError, match=r"differs in \['dataset', 'data checksum'\]"):
+        check_record_slot(own, "cpu", mine | {"dataset": "/moved/mine"}, "other", PROFILE_VALUES)
 
 
 def test_a_study_refuses_another_configurations_folder_before_any_work(

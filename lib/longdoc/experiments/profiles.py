@@ -17,7 +17,11 @@ from pathlib import Path
 import yaml
 
 from longdoc.data.errors import bounded, shown
+from longdoc.data.registry import REPO_ROOT
 from longdoc.experiments.parameters import check_combinations, check_parameters
+
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+PROFILES_DIR = NOTEBOOKS_DIR / "profiles"  # the profiles run_all.sh --profile NAME reads
 
 
 class ProfileError(ValueError):
@@ -226,6 +230,17 @@ def parameters_for(profile: str | Path, notebook: str | Path, overrides: dict | 
     except ValueError as err:
         raise ProfileError(f"{Path(notebook).stem} under profile {Path(profile).stem}: {err}") from None
     return chosen
+
+
+def profile_values(profile: str, notebook: str) -> dict | None:
+    """The values ``notebook`` gets from the file of ``profile`` as it is written (no command line), checked
+    as a study checks its own: what a run must have to file its record where the profile's records go
+    (:func:`longdoc.experiments.records.check_record_slot`). None when ``notebooks/profiles/<profile>.yaml``
+    or ``notebooks/<notebook>.ipynb`` does not exist (a profile named only in a notebook's parameters)."""
+    path, notebook_path = PROFILES_DIR / f"{profile}.yaml", NOTEBOOKS_DIR / f"{notebook}.ipynb"
+    if not path.is_file() or not notebook_path.is_file():
+        return None
+    return check_parameters(parameters_for(path, notebook_path))
 
 
 def command_line_value(item: str):

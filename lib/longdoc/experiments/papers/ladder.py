@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from longdoc.data.registry import REPO_ROOT
 from longdoc.experiments.families.generative import GENERATIVE
 from longdoc.experiments.families.matching import MATCHING
 from longdoc.experiments.families.retrieval import RETRIEVAL
@@ -35,14 +34,18 @@ from longdoc.experiments.papers import nci as nci_paper
 from longdoc.experiments.papers import sedr as sedr_paper
 from longdoc.experiments.papers import smith as smith_paper
 from longdoc.experiments.papers.baselines import baseline_names, passage_baselines
-from longdoc.experiments.profiles import dataset_role, load_profile, notebook_parameter_names
+from longdoc.experiments.profiles import (
+    NOTEBOOKS_DIR,
+    PROFILES_DIR,
+    dataset_role,
+    load_profile,
+    notebook_parameter_names,
+)
 from longdoc.experiments.settings import from_parameters, settings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import Family, System
 from longdoc.experiments.verdicts import NOT_TESTABLE, Claim, assess
 
-NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
-PROFILES_DIR = NOTEBOOKS_DIR / "profiles"
 LADDER_NOTEBOOK = "90_budget_ladder"
 TARGET_MULTIPLIERS = (1, 4, 16)  # the ladder the study asks for; a profile that stops below it says where
 
