@@ -193,10 +193,8 @@ def committed_records() -> list[Path]:
     import subprocess
 
     root = Path(__file__).resolve().parents[1]
-    listed = subprocess.run(
-        ["git", "ls-files", "results/*/*/*/metrics.json"], cwd=root, capture_output=True, text=True, check=True
-    )
-    return [root / line for line in listed.stdout.split()]
+    listed = subprocess.run(["git", "ls-files", "results/*/*/*/metrics.json"], cwd=root, capture_output=True, text=True)
+    return [root / line for line in listed.stdout.split()] if listed.returncode == 0 else []  # not a checkout: none
 
 
 def copied_results(tmp_path: Path) -> Path:

@@ -13,8 +13,8 @@ import yaml
 from tests.conftest import committed_records, copied_results, papermill_values
 
 from longdoc.experiments import records
-from longdoc.experiments.profiles import NOTEBOOKS_DIR, PROFILES_DIR, parameters_for
-from longdoc.experiments.records import THROWAWAY_PROFILES, check_record_slot, planned_folder
+from longdoc.experiments.profiles import NOTEBOOKS_DIR, PROFILES_DIR, parameters_for, profile_values
+from longdoc.experiments.records import THROWAWAY_PROFILES, check_record_slot
 from longdoc.experiments.study import Study
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_cpu_records_are_committed():
     found = committed_records()
-    assert len(found) >= 20 and {json.loads(p.read_text())["profile"] for p in found} == {"cpu"}
+    assert len(found) >= 20, "git ls-files lists no committed record (these tests need a git checkout)"
+    assert {json.loads(p.read_text())["profile"] for p in found} == {"cpu"}
 
 
 @pytest.mark.parametrize("path", committed_records(), ids=lambda p: "/".join(p.parts[-4:-1]))
@@ -30,12 +31,36 @@ def test_a_rerun_of_its_profile_as_written_files_into_its_folder_and_may_replace
     record = json.loads(path.read_text())
     profile, notebook = record["profile"], record["notebook"]
     assert profile not in THROWAWAY_PROFILES
-    study = Study(notebook, papermill_values(profile, notebook))  # checks the slot the data does not name
-    assert planned_folder(profile, notebook, study.params, ROOT / "results") == path.parent
-    line = check_record_slot(path.parent, profile, study.params, record["data_checksum"], study.profile_config)
-    old = record["config"]
-    names = sorted(k for k in set(old) | set(study.params) if old.get(k) != records.as_json(study.params).get(k))
+    study = Study(notebook, papermill_values(profile, notebook))  # a study without data checks its slot now
+    assert study.directory == path.parent  # named by the values, as the record's own run named it
+    line = check_record_slot(*study._slot(record["data_checksum"]))
+    old, new = record["config"], records.as_json(study.params)
+    names = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     assert line is None or (f"other values of {', '.join(names)}" in line) == bool(names), line
+
+
+def test_what_names_a_profiles_own_folder_and_what_may_write_there(monkeypatch):
+    manpages = str(ROOT / "data" / "manpages")  # the benchmark's folder read as a BEIR directory: same folder name
+    nq = str(ROOT / "tests" / "fixtures" / "beir")
+
+    def slot(notebook: str, overrides: dict, profile: str = "cpu"):
+        values = papermill_values(profile, notebook, overrides)
+        folder = records.record_folder(profile, notebook, values)
+        return folder, lambda: check_record_slot(folder, profile, values, None, profile_values(profile, notebook))
+
+    folder, check = slot("01_baselines", {"dataset": manpages})
+    assert folder == records.RESULTS_DIR / "cpu" / "manpages" / "01_baselines"
+    with pytest.raises(records.ProfileFolderError, match=r"in \['dataset'\]"):
+        check()
+    folder, check = slot("01_baselines", {"max_docs": 5000})  # more than the corpus: no subsample, its own folder
+    assert folder.parent.name == "manpages-5000" and check() is None
+    folder, check = slot("90_budget_ladder", {"datasets": {"nci": nq}}, "paper")  # a role's data names the folder
+    assert folder.parent.name == "manpages+nci-beir" and check() is None
+    for same in ({"dataset": "manpages"}, {"seeds": [0, 1, 2]}, {"n_devices": 2}):  # the file's values, or how it runs
+        folder, check = slot("90_budget_ladder" if "dataset" in same else "01_baselines", same)
+        assert folder.parent.name == "manpages" and check() is not None  # replaces the committed record
+    with pytest.raises(records.ProfileFolderError, match=r"command_line=\['seeds'\], its file \[\]"):
+        slot("90_budget_ladder", {"seeds": [0, 1, 2]})[1]()  # 21's own seeds: the ladder's rungs would differ
 
 
 def test_run_alls_check_names_what_a_rerun_replaces_and_stops_other_values_before_any_notebook(
@@ -55,7 +80,9 @@ def test_run_alls_check_names_what_a_rerun_replaces_and_stops_other_values_befor
     printed = capsys.readouterr().out.splitlines()
     replaced = {p.stem for p in as_written.glob("*.replaced")}
     assert replaced == {json.loads(p.read_text())["notebook"] for p in before}  # every record, one line each
-    assert len(printed) == len(replaced) and all(": replaces " in line for line in printed)
+    assert len(printed) == len(replaced) and all(
+        ": will replace " in line and "/results/cpu/" in line for line in printed
+    )
     assert "01_baselines: replaced" in (as_written / "01_baselines.replaced").read_text()
 
     assert records._main(["--profile", "cpu", *map(str, overridden.glob("*.yaml"))]) == 2

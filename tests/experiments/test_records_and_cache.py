@@ -38,7 +38,7 @@ def test_a_profiles_rerun_replaces_its_own_record_whatever_wrote_it_and_says_wha
     record["versions"]["git_commit"], record["code_fingerprint"] = "0123456789abcdef", "feedfacefeedface"
     (folder / "metrics.json").write_text(json.dumps(record))
     line = check_record_slot(folder, "cpu", PROFILE_VALUES, "def", PROFILE_VALUES)
-    assert line.startswith(f"01_x: replaces {folder / 'metrics.json'}, a record of commit 0123456")
+    assert line.startswith(f"{folder / 'metrics.json'}, a record of commit 0123456")
     assert "code feedface" in line and "other values of patience, train_steps" in line and "data checksum abc" in line
     write_metrics(folder, "01_x", "cpu", PROFILE_VALUES, {"MRR@100": 0.2}, "def", [0], profile_config=PROFILE_VALUES)
     assert json.loads((folder / "metrics.json").read_text())["config"] == PROFILE_VALUES

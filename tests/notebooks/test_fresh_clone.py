@@ -1,6 +1,7 @@
 """A fresh clone's first run of a training notebook of each family under the ``cpu`` profile, as
 ``run_all.sh`` gives it its values, over a copy of the committed records: its first cells (the study
-opened, its data read, its record's folder checked) run, and it stops before training. Before the fix,
+opened, its data read, its record's folder checked) run, it stops before training, and its record (of
+no rows) replaces the committed one; with another value it stops in those cells. Before the fix,
 notebook 01 of a fresh clone stopped here: its committed record was older than the profile's newest
 parameters, and the check took the project's own record for another configuration's."""
 
@@ -42,16 +43,17 @@ def test_a_fresh_clone_gets_past_the_record_check_of_each_family(notebook, isola
     before = committed.read_bytes()
     values = papermill_values("cpu", notebook)
 
-    opened = run_until_the_study_opens(notebook, values)["study"]
-    assert opened.directory / "metrics.json" == committed
+    opened = run_until_the_study_opens(notebook, values)["study"]  # reads its data: the record's folder checked
+    assert opened.directory / "metrics.json" == committed and committed.read_bytes() == before
     old = json.loads(before)["config"]
     differing = sorted(k for k in set(old) | set(opened.params) if old.get(k) != opened.params.get(k))
-    line = next(line for line in capsys.readouterr().out.splitlines() if ": replaces " in line)
-    assert line.startswith(f"{notebook}: replaces {committed}, a record of commit ")
+    capsys.readouterr()
+    opened.record()  # what the notebook's last cell does once it has trained: the committed record is replaced
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith(f"{notebook}: replaced {committed}, a record of commit ")
     assert ("other values of " + ", ".join(differing) in line) == bool(differing), line
-    assert committed.read_bytes() == before  # replaced only when the notebook finishes
+    assert json.loads(committed.read_text())["config"] == opened.params
 
     overridden = papermill_values("cpu", notebook, {"seeds": [5]})
     with pytest.raises(ProfileFolderError, match=r"own records.* in \['seeds'\]"):
         run_until_the_study_opens(notebook, overridden)
-    assert committed.read_bytes() == before

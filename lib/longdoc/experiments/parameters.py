@@ -89,8 +89,8 @@ PARAMETERS: dict[str, Parameter] = {
     "command_line": Parameter(
         list,
         "set by the profiles tool (run_all.sh), never by hand: the names its command line set (--set, --dataset, "
-        "--backbone, --data), which win over a notebook's own profile entry; the budget ladder gives them to "
-        "each headline notebook's rungs the same way",
+        "--backbone, --data) to a value that changes what some notebook gets, which win over a notebook's own "
+        "profile entry; the budget ladder gives them to each headline notebook's rungs the same way",
         item=str,
         unique=True,
         may_be_empty=True,

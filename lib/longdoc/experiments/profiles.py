@@ -193,13 +193,14 @@ def parameters_for(profile: str | Path, notebook: str | Path, overrides: dict | 
     """The values of ``notebook``'s parameters under ``profile``, then ``overrides`` (checked; e.g.
     ``run_all.sh --dataset DIR --backbone NAME``). ``dataset`` comes from, first to last: the command line,
     the notebook's own entry, the dataset of the notebook's role (``datasets``: the profile's, updated by
-    the command line's), the profile's; a dataset that lacks what its role needs is refused here. A notebook
-    that declares ``command_line`` gets the names the overrides set (the budget ladder: see
+    the command line's), the profile's; a dataset that lacks what its role needs is refused here. Overrides
+    that change nothing are left out (:func:`changing_values`). A notebook that declares ``command_line``
+    gets the names of the others (the budget ladder: see
     :func:`~longdoc.experiments.papers.ladder.rung_parameters`)."""
     values = load_profile(profile)
     names = notebook_parameter_names(notebook)
-    own = values.pop("notebooks").get(Path(notebook).stem, {})
-    values.update(own)
+    entries = values.pop("notebooks")
+    own = entries.get(Path(notebook).stem, {})
     if "profile" in (overrides or {}):
         raise ProfileError(
             f"command line: profile={shown(overrides['profile'])} cannot be set: it is the profile "
@@ -208,9 +209,11 @@ def parameters_for(profile: str | Path, notebook: str | Path, overrides: dict | 
     if "command_line" in (overrides or {}):
         raise ProfileError(f"command line: command_line cannot be set: it is the list {COMMAND_LINE_ONLY}")
     try:
-        command_line = check_parameters(overrides or {})
+        command_line = changing_values(values, entries, check_parameters(overrides or {}))
     except ValueError as err:
         raise ProfileError(f"command line: {err}") from None
+    set_names = sorted(command_line)
+    values.update(own)
     roles = {**values.get("datasets", {}), **command_line.pop("datasets", {})}
     values.update(command_line)
     values["datasets"] = roles
@@ -220,7 +223,7 @@ def parameters_for(profile: str | Path, notebook: str | Path, overrides: dict | 
     problem = role and "dataset" in names and role_problem(role, values.get("dataset", ""))
     if problem:
         raise ProfileError(f"{Path(notebook).stem} reads a {role} dataset, but {problem}")
-    values["command_line"] = sorted(overrides or {})
+    values["command_line"] = set_names
     missing = [n for n in names if n not in values]
     if missing:
         raise ProfileError(f"profile {profile} does not set {missing}, which {Path(notebook).name} declares")
@@ -232,15 +235,40 @@ def parameters_for(profile: str | Path, notebook: str | Path, overrides: dict | 
     return chosen
 
 
+def changing_values(shared: dict, entries: dict, command_line: dict) -> dict:
+    """The command line's values that change what some notebook gets from the profile (``shared`` values,
+    ``entries`` per notebook). One equal to the shared value that no notebook entry sets (and, for
+    ``dataset``, that no role's dataset replaces) changes nothing: it is left out, so that ``--dataset
+    manpages`` under a profile of ``dataset: manpages`` is the profile as written, ``command_line`` included.
+    Roles of ``datasets`` equal to the profile's are left out alike."""
+    kept = {}
+    for name, value in command_line.items():
+        if name == "datasets":
+            value = {role: d for role, d in value.items() if shared.get("datasets", {}).get(role) != d}
+            if value:
+                kept[name] = value
+            continue
+        unchanged = (
+            name in shared and shared[name] == value and all(own.get(name, value) == value for own in entries.values())
+        )
+        if not unchanged or (name == "dataset" and shared.get("datasets")):
+            kept[name] = value
+    return kept
+
+
 def profile_values(profile: str, notebook: str) -> dict | None:
     """The values ``notebook`` gets from the file of ``profile`` as it is written (no command line), checked
     as a study checks its own: what a run must have to file its record where the profile's records go
     (:func:`longdoc.experiments.records.check_record_slot`). None when ``notebooks/profiles/<profile>.yaml``
-    or ``notebooks/<notebook>.ipynb`` does not exist (a profile named only in a notebook's parameters)."""
+    or ``notebooks/<notebook>.ipynb`` does not exist (a profile named only in a notebook's parameters), or
+    when the file as written gives the notebook no valid values (it runs only with a command line's)."""
     path, notebook_path = PROFILES_DIR / f"{profile}.yaml", NOTEBOOKS_DIR / f"{notebook}.ipynb"
     if not path.is_file() or not notebook_path.is_file():
         return None
-    return check_parameters(parameters_for(path, notebook_path))
+    try:
+        return check_parameters(parameters_for(path, notebook_path))
+    except ProfileError:  # the file as written does not run this notebook (a role's dataset only on the command line)
+        return None
 
 
 def command_line_value(item: str):

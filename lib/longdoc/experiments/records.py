@@ -101,7 +101,7 @@ class ProfileFolderError(ConfigMismatchError):
 
 
 THROWAWAY_PROFILES = ("smoke",)  # records that only show a notebook runs (CI, nbval): a rerun replaces them
-SLOT_PARAMETERS = ("dataset", "datasets", "max_docs")  # the data a run reads: a profile's own folder has its values
+EXECUTION_ONLY = ("n_devices",)  # how a run executes, not what it computes (N processes equal one: the tests)
 
 
 def differing(old: dict, new: dict, same_data: bool = False) -> list[str]:
@@ -115,32 +115,59 @@ def as_json(config: dict) -> dict:
     return json.loads(json.dumps(finite(config), default=str))
 
 
+def dataset_slug(name: str) -> str:
+    """A folder name for a dataset's results: ``manpages``, ``manpages-200`` (subsampled), ``<dir name>``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "dataset"
+
+
+def data_folder(config: dict) -> str:
+    """The folder of a run's records within its profile, from the data parameters alone: the dataset's name
+    (``manpages``, or its directory's name) with ``-<max_docs>`` when it is subsampled, and ``+<role>-<name>``
+    for each dataset by role (the budget ladder's ``datasets``); ``random-weights`` for a study without data."""
+    if config.get("dataset") is None:
+        return "random-weights"
+    folder = dataset_slug(_data_name(config["dataset"]) + (f"-{config['max_docs']}" if config.get("max_docs") else ""))
+    roles = sorted((config.get("datasets") or {}).items())
+    return "+".join([folder, *(dataset_slug(f"{role}-{_data_name(directory)}") for role, directory in roles)])
+
+
+def _data_name(dataset: str) -> str:
+    return "manpages" if dataset == "manpages" else Path(dataset).name
+
+
+def record_folder(profile: str, notebook: str, config: dict, root: Path | None = None) -> Path:
+    """``results/<profile>/<data folder>/<notebook>``: where a run of ``config`` files its record."""
+    return (RESULTS_DIR if root is None else root) / profile / data_folder(config) / notebook
+
+
 def check_record_slot(
     directory: Path, profile: str, config: dict, data_checksum: str | None, profile_config: dict | None = None
 ) -> str | None:
-    """May a run of ``config`` file its record in ``directory``? Decided before any work; the record is
-    replaced only when the run finishes. ``profile_config``: the values the profile's file gives this
-    notebook (:func:`~longdoc.experiments.profiles.profile_values`; None: the profile has no file).
+    """May a run of ``config`` file its record in ``directory`` (:func:`record_folder`)? Decided before any
+    work; the record is replaced only when the run finishes. ``profile_config``: the values the profile's
+    file gives this notebook (:func:`~longdoc.experiments.profiles.profile_values`; None: no such file).
 
     - a throwaway profile (``smoke``) replaces whatever is there;
-    - **a run of the profile as its file says** (``config == profile_config``) replaces the profile's own
-      record, whatever commit, code or profile version wrote it; the returned line says what it replaces
-      (then ``git diff RESULTS.md results/`` shows what the reproduction changed);
+    - **a run of the profile as its file says** (``config == profile_config``, ``EXECUTION_ONLY`` aside)
+      replaces the profile's own record, whatever commit, code or profile version wrote it; the returned
+      line says what it replaces (then ``git diff RESULTS.md results/`` shows what the reproduction changed);
     - **a run with other values** (``--set``, ``--backbone``, an edited parameters cell) never writes into
-      the profile's own folder, the one its file's ``SLOT_PARAMETERS`` lead to, record or not (refused
-      naming what differs); elsewhere (another dataset) it refuses a record of another configuration or
-      dataset, and replaces its own. ``data_checksum`` None: not known yet (the values alone are compared,
-      the dataset's path left to the check that knows the data).
+      the folder the profile's own values lead to, record or not (refused naming what differs); elsewhere
+      (another dataset) it refuses a record of another configuration or dataset, and replaces its own.
+
+    ``data_checksum`` None: not known yet (the values alone are compared, the dataset's path left to the
+    check that knows the data).
     """
-    path = Path(directory) / "metrics.json"
+    directory = Path(directory)
+    path = directory / "metrics.json"
     if profile in THROWAWAY_PROFILES:
         return None
     config = as_json(config)
     written = as_json(profile_config) if profile_config is not None else None
-    if written is not None and config == written:
+    if written is not None and _without(config, EXECUTION_ONLY) == _without(written, EXECUTION_ONLY):
         return replaced_line(path, config, data_checksum) if path.exists() else None
-    if written is not None and all(config.get(k) == written.get(k) for k in SLOT_PARAMETERS):
-        raise ProfileFolderError(path.parent, profile, config, written)
+    if written is not None and directory.parent.name == data_folder(written):
+        raise ProfileFolderError(directory, profile, config, written)
     if not path.exists():
         return None
     previous = json.loads(path.read_text())
@@ -150,16 +177,20 @@ def check_record_slot(
         names.append("data checksum")
     if names:
         raise ConfigMismatchError(
-            f"{path} holds results of another configuration or dataset (differs in {names}); move or delete "
-            "that folder, or run under another profile (a copy of the profile file with another name)"
+            f"{_shown(path)} holds results of another configuration or dataset (differs in {names}); move or "
+            "delete that folder, or run under another profile (a copy of the profile file with another name)"
         )
     return None
 
 
-def replaced_line(path: Path, config: dict, data_checksum: str | None, verb: str = "replaces") -> str | None:
-    """One line naming what a profile's rerun replaces in ``path``: the record's commit and code
-    fingerprint where they are not the current ones, the parameters whose values differ, another data
-    checksum; None when the record is of the same commit, code, values and data."""
+def _without(config: dict, names: tuple[str, ...]) -> dict:
+    return {k: v for k, v in config.items() if k not in names}
+
+
+def replaced_line(path: Path, config: dict, data_checksum: str | None) -> str | None:
+    """What a profile's rerun replaces in ``path``: ``<path>, a record of`` its commit and code fingerprint
+    where they are not the current ones, the parameters whose values differ, another data checksum; None
+    when the record is of the same commit, code, values and data."""
     previous = json.loads(path.read_text())
     commit = previous.get("versions", {}).get("git_commit", "unknown")
     parts = []
@@ -172,31 +203,7 @@ def replaced_line(path: Path, config: dict, data_checksum: str | None, verb: str
         parts.append(f"other values of {', '.join(names)}")
     if data_checksum is not None and previous.get("data_checksum") != data_checksum:
         parts.append(f"data checksum {str(previous.get('data_checksum'))[:12]} (now {data_checksum[:12]})")
-    if not parts:
-        return None
-    return f"{previous.get('notebook', path.parent.name)}: {verb} {_shown(path)}, a record of {'; '.join(parts)}"
-
-
-def dataset_slug(name: str) -> str:
-    """A folder name for a dataset's results: ``manpages``, ``manpages-200`` (subsampled), ``<dir name>``."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "dataset"
-
-
-def planned_folder(profile: str, notebook: str, config: dict, root: Path | None = None) -> Path:
-    """Where a run of ``config`` will file its record, known before its data is read: the folder of a
-    record of ``profile`` and ``notebook`` read from the same data parameters (dataset and max_docs name
-    the folder), else the name the data will most likely give it (loading the data decides; the study
-    checks that folder again then)."""
-    root = RESULTS_DIR if root is None else root
-    config = as_json(config)
-    if config.get("dataset") is None:
-        return root / profile / "random-weights" / notebook
-    for path in sorted((root / profile).glob(f"*/{notebook}/metrics.json")):
-        old = json.loads(path.read_text()).get("config", {})
-        if all(old.get(k) == config.get(k) for k in ("dataset", "max_docs")):
-            return path.parent
-    name = config["dataset"] if config["dataset"] == "manpages" else Path(config["dataset"]).name
-    return root / profile / dataset_slug(f"{name}-{config['max_docs']}" if config.get("max_docs") else name) / notebook
+    return f"{_shown(path)}, a record of {'; '.join(parts)}" if parts else None
 
 
 def _shown(path: Path) -> str:
@@ -282,7 +289,7 @@ def _main(argv: list[str]) -> int:
     for file in args.parameters:
         notebook = file.stem
         config = check_parameters(yaml.safe_load(file.read_text()))  # as papermill and the study read them
-        folder = planned_folder(args.profile, notebook, config)
+        folder = record_folder(args.profile, notebook, config)
         try:
             line = check_record_slot(folder, args.profile, config, None, profile_values(args.profile, notebook))
         except ProfileFolderError as err:
@@ -293,10 +300,9 @@ def _main(argv: list[str]) -> int:
             problems.append(f"{notebook}: {err}")
             continue
         if line:
-            print(f"{line} (when it finishes)")
+            print(f"{notebook}: will replace {line}")
             if args.notes:
-                done = replaced_line(folder / "metrics.json", config, None, verb="replaced")
-                (args.notes / f"{notebook}.replaced").write_text(done + "\n", encoding="utf-8")
+                (args.notes / f"{notebook}.replaced").write_text(f"{notebook}: replaced {line}\n", encoding="utf-8")
     for problem in problems + advice:
         print(f"run_all.sh: {problem}", file=sys.stderr)
     return 2 if problems else 0

@@ -39,7 +39,14 @@ from longdoc.experiments.paper import paper_beside
 from longdoc.experiments.parameters import PARAMETERS, check_parameters
 from longdoc.experiments.preconditions import above_chance, pretraining_works, reached_plateau
 from longdoc.experiments.profiles import profile_values
-from longdoc.experiments.records import RESULTS_DIR, check_record_slot, dataset_slug, write_metrics
+from longdoc.experiments.records import (
+    RESULTS_DIR,
+    check_record_slot,
+    data_folder,
+    dataset_slug,
+    record_folder,
+    write_metrics,
+)
 from longdoc.experiments.settings import SETTINGS, StudySettings, from_parameters, required_fields
 from longdoc.experiments.systems import Family, Result, Spec, System
 from longdoc.experiments.tables import difference_label, markdown_table, summary_table, use_display_format
@@ -73,8 +80,8 @@ class Study:
                 self.settings(kind)
         if family is not None:
             family.check(self)
-        if "profile" in self.params and self.options.dataset is None:
-            self._claim_record_slot(self.directory, "none")
+        if "profile" in self.params and self.options.dataset is None:  # a study without data: checked now
+            check_record_slot(*self._slot("none"))
 
     @classmethod
     def open(
@@ -99,21 +106,18 @@ class Study:
             if self.family is None:
                 raise ValueError(f"{self.notebook}: a study without a family has no data")
             data = self.family.load(self)
-            self._claim_record_slot(self._directory(dataset_slug(data.name)), data.checksum)
+            check_record_slot(*self._slot(data.checksum))
             self._data = data
         return self._data
+
+    def _slot(self, data_checksum: str) -> tuple:
+        """The arguments of :func:`check_record_slot` for this study's record."""
+        return self.directory, self.options.profile, self.params, data_checksum, self.profile_config
 
     @functools.cached_property
     def profile_config(self) -> dict | None:
         """The values the file of this study's profile gives its notebook (None: no such file or notebook)."""
         return profile_values(self.options.profile, self.notebook) if "profile" in self.params else None
-
-    def _claim_record_slot(self, directory: Path, data_checksum: str) -> None:
-        """Before any work: may this run's record go into ``directory`` (:func:`check_record_slot`)? A run of
-        the profile as its file says prints what record it will replace when it finishes."""
-        replaces = check_record_slot(directory, self.options.profile, self.params, data_checksum, self.profile_config)
-        if replaces:
-            print(f"{replaces} (when this notebook finishes)")
 
     def split(self, name: str):
         return self.data.split(name)
@@ -128,13 +132,11 @@ class Study:
 
     @property
     def directory(self) -> Path:
-        return self._directory(self.dataset_name)
-
-    def _directory(self, dataset_name: str) -> Path:
-        return RESULTS_DIR / self.options.profile / dataset_name / self.notebook
+        """``results/<profile>/<data folder>/<notebook>`` (:func:`~longdoc.experiments.records.data_folder`)."""
+        return record_folder(self.options.profile, self.notebook, self.params, RESULTS_DIR)
 
     def figure_path(self, name: str) -> Path:
-        path = FIGURES_DIR / self.options.profile / self.dataset_name / f"{name}.png"
+        path = FIGURES_DIR / self.options.profile / data_folder(self.params) / f"{name}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         self.figures.append(path.relative_to(REPO_ROOT).as_posix() if path.is_relative_to(REPO_ROOT) else str(path))
         return path
@@ -377,19 +379,24 @@ class Study:
         }
         peak_kib = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
         usage = {"seconds": round(time.time() - self.started, 1), "peak_rss_gib": round(peak_kib / 2**20, 2)}
-        return write_metrics(
+        checksum = self.data.checksum if self.options.dataset is not None else "none"
+        replaced = None if overwrite else check_record_slot(*self._slot(checksum))
+        directory = write_metrics(
             self.directory,
             self.notebook,
             self.options.profile,
             config=self.params,
             metrics=record_metrics,
-            data_checksum=self.data.checksum if self.options.dataset is not None else "none",
+            data_checksum=checksum,
             seeds=self.seeds,
             extra={"code_fingerprint": code_fingerprint(), "usage": usage, "dataset": self.dataset_name},
             overwrite=overwrite,
             write_files=self.write_runs,
             profile_config=self.profile_config,
         )
+        if replaced:  # a rerun of the profile as its file says: what it replaced (git diff shows the change)
+            print(f"{self.notebook}: replaced {replaced}")
+        return directory
 
     def system_records(self) -> dict:
         """Each system's description, seeds, per-seed dev and test metrics, choices and training."""
