@@ -188,10 +188,12 @@ run_study() {
   if grep -qx "dataset: manpages" "$work"/*.yaml 2>/dev/null; then
     ensure_benchmark
   fi
-  local i=0 start seconds status name executed="results/$PROFILE/executed${DATASET:+/$(basename "$DATASET")}"
+  local i=0 start seconds status name own executed
   local timings="results/$PROFILE/timings.tsv" built cache="${LONGDOC_CACHE:-${LONGDOC_DATA:-data}/cache}"
   for nb in "${notebooks[@]}"; do
     i=$((i + 1)); start=$(date +%s); name=$(basename "$nb" .ipynb)
+    # a record outside the profile's own folder (other data) files its executed notebook and timing apart
+    own=$(cat "$work/$name.folder"); executed="results/$PROFILE/executed${own:+/$own}"
     log "[$i/${#notebooks[@]}] $nb (profile $PROFILE)"
     # executed into a temporary folder; only a notebook that finishes lands in results/
     touch "$work/started"
@@ -211,7 +213,7 @@ run_study() {
     mkdir -p "results/$PROFILE"
     # artefacts (fits, pre-trainings) this run built; the others it used came from the cache
     built=$(find "$cache" -mindepth 3 -maxdepth 3 -name key.json -newer "$work/started" 2>/dev/null | wc -l)
-    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$seconds" "$status" "$(date -u +%FT%TZ)" "$built" >> "$timings"
+    printf '%s\t%s\t%s\t%s\t%s\n' "${own:+$own/}$name" "$seconds" "$status" "$(date -u +%FT%TZ)" "$built" >> "$timings"
     log "[$i/${#notebooks[@]}] $nb $status after ${seconds}s ($built artefacts trained, the rest from the cache)"
     if [ "$status" = ok ] && [ -f "$work/$name.replaced" ]; then log "[$i/${#notebooks[@]}] $(cat "$work/$name.replaced")"; fi
   done

@@ -13,7 +13,8 @@ import yaml
 from tests.conftest import committed_records, copied_results, papermill_values
 
 from longdoc.experiments import records
-from longdoc.experiments.profiles import NOTEBOOKS_DIR, PROFILES_DIR, parameters_for, profile_values
+from longdoc.experiments.families.retrieval import RETRIEVAL
+from longdoc.experiments.profiles import NOTEBOOKS_DIR, PROFILES_DIR, changing_values, parameters_for, profile_values
 from longdoc.experiments.records import THROWAWAY_PROFILES, check_record_slot
 from longdoc.experiments.study import Study
 
@@ -36,10 +37,11 @@ def test_a_rerun_of_its_profile_as_written_files_into_its_folder_and_may_replace
     line = check_record_slot(*study._slot(record["data_checksum"]))
     old, new = record["config"], records.as_json(study.params)
     names = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-    assert line is None or (f"other values of {', '.join(names)}" in line) == bool(names), line
+    assert line is not None  # a record names the commit before the one that holds it: always "another commit"
+    assert (f"other values of {', '.join(names)}" in line) == bool(names), line
 
 
-def test_what_names_a_profiles_own_folder_and_what_may_write_there(monkeypatch):
+def test_what_names_a_profiles_own_folder_and_what_may_write_there():
     manpages = str(ROOT / "data" / "manpages")  # the benchmark's folder read as a BEIR directory: same folder name
     nq = str(ROOT / "tests" / "fixtures" / "beir")
 
@@ -56,11 +58,38 @@ def test_what_names_a_profiles_own_folder_and_what_may_write_there(monkeypatch):
     assert folder.parent.name == "manpages-5000" and check() is None
     folder, check = slot("90_budget_ladder", {"datasets": {"nci": nq}}, "paper")  # a role's data names the folder
     assert folder.parent.name == "manpages+nci-beir" and check() is None
-    for same in ({"dataset": "manpages"}, {"seeds": [0, 1, 2]}, {"n_devices": 2}):  # the file's values, or how it runs
-        folder, check = slot("90_budget_ladder" if "dataset" in same else "01_baselines", same)
-        assert folder.parent.name == "manpages" and check() is not None  # replaces the committed record
+    for notebook in ("01_baselines", "90_budget_ladder"):  # the file's values, or only how the fits run
+        for same in ({"dataset": "manpages"}, {"n_devices": 2}, {"seeds": [0, 1, 2]}):
+            if notebook == "90_budget_ladder" and "seeds" in same:
+                continue
+            folder, check = slot(notebook, same)
+            assert folder.parent.name == "manpages" and check() is not None  # replaces the committed record
     with pytest.raises(records.ProfileFolderError, match=r"command_line=\['seeds'\], its file \[\]"):
-        slot("90_budget_ladder", {"seeds": [0, 1, 2]})[1]()  # 21's own seeds: the ladder's rungs would differ
+        slot("90_budget_ladder", {"seeds": [0, 1, 2]})[1]()  # 21's own seeds [0, 1]: the ladder's rungs would differ
+
+
+def test_a_command_line_value_is_left_out_only_where_it_changes_nothing():
+    nq = str(ROOT / "tests" / "fixtures" / "beir")
+    both = papermill_values("cpu", "40_nci_main", {"dataset": "manpages", "datasets": {"nci": nq}})
+    assert both["dataset"] == "manpages"  # --dataset beats the role's --data, even at the profile's own value
+    ladder = papermill_values("cpu", "90_budget_ladder", {"dataset": "manpages", "datasets": {"nci": nq}})
+    assert ladder["command_line"] == ["dataset", "datasets"]
+    entries = {"90_budget_ladder": {"datasets": {"nci": "B"}}}
+    assert changing_values({"datasets": {"nci": "A"}}, entries, {"datasets": {"nci": "A"}}) == {
+        "datasets": {"nci": "A"}
+    }
+    assert changing_values({"datasets": {"nci": "A"}}, {}, {"datasets": {"nci": "A", "matching": "M"}}) == {
+        "datasets": {"matching": "M"}
+    }
+    assert changing_values({"seeds": [0, 1]}, {"21_x": {"seeds": [0]}}, {"seeds": [0, 1]}) == {"seeds": [0, 1]}
+    assert changing_values({"seeds": [0, 1], "datasets": {}}, {}, {"seeds": [0, 1], "dataset": "x"}) == {"dataset": "x"}
+
+
+def test_a_notebook_is_refused_when_it_opens_its_study_before_reading_any_data():
+    overridden = papermill_values("cpu", "90_budget_ladder", {"train_steps": 5})
+    with pytest.raises(records.ProfileFolderError, match=r"in \['command_line', 'train_steps'\]"):
+        Study.open("90_budget_ladder", overridden, RETRIEVAL)
+    assert Study.open("90_budget_ladder", papermill_values("cpu", "90_budget_ladder"), RETRIEVAL)._data is None
 
 
 def test_run_alls_check_names_what_a_rerun_replaces_and_stops_other_values_before_any_notebook(
@@ -84,6 +113,15 @@ def test_run_alls_check_names_what_a_rerun_replaces_and_stops_other_values_befor
         ": will replace " in line and "/results/cpu/" in line for line in printed
     )
     assert "01_baselines: replaced" in (as_written / "01_baselines.replaced").read_text()
+    assert {p.read_text() for p in as_written.glob("*.folder")} == {""}  # executed notebooks where the committed are
+
+    other = tmp_path / "other-data"  # another dataset: its own folder, its executed notebook and timing apart
+    other.mkdir()
+    mine = str(ROOT / "tests" / "fixtures" / "beir")
+    values = parameters_for(PROFILES_DIR / "cpu.yaml", NOTEBOOKS_DIR / "01_baselines.ipynb", {"dataset": mine})
+    (other / "01_baselines.yaml").write_text(yaml.safe_dump(values, sort_keys=False))
+    assert records._main(["--profile", "cpu", "--notes", str(other), str(other / "01_baselines.yaml")]) == 0
+    assert (other / "01_baselines.folder").read_text() == "beir" and not list(other.glob("*.replaced"))
 
     assert records._main(["--profile", "cpu", *map(str, overridden.glob("*.yaml"))]) == 2
     errors = capsys.readouterr().err.splitlines()

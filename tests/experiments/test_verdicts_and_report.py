@@ -255,6 +255,32 @@ def test_the_time_table_says_how_many_artefacts_a_run_trained_and_links_the_exec
     )
 
 
+def test_a_record_of_other_data_under_the_profile_never_stands_in_for_its_own(tmp_path):
+    """A cpu run on another dataset (its own folder, its executed notebook and timing filed apart by
+    run_all.sh) gets its own section; the claim cards, times and executed notebook of the profile's own
+    record stay its own."""
+    root = tmp_path / "results"
+    ours = [{"claim": "A beats B", "paper": "0.3 vs 0.2", "verdict": HOLDS}]
+    theirs = [{"claim": "A beats B", "paper": "0.3 vs 0.2", "verdict": REVERSED}]
+    write_record(root, "10_longtriever_main", findings={"context": "", "claims": ours})
+    write_record(root, "10_longtriever_main", dataset="zz-mine", findings={"context": "", "claims": theirs})
+    found = report.records("cpu", root)
+    assert [report.own_record(r) for r in found] == [True, False]  # sorted by dataset: the other one last
+    assert report.by_notebook_own_last(found)["10_longtriever_main"]["dataset"] == "manpages"
+    assert report.by_notebook_own_last(found[::-1])["10_longtriever_main"]["dataset"] == "manpages"
+    (root / "cpu" / "timings.tsv").write_text(
+        "10_longtriever_main\t120\tok\tT\nzz-mine/10_longtriever_main\t60\tok\tT\n"
+    )
+    (root / "cpu" / "executed" / "zz-mine").mkdir(parents=True)
+    (root / "cpu" / "executed" / "zz-mine" / "10_longtriever_main.ipynb").write_text("{}")
+    assert report.executed_notebook(root, "cpu", found[0]) is None  # never the other run's notebook
+    assert report.executed_notebook(root, "cpu", found[1]).parent.name == "zz-mine"
+    text = report.render("cpu", root=root, link_base=tmp_path, out=tmp_path / "RESULTS.md")
+    assert (
+        "| 10_longtriever_main | manpages | 2.0 min |" in text and "| 10_longtriever_main | zz-mine | 1.0 min |" in text
+    )
+
+
 def test_times_from_different_machines_are_totalled_apart(tmp_path):
     root = tmp_path / "results"
     write_record(root, "10_longtriever_main")

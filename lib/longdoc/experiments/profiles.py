@@ -237,21 +237,24 @@ def parameters_for(profile: str | Path, notebook: str | Path, overrides: dict | 
 
 def changing_values(shared: dict, entries: dict, command_line: dict) -> dict:
     """The command line's values that change what some notebook gets from the profile (``shared`` values,
-    ``entries`` per notebook). One equal to the shared value that no notebook entry sets (and, for
-    ``dataset``, that no role's dataset replaces) changes nothing: it is left out, so that ``--dataset
-    manpages`` under a profile of ``dataset: manpages`` is the profile as written, ``command_line`` included.
-    Roles of ``datasets`` equal to the profile's are left out alike."""
+    ``entries`` per notebook). A value equal to the shared one, for a name that no notebook entry sets,
+    changes nothing and is left out, so that ``--dataset manpages`` under a profile of ``dataset: manpages``
+    is the profile as written, ``command_line`` included. ``dataset`` is kept wherever a role's dataset
+    exists (the profile's or the command line's: ``--dataset`` beats them), and roles of ``datasets`` are
+    left out only when equal to the profile's and no notebook entry sets ``datasets``."""
+    in_entries = set().union(*entries.values())  # the names some notebook entry sets
+    profile_roles = shared.get("datasets") or {}
     kept = {}
     for name, value in command_line.items():
         if name == "datasets":
-            value = {role: d for role, d in value.items() if shared.get("datasets", {}).get(role) != d}
+            value = {
+                r: d for r, d in value.items() if name in in_entries or r not in profile_roles or profile_roles[r] != d
+            }
             if value:
                 kept[name] = value
-            continue
-        unchanged = (
-            name in shared and shared[name] == value and all(own.get(name, value) == value for own in entries.values())
-        )
-        if not unchanged or (name == "dataset" and shared.get("datasets")):
+        elif name not in shared or shared[name] != value or name in in_entries:
+            kept[name] = value
+        elif name == "dataset" and (profile_roles or command_line.get("datasets") or "datasets" in in_entries):
             kept[name] = value
     return kept
 

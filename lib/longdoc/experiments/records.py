@@ -18,6 +18,7 @@ from pathlib import Path
 from longdoc.data.errors import shown
 from longdoc.data.registry import REPO_ROOT
 from longdoc.experiments.cache import code_fingerprint
+from longdoc.experiments.profiles import profile_values
 from longdoc.io import atomic_directory, sweep_stale
 
 RESULTS_DIR = REPO_ROOT / "results"
@@ -184,7 +185,17 @@ def check_record_slot(
 
 
 def _without(config: dict, names: tuple[str, ...]) -> dict:
-    return {k: v for k, v in config.items() if k not in names}
+    """``config`` without ``names``, from its keys and from the names its ``command_line`` lists."""
+    kept = {k: v for k, v in config.items() if k not in names}
+    if isinstance(kept.get("command_line"), list):
+        kept["command_line"] = [name for name in kept["command_line"] if name not in names]
+    return kept
+
+
+def own_data_folder(profile: str, notebook: str) -> str | None:
+    """The data folder of the records the file of ``profile`` makes for ``notebook`` (None: no such file)."""
+    written = profile_values(profile, notebook)
+    return data_folder(written) if written is not None else None
 
 
 def replaced_line(path: Path, config: dict, data_checksum: str | None) -> str | None:
@@ -270,15 +281,16 @@ def read_metrics(path: Path) -> dict:
 def _main(argv: list[str]) -> int:
     """``run_all.sh``'s check before its first notebook: each notebook's record slot, from the parameter
     files the profiles tool wrote (``<notebook>.yaml``). Prints what a profile's rerun will replace (and
-    writes the line ``--notes DIR/<notebook>.replaced`` for the log when it finishes); refuses, for every
-    notebook at once, a run with other values where the profile's records go or where a record of
-    another configuration lies."""
+    writes the line to ``--notes DIR/<notebook>.replaced`` for the log when it finishes); refuses, for
+    every notebook at once, a run with other values where the profile's records go or where a record of
+    another configuration lies. ``--notes DIR/<notebook>.folder``: empty when the record goes where the
+    profile's own go, else its data folder, under which its executed notebook and timing are filed (so
+    that they never replace the profile's own)."""
     import argparse
 
     import yaml
 
     from longdoc.experiments.parameters import check_parameters
-    from longdoc.experiments.profiles import profile_values
 
     parser = argparse.ArgumentParser(prog="python -m longdoc.experiments.records", description=_main.__doc__)
     parser.add_argument("--profile", required=True)
@@ -290,6 +302,9 @@ def _main(argv: list[str]) -> int:
         notebook = file.stem
         config = check_parameters(yaml.safe_load(file.read_text()))  # as papermill and the study read them
         folder = record_folder(args.profile, notebook, config)
+        if args.notes:
+            own = folder.parent.name == own_data_folder(args.profile, notebook)
+            (args.notes / f"{notebook}.folder").write_text("" if own else folder.parent.name, encoding="utf-8")
         try:
             line = check_record_slot(folder, args.profile, config, None, profile_values(args.profile, notebook))
         except ProfileFolderError as err:

@@ -24,7 +24,7 @@ from pathlib import Path
 from longdoc.analysis import claim_cards
 from longdoc.data.registry import REPO_ROOT
 from longdoc.experiments.profiles import NOTEBOOKS_DIR, PROFILES_DIR, parameters_for
-from longdoc.experiments.records import RESULTS_DIR
+from longdoc.experiments.records import RESULTS_DIR, own_data_folder
 from longdoc.experiments.tables import markdown_table, p_cells
 from longdoc.experiments.verdicts import Findings
 
@@ -232,8 +232,8 @@ def card_lines(
     """One claim card per paper (``data/claims``): the paper's difference beside ours, the verdict, and
     a link to the card's forest plot (drawn by :func:`write_card_figures`). ``reference``: the records of
     the committed profile, whose verdict each claim is compared with (another profile's report)."""
-    by_notebook = {r["notebook"]: r for r in found}
-    reference_by_notebook = {r["notebook"]: r for r in reference or []}
+    by_notebook = by_notebook_own_last(found)
+    reference_by_notebook = by_notebook_own_last(reference or [])
     lines = ["## Claim cards", ""]
     if reference is not None:
         lines += [
@@ -266,7 +266,7 @@ def write_card_figures(profile: str, root: Path = RESULTS_DIR, link_base: Path =
     carried = (
         carried_sections(previous_path.read_text(), {r["notebook"] for r in found}) if previous_path.exists() else {}
     )
-    by_notebook = {r["notebook"]: r for r in found}
+    by_notebook = by_notebook_own_last(found)
     written = []
     for key, card in claim_cards.load_cards().items():
         frame = claim_cards.forest_frame(claim_cards.fill(card, by_notebook, carried), card)
@@ -318,13 +318,31 @@ def contents_lines(headings: list[str]) -> list[str]:
 
 
 def executed_notebook(root: Path, profile: str, record: dict) -> Path | None:
-    """The notebook as ``run_all.sh`` executed it for this record (outputs and figures), if present."""
-    folder = root / profile / "executed"
-    dataset = record.get("dataset", "")
-    for path in (folder / f"{record['notebook']}.ipynb", folder / dataset / f"{record['notebook']}.ipynb"):
-        if path.exists():
-            return path
-    return None
+    """The notebook as ``run_all.sh`` executed it for this record (outputs and figures), if present:
+    ``executed/<notebook>.ipynb`` for the profile's own records, ``executed/<data folder>/`` for others."""
+    path = root / profile / "executed" / f"{run_key(record)}.ipynb"
+    return path if path.exists() else None
+
+
+def own_record(record: dict) -> bool:
+    """Whether a record lies in the folder its profile's file files the notebook's records in (not in one
+    of a run with other data or values); records of a profile without a file count as its own."""
+    own = own_data_folder(record.get("profile", ""), record["notebook"])
+    return own is None or Path(record["_path"]).parent.parent.name == own
+
+
+def run_key(record: dict) -> str:
+    """How ``run_all.sh`` names a record's run in ``timings.tsv`` and ``executed/``: the notebook for the
+    profile's own records, ``<data folder>/<notebook>`` for the others."""
+    return (
+        record["notebook"] if own_record(record) else f"{Path(record['_path']).parent.parent.name}/{record['notebook']}"
+    )
+
+
+def by_notebook_own_last(found: list[dict]) -> dict[str, dict]:
+    """Each notebook's record for the claim cards: the profile's own where it has one (a run on other data
+    under the same profile never stands in for it)."""
+    return {r["notebook"]: r for r in sorted(found, key=own_record)}
 
 
 def notebook_sections(found, carried, profile, root, link_base, base) -> dict[tuple, list[str]]:
@@ -386,7 +404,7 @@ def time_lines(found: list[dict], carried: dict, times: dict[str, dict]) -> list
     totals: dict[str, float] = {}
     rows = {}
     for r in found:
-        timing = times.get(r["notebook"])
+        timing = times.get(run_key(r))
         usage = r.get("usage", {})
         machine = _machine(r)
         if timing:

@@ -87,10 +87,14 @@ class Study:
     def open(
         cls, notebook: str, namespace: dict[str, Any], family: Family | None = None, progress: bool = True
     ) -> Study:
-        """The study of ``notebook`` with the parameters found in ``namespace`` (its ``globals()``); the
-        notebook's tables show numbers as the report does (:func:`~longdoc.experiments.tables.format_number`)."""
+        """The study of ``notebook`` with the parameters found in ``namespace`` (its ``globals()``), its record's
+        folder checked before any work (:func:`~longdoc.experiments.records.check_record_slot`); the notebook's
+        tables show numbers as the report does (:func:`~longdoc.experiments.tables.format_number`)."""
         use_display_format()
-        return cls(notebook, {name: namespace[name] for name in PARAMETERS if name in namespace}, family, progress)
+        study = cls(notebook, {name: namespace[name] for name in PARAMETERS if name in namespace}, family, progress)
+        if "profile" in study.params:  # a notebook's record folder, before any work (the data checks it again)
+            check_record_slot(*study._slot(None))
+        return study
 
     def settings(self, kind: type[T]) -> T:
         """The study's parameters as the typed settings ``kind`` (:mod:`longdoc.experiments.settings`)."""
@@ -110,7 +114,7 @@ class Study:
             self._data = data
         return self._data
 
-    def _slot(self, data_checksum: str) -> tuple:
+    def _slot(self, data_checksum: str | None) -> tuple:
         """The arguments of :func:`check_record_slot` for this study's record."""
         return self.directory, self.options.profile, self.params, data_checksum, self.profile_config
 
@@ -389,7 +393,7 @@ class Study:
             metrics=record_metrics,
             data_checksum=checksum,
             seeds=self.seeds,
-            extra={"code_fingerprint": code_fingerprint(), "usage": usage, "dataset": self.dataset_name},
+            extra={"code_fingerprint": code_fingerprint(), "usage": usage, "dataset": data_folder(self.params)},
             overwrite=overwrite,
             write_files=self.write_runs,
             profile_config=self.profile_config,
