@@ -62,12 +62,12 @@ def imports() -> list[tuple[str, str, str]]:
         importer = module_name(path)
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("longdoc"):
-                targets = [node.module]
-                targets += [
+                modules = [
                     f"{node.module}.{a.name}"
                     for a in node.names
                     if (PACKAGE / Path(*node.module.split(".")[1:], a.name)).with_suffix(".py").exists()
-                ]
+                ]  # ``from package import module`` depends on the module (the package's __init__ runs for any)
+                targets = modules + ([node.module] if len(modules) < len(node.names) else [])
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names if a.name.startswith("longdoc")]
             else:
@@ -107,6 +107,66 @@ def test_the_package_graph_has_no_cycle():
 
     cycles = sorted(a for a in graph if reaches(a, a, {a}))
     assert not cycles, f"packages on an import cycle: {cycles}"
+
+
+def test_no_module_is_on_an_import_cycle():
+    """Within a package too: two modules that import each other (even inside a function, or through a
+    private name) are one concept split in two, or a shared piece that belongs below both."""
+    modules = {module_name(path) for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for importer, target, _ in imports():
+        while target not in modules and "." in target:  # ``from module import name``: the module
+            target = target.rsplit(".", 1)[0]
+        if target != importer:
+            graph.setdefault(importer, set()).add(target)
+    cycles = [sorted(c) for c in strongly_connected(graph) if len(c) > 1]
+    assert not cycles, f"modules on an import cycle: {cycles}"
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components, iteratively (no recursion limit on a deep package)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                components.append(component)
+    return components
+
+
+def test_the_cycle_check_finds_a_cycle_through_a_third_module():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}
+    assert sorted(map(sorted, strongly_connected(graph))) == [["a", "b", "c"], ["d"]]
 
 
 def test_the_kernel_knows_no_family_and_no_paper():

@@ -23,16 +23,55 @@ def copy_fixture(fixtures, tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize("corrupt, message, line", [
-    (lambda d: d.joinpath("corpus.jsonl").write_text('{"_id": "d1", "text": "a"}\n{"_id": "d1", "text": "b"}\n'), "duplicate document id 'd1'", 2),
-    (lambda d: d.joinpath("corpus.jsonl").write_text('{"_id": "d1", "text": "a"}\n{"_id": "d2", "title": "", "text": "  "}\n'), "is empty", 2),
-    (lambda d: d.joinpath("corpus.jsonl").write_text('{"_id": "d1", "text": "a"}\n{"_id": "d2", "text": \n'), "not valid JSON", 2),
-    (lambda d: d.joinpath("qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\nq2\td9\t1\n"), "unknown document id 'd9'", 2),
-    (lambda d: d.joinpath("qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\nq7\td2\t1\n"), "unknown query id 'q7'", 2),
-    (lambda d: d.joinpath("qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\nq2\td2\n"), "expected 3 tab-separated fields", 2),
-    (lambda d: d.joinpath("qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\nq2\td2\tyes\n"), "not an integer", 2),
-    (lambda d: d.joinpath("queries.jsonl").write_text('{"_id": "q1", "text": "x"}\n{"_id": "q1", "text": "y"}\n'), "duplicate query id", 2),
-])
+@pytest.mark.parametrize(
+    "corrupt, message, line",
+    [
+        (
+            lambda d: d.joinpath("corpus.jsonl").write_text('{"_id": "d1", "text": "a"}\n{"_id": "d1", "text": "b"}\n'),
+            "duplicate document id 'd1'",
+            2,
+        ),
+        (
+            lambda d: d.joinpath("corpus.jsonl").write_text(
+                '{"_id": "d1", "text": "a"}\n{"_id": "d2", "title": "", "text": "  "}\n'
+            ),
+            "is empty",
+            2,
+        ),
+        (
+            lambda d: d.joinpath("corpus.jsonl").write_text('{"_id": "d1", "text": "a"}\n{"_id": "d2", "text": \n'),
+            "not valid JSON",
+            2,
+        ),
+        (
+            lambda d: d.joinpath("qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\nq2\td9\t1\n"),
+            "unknown document id 'd9'",
+            2,
+        ),
+        (
+            lambda d: d.joinpath("qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\nq7\td2\t1\n"),
+            "unknown query id 'q7'",
+            2,
+        ),
+        (
+            lambda d: d.joinpath("qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\nq2\td2\n"),
+            "expected 3 tab-separated fields",
+            2,
+        ),
+        (
+            lambda d: d.joinpath("qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\nq2\td2\tyes\n"),
+            "not an integer",
+            2,
+        ),
+        (
+            lambda d: d.joinpath("queries.jsonl").write_text(
+                '{"_id": "q1", "text": "x"}\n{"_id": "q1", "text": "y"}\n'
+            ),
+            "duplicate query id",
+            2,
+        ),
+    ],
+)
 def test_malformed_input_names_file_and_line(fixtures, tmp_path, corrupt, message, line):
     directory = copy_fixture(fixtures, tmp_path)
     corrupt(directory)

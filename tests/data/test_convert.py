@@ -5,7 +5,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 from longdoc.data.beir import files_checksum, load_beir
 from longdoc.data.convert import main

@@ -6,13 +6,13 @@ import json
 import re
 
 import pytest
+from tests.conftest import add_further_set
 
 from longdoc.data import corpus_store
 from longdoc.data.beir import load_beir, read_corpus
 from longdoc.data.corpus_store import CorpusStore, open_corpus_store, write_corpus_store
 from longdoc.data.errors import DataFormatError
 from longdoc.data.registry import load_dataset
-from tests.conftest import add_further_set
 
 ROWS = [
     {"_id": "d1", "title": "Pipe", "text": "pipe(2): create a pipe"},
@@ -66,11 +66,20 @@ def test_a_store_is_built_once_and_opened_after(tiny_dataset, tmp_path):
     [
         (ROWS[:2] + [{"_id": "d1", "text": "again"}], "duplicate document id 'd1' (first on line 1)", 3),
         (  # the earliest repeat in the file, not the first in sorted order ('a' < 'b')
-            [{"_id": "b", "text": "x"}, {"_id": "a", "text": "x"}, {"_id": "b", "text": "y"}, {"_id": "a", "text": "y"}],
+            [
+                {"_id": "b", "text": "x"},
+                {"_id": "a", "text": "x"},
+                {"_id": "b", "text": "y"},
+                {"_id": "a", "text": "y"},
+            ],
             "duplicate document id 'b' (first on line 1)",
             3,
         ),
-        (ROWS[:1] + [{"_id": "e\u0000", "text": "x"}], "document id 'e\\x00' contains the invisible character U+0000", 2),
+        (
+            ROWS[:1] + [{"_id": "e\u0000", "text": "x"}],
+            "document id 'e\\x00' contains the invisible character U+0000",
+            2,
+        ),
         (ROWS[:1] + [{"_id": "e", "title": " ", "text": ""}], "document 'e' is empty", 2),
         (ROWS[:1] + [{"_id": "e", "text": ["a list"]}], "field 'text' must be a string", 2),
         ([], "the corpus holds no documents", None),

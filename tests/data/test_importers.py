@@ -11,8 +11,10 @@ def test_msmarco_documents_and_trec_dl(fixtures):
     d = fixtures / "msmarco"
     data = load_msmarco_documents(
         d / "msmarco-docs.tsv",
-        {"train": (d / "msmarco-doctrain-queries.tsv", d / "msmarco-doctrain-qrels.tsv"),
-         "test": (d / "msmarco-test2019-queries.tsv", d / "2019qrels-docs.txt")},
+        {
+            "train": (d / "msmarco-doctrain-queries.tsv", d / "msmarco-doctrain-qrels.tsv"),
+            "test": (d / "msmarco-test2019-queries.tsv", d / "2019qrels-docs.txt"),
+        },
     )
     assert sorted(data.corpus) == ["D1359209", "D1555982", "D301595"]  # the empty D999 is skipped
     assert data.manifest["import_stats"]["skipped_empty"] == 1
@@ -90,7 +92,10 @@ def test_gwikimatch_labels_are_binarised(fixtures):
 
 def test_smash_pairs_and_unknown_ids(fixtures):
     path = fixtures / "pairs" / "wiki65k_test.tsv"
-    assert [(p.source, p.target, p.label) for p in read_smash_pairs(path)] == [("doc_1", "doc_2", 1), ("doc_1", "doc_3", 0)]
+    assert [(p.source, p.target, p.label) for p in read_smash_pairs(path)] == [
+        ("doc_1", "doc_2", 1),
+        ("doc_1", "doc_3", 0),
+    ]
     with pytest.raises(DataFormatError, match="line 2: unknown document id 'doc_3'"):
         read_smash_pairs(path, known_ids={"doc_1", "doc_2"})
     stats = {}

@@ -106,7 +106,16 @@ def test_see_also_pairs_thresholds_and_negatives():
 def test_every_positive_gets_one_negative_from_the_first_tier_that_has_one(tmp_path):
     from longdoc.data.see_also_pairs import NEGATIVE_TIERS, save_links
 
-    links = {"a": {"b", "c"}, "b": {"a", "c"}, "c": {"a", "b"}, "d": {"e"}, "e": {"f"}, "f": set(), "g": set(), "h": set()}
+    links = {
+        "a": {"b", "c"},
+        "b": {"a", "c"},
+        "c": {"a", "b"},
+        "d": {"e"},
+        "e": {"f"},
+        "f": set(),
+        "g": set(),
+        "h": set(),
+    }
     pairs, counts = build_see_also_pairs(links, PairThresholds(0.5, 0.1))
     flat = [p for rows in pairs.values() for p in rows]
     assert counts["negative_pairs"] == counts["positive_pairs"] == sum(p.label for p in flat)
@@ -117,7 +126,10 @@ def test_every_positive_gets_one_negative_from_the_first_tier_that_has_one(tmp_p
             assert jaccard(links[pair.source] | {pair.source}, links[pair.target] | {pair.target}) < 0.1
     assert counts["negatives_per_tier"]["random page"] >= 1  # a, b, c link only among themselves
     linking = save_links(links, tmp_path)
-    written = [line.split("\t") for split in ("train", "dev", "test")
-               for line in (tmp_path / "links" / f"{split}.tsv").read_text().splitlines()[1:]]
+    written = [
+        line.split("\t")
+        for split in ("train", "dev", "test")
+        for line in (tmp_path / "links" / f"{split}.tsv").read_text().splitlines()[1:]
+    ]
     assert sorted(tuple(w) for w in written) == sorted((s, t) for s, ts in links.items() for t in ts)
     assert sum(linking.values()) == sum(bool(t) for t in links.values())

@@ -5,11 +5,11 @@ import json
 import shutil
 
 import pytest
+from tests.conftest import write_tiny_dataset
 
 from longdoc.data.beir import load_beir
 from longdoc.data.convert import main
 from longdoc.data.splits import carve_splits, require_splits
-from tests.conftest import write_tiny_dataset
 
 
 def only_test_judgements(tmp_path):
@@ -37,7 +37,7 @@ def test_a_study_on_a_test_only_collection_fails_before_training(tmp_path, tiny_
     directory = only_test_judgements(tmp_path)
     study = tiny_study(directory, "unused-backbone")
     with pytest.raises(ValueError, match=r"missing qrels/train.tsv \(fine-tuning\); qrels/dev.tsv"):
-        study.data
+        study.data  # noqa: B018 (reading the data checks it)
 
 
 def test_the_carve_is_seeded_complete_and_disjoint():

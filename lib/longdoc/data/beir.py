@@ -10,28 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
-from longdoc.data.errors import DataFormatError, ascii_integer, check_id, json_type, require_file, shown, text_lines, visible
+from longdoc.data.corpus_store import open_corpus_store
+from longdoc.data.errors import DataFormatError, ascii_integer, check_id, require_file, text_lines, visible
+from longdoc.data.jsonl import Document, jsonl_rows, text_field
 from longdoc.data.splits import refuse_shared_queries
 from longdoc.io import atomic_write
 from longdoc.types import Qrels
-
-
-
-@dataclass(frozen=True)
-class Document:
-    doc_id: str
-    title: str
-    text: str
-
-    @property
-    def full_text(self) -> str:
-        """Title and body, the input the papers' encoders see (Longtriever: ``title + ' ' + text``)."""
-        return f"{self.title} {self.text}".strip() if self.title else self.text
 
 
 @dataclass
@@ -75,11 +63,13 @@ class RetrievalDataset:
             raise ValueError(f"{self.name} has no split {split!r} (no qrels/{split}.tsv); it has {sorted(self.qrels)}")
         qrels = {q: d for q, d in self.qrels[split].items() if any(r > 0 for r in d.values())}
         if not qrels:
-            raise ValueError(f"{self.name}: split {split!r} (qrels/{split}.tsv) has no query with a relevant document "
-                             "(relevance > 0)")
+            raise ValueError(
+                f"{self.name}: split {split!r} (qrels/{split}.tsv) has no query with a relevant document "
+                "(relevance > 0)"
+            )
         return {q: self.queries[q] for q in qrels}, qrels
 
-    def subsample(self, max_docs: int, seed: int = 0) -> "RetrievalDataset":
+    def subsample(self, max_docs: int, seed: int = 0) -> RetrievalDataset:
         """A smaller dataset for smoke runs: queries are kept with all their relevant documents until
         ``max_docs`` documents are used, then the corpus is filled up with random other documents."""
         if max_docs <= 0 or max_docs >= len(self.corpus):
@@ -111,57 +101,17 @@ class RetrievalDataset:
         return RetrievalDataset(f"{self.name}[{max_docs}]", corpus, queries, qrels, manifest)
 
 
-class _RepeatedKey(ValueError):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
-    """A JSON object whose keys are all different (json's default keeps the last of a repeated key)."""
-    row = {}
-    for key, value in pairs:
-        if key in row:
-            raise _RepeatedKey(key)
-        row[key] = value
-    return row
-
-
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict]]:
-    for number, line in text_lines(path):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line, object_pairs_hook=_unique_keys)
-        except _RepeatedKey as err:
-            raise DataFormatError(path, f"the key {shown(err.args[0])} appears twice in one JSON object", number) from None
-        except ValueError as err:  # JSONDecodeError, or an integer of more than 4,300 digits
-            raise DataFormatError(path, f"not valid JSON ({getattr(err, 'msg', err)})", number) from None
-        if not isinstance(row, dict) or "_id" not in row:
-            raise DataFormatError(path, "expected a JSON object with an '_id' field", number)
-        yield number, row
-
-
-def _text_field(row: dict, name: str, path: Path, number: int) -> str:
-    """A ``title``/``text`` field: a string, or absent/null for none (a list or object is an error,
-    not silently stringified)."""
-    value = row.get(name)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise DataFormatError(path, f"field {name!r} must be a string, got {json_type(value)}", number)
-    return value
-
-
 def read_corpus(path: str | Path, on_empty: str = "error", stats: dict | None = None) -> dict[str, Document]:
     """Read ``corpus.jsonl``. Duplicate ids are an error; empty documents are an error or, with
     ``on_empty='skip'``, skipped and counted in ``stats['skipped_empty']``."""
     path = Path(path)
     corpus: dict[str, Document] = {}
     skipped = 0
-    for number, row in _jsonl_rows(path):
+    for number, row in jsonl_rows(path):
         doc_id = check_id(row["_id"], path, number)
         if doc_id in corpus:
             raise DataFormatError(path, f"duplicate document id {doc_id!r}", number)
-        title, text = _text_field(row, "title", path, number), _text_field(row, "text", path, number)
+        title, text = text_field(row, "title", path, number), text_field(row, "text", path, number)
         if not (visible(title) or visible(text)):
             if on_empty == "skip":
                 skipped += 1
@@ -178,11 +128,11 @@ def read_corpus(path: str | Path, on_empty: str = "error", stats: dict | None = 
 def read_queries(path: str | Path) -> dict[str, str]:
     path = Path(path)
     queries: dict[str, str] = {}
-    for number, row in _jsonl_rows(path):
+    for number, row in jsonl_rows(path):
         qid = check_id(row["_id"], path, number, "query id")
         if qid in queries:
             raise DataFormatError(path, f"duplicate query id {qid!r}", number)
-        text = _text_field(row, "text", path, number).strip()
+        text = text_field(row, "text", path, number).strip()
         if not visible(text):
             raise DataFormatError(path, f"query {qid!r} has no text (no visible character)", number)
         queries[qid] = text
@@ -191,8 +141,9 @@ def read_queries(path: str | Path) -> dict[str, str]:
     return queries
 
 
-def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | None = None,
-               first_lines: dict | None = None) -> Qrels:
+def read_qrels(
+    path: str | Path, queries: dict | None = None, corpus: dict | None = None, first_lines: dict | None = None
+) -> Qrels:
     """Read a BEIR qrels TSV (header ``query-id corpus-id score``), checking ids when given;
     ``first_lines`` (when given) receives the line where each query is first judged."""
     path = Path(path)
@@ -204,7 +155,9 @@ def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | Non
         if not line.strip():
             continue
         if len(fields) != 3:
-            raise DataFormatError(path, f"expected 3 tab-separated fields 'query-id corpus-id score', found {len(fields)}", number)
+            raise DataFormatError(
+                path, f"expected 3 tab-separated fields 'query-id corpus-id score', found {len(fields)}", number
+            )
         qid, doc_id, score = (f.strip() for f in fields)
         relevance = ascii_integer(score, path, number)
         qid, doc_id = check_id(qid, path, number, "query id"), check_id(doc_id, path, number)
@@ -220,8 +173,13 @@ def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | Non
     return qrels
 
 
-def load_beir(directory: str | Path, name: str | None = None, on_empty: str = "error",
-              trust_manifest_checksum: bool = False, store_dir: str | Path | None = None) -> RetrievalDataset:
+def load_beir(
+    directory: str | Path,
+    name: str | None = None,
+    on_empty: str = "error",
+    trust_manifest_checksum: bool = False,
+    store_dir: str | Path | None = None,
+) -> RetrievalDataset:
     """A BEIR-layout folder. Its checksum is SHA-256 over the files' bytes (:func:`files_checksum`),
     so an edited file is a new dataset; only a benchmark we built ourselves, whose manifest was written
     with its files in one atomic step, may take the manifest's (``trust_manifest_checksum``).
@@ -248,8 +206,6 @@ def load_beir(directory: str | Path, name: str | None = None, on_empty: str = "e
     if store_dir is None:
         corpus = read_corpus(directory / "corpus.jsonl", on_empty=on_empty)
     else:  # kept under the corpus file's own checksum: new judgements do not rebuild it
-        from longdoc.data.corpus_store import open_corpus_store
-
         own = each.get("corpus.jsonl") or file_checksum(directory / "corpus.jsonl")
         corpus = open_corpus_store(directory / "corpus.jsonl", Path(store_dir) / f"{own[:24]}-{on_empty}", on_empty)
     queries = read_queries(directory / "queries.jsonl")

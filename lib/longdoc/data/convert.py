@@ -49,8 +49,10 @@ def _splits(items: list[str], parts: int) -> dict[str, list[str]]:
             shape = "NAME=QUERIES,QRELS" if parts == 2 else "NAME=FILE"
             raise ValueError(f"--split {item!r}: expected {shape}")
         if not SPLIT_NAME.fullmatch(name):
-            raise ValueError(f"--split {item!r}: the name {name!r} must be letters, digits, '-' and '_' "
-                             "(it becomes a file name; no path)")
+            raise ValueError(
+                f"--split {item!r}: the name {name!r} must be letters, digits, '-' and '_' "
+                "(it becomes a file name; no path)"
+            )
         if name in splits:
             raise ValueError(f"--split {name}: given twice")
         for file in files:
@@ -69,8 +71,9 @@ def _fresh_output(out: Path, force: bool, inputs: list[Path] = ()) -> None:
     for given in inputs:
         source = Path(given).resolve()
         if target == source or source in target.parents or target in source.parents:
-            raise ValueError(f"--out {out}: overlaps the input {given} (replacing it would lose the input); "
-                             "write somewhere else")
+            raise ValueError(
+                f"--out {out}: overlaps the input {given} (replacing it would lose the input); write somewhere else"
+            )
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out}: is a file, not a folder")
     if out.exists() and any(out.iterdir()) and not force:
@@ -80,10 +83,14 @@ def _fresh_output(out: Path, force: bool, inputs: list[Path] = ()) -> None:
 def convert_msmarco(args, splits: dict, folder: Path) -> str:
     from longdoc.data.msmarco import load_msmarco_documents
 
-    dataset = load_msmarco_documents(args.docs, {name: tuple(files) for name, files in splits.items()},
-                                     name=args.out.name,
-                                     on_unknown_doc="skip" if args.skip_unknown_docs else "error",
-                                     dev_from_train=args.dev_from_train, seed=args.seed)
+    dataset = load_msmarco_documents(
+        args.docs,
+        {name: tuple(files) for name, files in splits.items()},
+        name=args.out.name,
+        on_unknown_doc="skip" if args.skip_unknown_docs else "error",
+        dev_from_train=args.dev_from_train,
+        seed=args.seed,
+    )
     return _write(dataset, folder, args.out)
 
 
@@ -99,8 +106,10 @@ def convert_pairs(args, splits: dict, folder: Path) -> str:
     corpus = read_corpus(args.out / "corpus.jsonl")
     stats: dict = {}
     on_unknown = "skip" if args.skip_unknown_docs else "error"
-    pairs = {name: PAIR_READERS[args.format](files[0], known_ids=corpus, on_unknown=on_unknown, stats=stats)
-             for name, files in splits.items()}
+    pairs = {
+        name: PAIR_READERS[args.format](files[0], known_ids=corpus, on_unknown=on_unknown, stats=stats)
+        for name, files in splits.items()
+    }
     write_pair_files(pairs, folder)
     counts = ", ".join(f"{name} {len(rows)} pairs" for name, rows in sorted(pairs.items()))
     return f"{args.out}/pairs: {counts} ({stats.get('skipped_unknown', 0)} naming unknown documents skipped)"
@@ -111,8 +120,14 @@ def convert_split(args, splits: dict, folder: Path) -> str:
     the corpus and queries are copied unchanged, and the manifest records the carve and its source."""
     source = load_beir(args.dir)
     qrels = carve_splits(source.qrels, args.source, args.train, args.dev, args.seed)
-    carve = {"from": args.source, "train": args.train, "dev": args.dev, "seed": args.seed,
-             "source": str(args.dir), "source_checksum": source.checksum}
+    carve = {
+        "from": args.source,
+        "train": args.train,
+        "dev": args.dev,
+        "seed": args.seed,
+        "source": str(args.dir),
+        "source_checksum": source.checksum,
+    }
     dataset = RetrievalDataset(args.out.name, source.corpus, source.queries, qrels, {"carved": carve})
     return _write(dataset, folder, args.out)
 
@@ -125,8 +140,10 @@ def _write(dataset, folder: Path, out: Path) -> str:
         (folder / "manifest.json").write_text(json.dumps(dataset.manifest, indent=1) + "\n", encoding="utf-8")
     written = load_beir(folder)
     sizes = ", ".join(f"{split} {len(q)} queries" for split, q in sorted(written.qrels.items()))
-    return (f"{out}: {len(written.corpus)} documents, {sizes}; checksum {written.checksum[:16]}\n"
-            f"run notebooks on it: ./run_all.sh --dataset {out} --only 01,10  (or papermill ... -p dataset {out})")
+    return (
+        f"{out}: {len(written.corpus)} documents, {sizes}; checksum {written.checksum[:16]}\n"
+        f"run notebooks on it: ./run_all.sh --dataset {out} --only 01,10  (or papermill ... -p dataset {out})"
+    )
 
 
 CONVERTERS = {"msmarco": convert_msmarco, "nq320k": convert_nq320k, "pairs": convert_pairs, "split": convert_split}
@@ -155,21 +172,43 @@ def convert(args) -> str:
         with atomic_directory(target, refuse_if_changed=True) as folder:
             return CONVERTERS[args.command](args, splits, folder)
 
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m longdoc.data.convert", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m longdoc.data.convert",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     msmarco = commands.add_parser("msmarco", help="MS MARCO documents (+ TREC DL judgements) to BEIR")
     msmarco.add_argument("--docs", type=Path, required=True, help="msmarco-docs.tsv (docid, url, title, body)")
-    msmarco.add_argument("--split", action="append", default=[], metavar="NAME=QUERIES,QRELS",
-                         help="queries TSV and qrels (MS MARCO 'qid 0 docid 1' or TREC 'qid Q0 docid rel'); repeatable")
-    msmarco.add_argument("--skip-unknown-docs", action="store_true",
-                         help="skip judgements of documents the corpus lacks (TREC DL), counted in the manifest")
-    msmarco.add_argument("--dev-from-train", type=float, default=0.0, metavar="FRACTION",
-                         help="hold out this seeded share of the train queries as dev (the selection split)")
+    msmarco.add_argument(
+        "--split",
+        action="append",
+        default=[],
+        metavar="NAME=QUERIES,QRELS",
+        help="queries TSV and qrels (MS MARCO 'qid 0 docid 1' or TREC 'qid Q0 docid rel'); repeatable",
+    )
+    msmarco.add_argument(
+        "--skip-unknown-docs",
+        action="store_true",
+        help="skip judgements of documents the corpus lacks (TREC DL), counted in the manifest",
+    )
+    msmarco.add_argument(
+        "--dev-from-train",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="hold out this seeded share of the train queries as dev (the selection split)",
+    )
     msmarco.add_argument("--seed", type=int, default=0, help="the seed of --dev-from-train's hold-out")
     nq = commands.add_parser("nq320k", help="NCI's NQ320k files to BEIR")
-    nq.add_argument("--dir", type=Path, required=True, help="folder with nq_title_abs.tsv, nq_train_doc_newid.tsv, nq_dev_doc_newid.tsv")
+    nq.add_argument(
+        "--dir",
+        type=Path,
+        required=True,
+        help="folder with nq_title_abs.tsv, nq_train_doc_newid.tsv, nq_dev_doc_newid.tsv",
+    )
     nq.add_argument("--dev-fraction", type=float, default=0.05, help="share of train queries held out as dev")
     pairs = commands.add_parser("pairs", help="GWikiMatch / Wiki65K / AAN104K pair files into a BEIR folder")
     pairs.add_argument("--format", choices=sorted(PAIR_READERS), required=True)
@@ -183,8 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     split.add_argument("--seed", type=int, default=0, help="seed of the hash that deals the queries")
     for command in (msmarco, nq, pairs, split):
         command.add_argument("--out", type=Path, required=True, help="the BEIR folder to write")
-        command.add_argument("--force", action="store_true",
-                             help="replace a non-empty --out (pairs: a non-empty --out/pairs) whole")
+        command.add_argument(
+            "--force", action="store_true", help="replace a non-empty --out (pairs: a non-empty --out/pairs) whole"
+        )
     args = parser.parse_args(argv)
     try:
         print(convert(args))

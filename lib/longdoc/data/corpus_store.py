@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from longdoc.data.errors import DataFormatError, check_id, visible
+from longdoc.data.jsonl import Document, jsonl_rows, text_field
 from longdoc.io import atomic_directory
 
 STORE_VERSION = 1
@@ -38,16 +39,15 @@ MAPPED_FROM_BYTES = 1 << 30  # load_dataset's default: corpora of 1 GiB or more 
 def write_corpus_store(corpus_path: str | Path, directory: str | Path, on_empty: str = "error") -> Path:
     """Stream ``corpus_path`` (``corpus.jsonl``) into a store at ``directory`` (built under a temporary
     name, so a killed build leaves nothing a later run opens). Returns ``directory``."""
-    from longdoc.data.beir import _jsonl_rows, _text_field
 
     corpus_path, directory = Path(corpus_path), Path(directory)
     with atomic_directory(directory) as tmp:
         ids, lines, bounds, position, skipped = [], array("q"), array("q"), 0, 0
         with open(tmp / "text.bin", "wb") as text_file:
-            for number, row in _jsonl_rows(corpus_path):
+            for number, row in jsonl_rows(corpus_path):
                 doc_id = check_id(row["_id"], corpus_path, number)
-                title = _text_field(row, "title", corpus_path, number)
-                text = _text_field(row, "text", corpus_path, number)
+                title = text_field(row, "title", corpus_path, number)
+                text = text_field(row, "text", corpus_path, number)
                 if not (visible(title) or visible(text)):
                     if on_empty == "skip":
                         skipped += 1
@@ -82,8 +82,16 @@ def write_corpus_store(corpus_path: str | Path, directory: str | Path, on_empty:
         np.save(tmp / "lookup.npy", lookup)
         np.save(tmp / "bounds.npy", np.frombuffer(bounds, dtype=np.int64).reshape(-1, 3))
         (tmp / "store.json").write_text(
-            json.dumps({"version": STORE_VERSION, "source": str(corpus_path), "documents": len(lookup),
-                        "text_bytes": position, "skipped_empty": skipped}, indent=2)
+            json.dumps(
+                {
+                    "version": STORE_VERSION,
+                    "source": str(corpus_path),
+                    "documents": len(lookup),
+                    "text_bytes": position,
+                    "skipped_empty": skipped,
+                },
+                indent=2,
+            )
         )
     return directory
 
@@ -156,7 +164,9 @@ class CorpusStore(Mapping):
         self._ids = np.load(self.directory / "ids.npy", mmap_mode="r")
         self._lookup = np.load(self.directory / "lookup.npy", mmap_mode="r")
         self._bounds = np.load(self.directory / "bounds.npy", mmap_mode="r")
-        self._text = open(self.directory / "text.bin", "rb")  # read with pread: the page cache, not this process, holds it
+        self._text = open(
+            self.directory / "text.bin", "rb"
+        )  # read with pread: the page cache, not this process, holds it
         self.ids = _Column(self, self._id)
         self.full_texts = _Column(self, self._full_text)
 
@@ -205,7 +215,6 @@ class CorpusStore(Mapping):
         return self.position(doc_id) is not None
 
     def __getitem__(self, doc_id: str):
-        from longdoc.data.beir import Document
 
         index = self.position(doc_id)
         if index is None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 import reprlib
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 class DataFormatError(ValueError):
@@ -63,15 +64,20 @@ def text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
 
     path = require_file(path)
     size = path.stat().st_size
-    with open(path, "rb") as handle, tqdm(total=size, desc=f"reading {path.name}", unit="B", unit_scale=True,
-                                          disable=size < PROGRESS_BYTES) as bar:
+    with (
+        open(path, "rb") as handle,
+        tqdm(total=size, desc=f"reading {path.name}", unit="B", unit_scale=True, disable=size < PROGRESS_BYTES) as bar,
+    ):
         for number, raw in enumerate(handle, start=1):
             bar.update(len(raw))
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise DataFormatError(path, f"byte 0x{raw[err.start]:02x} at column {err.start + 1} is not UTF-8 "
-                                            "(re-encode the file as UTF-8)", number) from None
+                raise DataFormatError(
+                    path,
+                    f"byte 0x{raw[err.start]:02x} at column {err.start + 1} is not UTF-8 (re-encode the file as UTF-8)",
+                    number,
+                ) from None
             if number == 1:
                 line = line.removeprefix("\ufeff")
             yield number, line.rstrip("\r\n")
@@ -101,7 +107,9 @@ def check_id(value, path: str | Path, line: int, what: str = "document id") -> s
     hidden = next((c for c in text if unicodedata.category(c) in ("Cc", "Cf", "Cs")), None)
     if hidden is not None:  # an id the user cannot see differs from the one they can
         raise DataFormatError(
-            path, f"{what} {ascii(text)[:80]} contains the invisible character U+{ord(hidden):04X} (a control or format character)", line
+            path,
+            f"{what} {ascii(text)[:80]} contains the invisible character U+{ord(hidden):04X} (a control or format character)",
+            line,
         )
     return text
 
@@ -123,5 +131,12 @@ def ascii_integer(text: str, path: str | Path, line: int, what: str = "relevance
 
 
 def json_type(value) -> str:
-    return {type(None): "null", bool: "boolean", int: "number", float: "number", str: "string", list: "array",
-            dict: "object"}.get(type(value), type(value).__name__)
+    return {
+        type(None): "null",
+        bool: "boolean",
+        int: "number",
+        float: "number",
+        str: "string",
+        list: "array",
+        dict: "object",
+    }.get(type(value), type(value).__name__)

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from longdoc.data.beir import Document, read_corpus, write_jsonl
-from longdoc.data.manpages import PACKAGES, tool_version, classify_pages, page_id, parse_rendered, render
+from longdoc.data.manpages import PACKAGES, classify_pages, page_id, parse_rendered, render, tool_version
 from longdoc.io import atomic_directory, sweep_stale
 from longdoc.progress import tqdm
 

@@ -21,17 +21,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from longdoc.progress import tqdm
-
 from longdoc.data.beir import Document, RetrievalDataset, save_beir
 from longdoc.data.pairs import save_pairs
-from longdoc.data.splits import hashed_split
 from longdoc.data.see_also_pairs import PairThresholds, build_see_also_pairs, save_links
+from longdoc.data.splits import hashed_split
 from longdoc.io import atomic_directory, atomic_write
+from longdoc.progress import tqdm
 
 PACKAGES = ("manpages", "manpages-dev")
 SPLIT_SHARES = (("train", 60), ("dev", 20), ("test", 20))
-BUILDER_VERSION = 2  # raised when the builder's output changes (2: balanced pairs in 40/30/30, links/); an older build is rebuilt
+BUILDER_VERSION = (
+    2  # raised when the builder's output changes (2: balanced pairs in 40/30/30, links/); an older build is rebuilt
+)
 _PAGE_DIR = re.compile(r"^/usr/share/man/man[^/]+/[^/]+$")
 _SECTION_HEADING = re.compile(r"^[A-Z][A-Z0-9 ,/()'&_-]*$")
 _NAME_DASH = re.compile(r"\s[-\u2010-\u2015\u2212]+\s")
@@ -111,7 +112,8 @@ def render(path: Path) -> str:
     }
     done = subprocess.run(
         ["man", "--no-hyphenation", "--no-justification", "-E", "UTF-8", "-l", str(path)],
-        capture_output=True, env=env,
+        capture_output=True,
+        env=env,
     )
     if done.returncode != 0 or not done.stdout:
         raise RuntimeError(f"man could not render {path}: {done.stderr.decode(errors='replace').strip()}")
@@ -138,12 +140,11 @@ def parse_rendered(doc_id: str, rendered: str) -> RenderedPage:
     name_line = " ".join(name_lines)
     parts = _NAME_DASH.split(name_line, maxsplit=1)
     description = " ".join(parts[1].split()) if len(parts) == 2 and parts[1].strip() else None
-    text = "\n".join(
-        line for heading, text in sections if heading != "NAME" for line in [heading, *text]
-    )
+    text = "\n".join(line for heading, text in sections if heading != "NAME" for line in [heading, *text])
     see_also = tuple(
         f"{name}.{section}"
-        for heading, text in sections if heading == "SEE ALSO"
+        for heading, text in sections
+        if heading == "SEE ALSO"
         for name, section in _REFERENCE.findall(" ".join(text))
     )
     name, _, section = doc_id.rpartition(".")
@@ -200,6 +201,7 @@ def assemble(pages: list[RenderedPage], aliases: dict[str, str]) -> tuple[Retrie
 
 def resolve_links(pages: list[RenderedPage], aliases: dict[str, str], corpus: dict) -> dict[str, set[str]]:
     """Outgoing SEE ALSO links of every document, aliases resolved, restricted to the corpus, no self-links."""
+
     def resolve(target: str) -> str:
         seen = set()
         while target in aliases and target not in seen:
@@ -218,7 +220,8 @@ def resolve_links(pages: list[RenderedPage], aliases: dict[str, str], corpus: di
 def _checksums(directory: Path) -> dict[str, str]:
     return {
         str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(directory.rglob("*")) if p.is_file() and p.name != "manifest.json"
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
     }
 
 

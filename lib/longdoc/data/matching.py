@@ -32,7 +32,9 @@ class MatchingDataset:
 
     def split(self, name: str) -> list[DocumentPair]:
         if name not in self.pairs:
-            raise ValueError(f"{self.name} has no pair split {name!r} (no pairs/{name}.tsv); it has {sorted(self.pairs)}")
+            raise ValueError(
+                f"{self.name} has no pair split {name!r} (no pairs/{name}.tsv); it has {sorted(self.pairs)}"
+            )
         if not self.pairs[name]:
             raise ValueError(f"{self.name}: pairs/{name}.tsv has no pair")
         return self.pairs[name]
@@ -59,11 +61,17 @@ class MatchingDataset:
         return [self.corpus[d].full_text for d in ids]
 
     def counts(self) -> dict:
-        return {split: {"pairs": len(rows), "positive": sum(p.label for p in rows), "sources": len({p.source for p in rows}),
-                        "documents": len({d for p in rows for d in (p.source, p.target)})}
-                for split, rows in self.pairs.items()}
+        return {
+            split: {
+                "pairs": len(rows),
+                "positive": sum(p.label for p in rows),
+                "sources": len({p.source for p in rows}),
+                "documents": len({d for p in rows for d in (p.source, p.target)}),
+            }
+            for split, rows in self.pairs.items()
+        }
 
-    def subsample(self, max_docs: int, seed: int = 0) -> "MatchingDataset":
+    def subsample(self, max_docs: int, seed: int = 0) -> MatchingDataset:
         """A smaller dataset for smoke runs: pairs in a seeded order are kept while their documents fit
         in ``max_docs``; links are kept between kept documents."""
         if max_docs <= 0 or max_docs >= len(self.corpus):
@@ -78,11 +86,19 @@ class MatchingDataset:
                 kept[split].append(pair)
         for rows in kept.values():
             rows.sort(key=lambda p: (p.source, p.target))
-        links = {split: {s: t & keep for s, t in sources.items() if s in keep and t & keep}
-                 for split, sources in self.links.items()}
+        links = {
+            split: {s: t & keep for s, t in sources.items() if s in keep and t & keep}
+            for split, sources in self.links.items()
+        }
         corpus = {d: doc for d, doc in self.corpus.items() if d in keep}
-        return MatchingDataset(f"{self.name}[{max_docs}]", corpus, kept, links, self.checksum,
-                               dict(self.manifest, subsample={"max_docs": max_docs, "seed": seed}))
+        return MatchingDataset(
+            f"{self.name}[{max_docs}]",
+            corpus,
+            kept,
+            links,
+            self.checksum,
+            dict(self.manifest, subsample={"max_docs": max_docs, "seed": seed}),
+        )
 
 
 def read_links(path: Path, corpus: dict) -> dict[str, set[str]]:
@@ -92,7 +108,9 @@ def read_links(path: Path, corpus: dict) -> dict[str, set[str]]:
         if number == 1 and fields[0] == "source-id" or not line.strip():
             continue
         if len(fields) != 2:
-            raise DataFormatError(path, f"expected 2 tab-separated fields 'source-id target-id', found {len(fields)}", number)
+            raise DataFormatError(
+                path, f"expected 2 tab-separated fields 'source-id target-id', found {len(fields)}", number
+            )
         for doc in fields:
             if doc not in corpus:
                 raise DataFormatError(path, f"unknown document id {doc!r}", number)
@@ -118,10 +136,18 @@ def load_matching(name: str = "manpages", max_docs: int = 0, seed: int = 0) -> M
     pairs = load_pairs(directory, known_ids=corpus)
     for split in SPLITS:
         if not pairs.get(split):
-            raise DataFormatError(directory / "pairs" / f"{split}.tsv", "missing or empty: matching needs train, dev and test pairs")
+            raise DataFormatError(
+                directory / "pairs" / f"{split}.tsv", "missing or empty: matching needs train, dev and test pairs"
+            )
     link_files = sorted((directory / "links").glob("*.tsv")) if (directory / "links").is_dir() else []
     links = {p.stem: read_links(p, corpus) for p in link_files}
     files = [directory / "corpus.jsonl", *sorted((directory / "pairs").glob("*.tsv")), *link_files]
-    dataset = MatchingDataset("manpages" if name == "manpages" else directory.name, corpus, pairs, links,
-                              _checksum(directory, files), {"dataset_parameter": name})
+    dataset = MatchingDataset(
+        "manpages" if name == "manpages" else directory.name,
+        corpus,
+        pairs,
+        links,
+        _checksum(directory, files),
+        {"dataset_parameter": name},
+    )
     return dataset.subsample(max_docs, seed)

@@ -24,7 +24,9 @@ def read_msmarco_docs(path: str | Path, stats: dict | None = None) -> dict[str, 
     for number, line in text_lines(path):
         fields = line.split("\t")
         if len(fields) != 4:
-            raise DataFormatError(path, f"expected 4 tab-separated fields 'docid url title body', found {len(fields)}", number)
+            raise DataFormatError(
+                path, f"expected 4 tab-separated fields 'docid url title body', found {len(fields)}", number
+            )
         doc_id, _url, title, body = fields
         doc_id = check_id(doc_id.strip(), path, number, "docid")
         if doc_id in corpus:
@@ -69,8 +71,10 @@ def load_msmarco_documents(
     ``dev_from_train`` > 0 holds out that seeded share of the training queries as ``dev``, the split that
     selects settings: MS MARCO's own dev queries can then be a reported split, as in the papers' tables."""
     if dev_from_train and "dev" in splits:
-        raise ValueError("msmarco: --split dev=... and --dev-from-train both make 'dev'; name MS MARCO's dev "
-                         "queries as a reported split instead (e.g. --split msmarco-dev=...)")
+        raise ValueError(
+            "msmarco: --split dev=... and --dev-from-train both make 'dev'; name MS MARCO's dev "
+            "queries as a reported split instead (e.g. --split msmarco-dev=...)"
+        )
     stats: dict = {}
     corpus = read_msmarco_docs(docs, stats)
     queries: dict[str, str] = {}

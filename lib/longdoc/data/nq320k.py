@@ -22,7 +22,11 @@ def _rows(path: Path, min_fields: int = 3):
             continue
         fields = line.split("\t")
         if len(fields) < min_fields:
-            raise DataFormatError(path, f"expected at least {min_fields} tab-separated fields 'query queryid oldid ...', found {len(fields)}", number)
+            raise DataFormatError(
+                path,
+                f"expected at least {min_fields} tab-separated fields 'query queryid oldid ...', found {len(fields)}",
+                number,
+            )
         yield number, fields
 
 
@@ -75,13 +79,20 @@ def load_nq320k(directory: str | Path, dev_fraction: float = 0.05) -> RetrievalD
     train_lines, test_lines = {}, {}
     train_queries, train_qrels = read_nci_queries(directory / "nq_train_doc_newid.tsv", corpus, train_lines)
     test_queries, test_qrels = read_nci_queries(directory / "nq_dev_doc_newid.tsv", corpus, test_lines)
-    refuse_shared_queries({"train": (directory / "nq_train_doc_newid.tsv", train_lines),
-                           "test": (directory / "nq_dev_doc_newid.tsv", test_lines)})
+    refuse_shared_queries(
+        {
+            "train": (directory / "nq_train_doc_newid.tsv", train_lines),
+            "test": (directory / "nq_dev_doc_newid.tsv", test_lines),
+        }
+    )
 
     qrels = {
         "train": {q: d for q, d in train_qrels.items() if not in_share(q, dev_fraction)},
         "dev": {q: d for q, d in train_qrels.items() if in_share(q, dev_fraction)},
         "test": test_qrels,
     }
-    manifest = {"source": str(directory), "semantic_id_columns": max((len(v) for v in semantic_ids.values()), default=0)}
+    manifest = {
+        "source": str(directory),
+        "semantic_id_columns": max((len(v) for v in semantic_ids.values()), default=0),
+    }
     return RetrievalDataset("nq320k", corpus, {**train_queries, **test_queries}, qrels, manifest)

@@ -52,7 +52,9 @@ def read_pair_tsv(
         if number == 1 and len(fields) == 3 and (tuple(fields) == columns or fields[where["label"]].lower() == "label"):
             continue
         if len(fields) != 3:
-            raise DataFormatError(path, f"expected 3 tab-separated fields {' '.join(columns)!r}, found {len(fields)}", number)
+            raise DataFormatError(
+                path, f"expected 3 tab-separated fields {' '.join(columns)!r}, found {len(fields)}", number
+            )
         source, target, label = (fields[where[name]] for name in HEADER)
         value = _label(label, labels, path, number)
         value = int(value > 0) if binarise else value
@@ -66,10 +68,14 @@ def read_pair_tsv(
             unknown = source if source not in known_ids else target
             raise DataFormatError(path, f"unknown document id {unknown!r}", number)
         if (source, target) in seen:
-            raise DataFormatError(path, f"duplicate pair ({source!r}, {target!r}); first on line {seen[source, target][1]}", number)
+            raise DataFormatError(
+                path, f"duplicate pair ({source!r}, {target!r}); first on line {seen[source, target][1]}", number
+            )
         reverse = seen.get((target, source))
         if reverse is not None and reverse[0] != value:
-            raise DataFormatError(path, f"label {value} contradicts label {reverse[0]} of the reverse pair on line {reverse[1]}", number)
+            raise DataFormatError(
+                path, f"label {value} contradicts label {reverse[0]} of the reverse pair on line {reverse[1]}", number
+            )
         seen[source, target] = (value, number)
         pairs.append(DocumentPair(source, target, value))
     if stats is not None:
@@ -112,8 +118,9 @@ def load_pairs(directory: str | Path, known_ids: set[str] | dict | None = None) 
 def read_gwikimatch(path: str | Path, known_ids=None, on_unknown: str = "error", stats=None) -> list[DocumentPair]:
     """GWikiMatch release TSV: ``source URL, target URL, label`` (labels 0/1/2; 1 and 2 count as a match,
     as in its README). Our label is binarised; the graded label is not kept."""
-    return read_pair_tsv(path, ("source-id", "target-id", "label"), known_ids, on_unknown, stats, labels=(0, 1, 2),
-                         binarise=True)
+    return read_pair_tsv(
+        path, ("source-id", "target-id", "label"), known_ids, on_unknown, stats, labels=(0, 1, 2), binarise=True
+    )
 
 
 def read_smash_pairs(path: str | Path, known_ids=None, on_unknown: str = "error", stats=None) -> list[DocumentPair]:

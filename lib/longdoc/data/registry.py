@@ -31,7 +31,9 @@ def ensure_built(name: str) -> Path:
     if name != "manpages":
         path = Path(name)
         if not path.is_dir():
-            raise FileNotFoundError(f"dataset={name!r}: neither an embedded benchmark ('manpages') nor a dataset directory")
+            raise FileNotFoundError(
+                f"dataset={name!r}: neither an embedded benchmark ('manpages') nor a dataset directory"
+            )
         return path
     from longdoc.data.manpages import build_manpages
 
@@ -41,8 +43,13 @@ def ensure_built(name: str) -> Path:
     return directory
 
 
-def load_dataset(name: str = "manpages", max_docs: int = 0, seed: int = 0, store_dir: str | Path | None = None,
-                 mapped: bool | None = None) -> RetrievalDataset:
+def load_dataset(
+    name: str = "manpages",
+    max_docs: int = 0,
+    seed: int = 0,
+    store_dir: str | Path | None = None,
+    mapped: bool | None = None,
+) -> RetrievalDataset:
     """``manpages`` is built on first use (into ``data/manpages``); anything else is a path to a BEIR
     directory (see the importers in ``longdoc.data`` for the papers' own formats). ``max_docs`` > 0
     subsamples for smoke runs. ``mapped``: read the corpus through a memory-mapped store under
@@ -58,7 +65,11 @@ def load_dataset(name: str = "manpages", max_docs: int = 0, seed: int = 0, store
     corpus_file = directory / "corpus.jsonl"
     if mapped is None:
         mapped = store_dir is not None and corpus_file.is_file() and corpus_file.stat().st_size >= MAPPED_FROM_BYTES
-    dataset = load_beir(directory, name="manpages" if name == "manpages" else None,
-                        trust_manifest_checksum=name == "manpages", store_dir=store_dir if mapped else None)
+    dataset = load_beir(
+        directory,
+        name="manpages" if name == "manpages" else None,
+        trust_manifest_checksum=name == "manpages",
+        store_dir=store_dir if mapped else None,
+    )
     dataset.manifest["dataset_parameter"] = name if name == "manpages" else str(Path(name).resolve())
     return dataset.subsample(max_docs, seed) if max_docs else dataset

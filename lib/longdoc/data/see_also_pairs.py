@@ -83,8 +83,13 @@ def build_see_also_pairs(
     unmatched = 0
     for source, target in positives:
         for tier, pool in zip(NEGATIVE_TIERS, _negative_tiers(links, source, target)):
-            options = [x for x in pool if x not in (source, target) and tuple(sorted((source, x))) not in taken
-                       and jaccard(link_sets[source], link_sets[x]) < thresholds.negative_max_jaccard]
+            options = [
+                x
+                for x in pool
+                if x not in (source, target)
+                and tuple(sorted((source, x))) not in taken
+                and jaccard(link_sets[source], link_sets[x]) < thresholds.negative_max_jaccard
+            ]
             if options:
                 choice = _seeded(source, target).choice(options)
                 taken.add(tuple(sorted((source, choice))))
@@ -108,8 +113,14 @@ def build_see_also_pairs(
         "negative_pairs": len(negatives),
         "negatives_per_tier": tiers,
         "positives_without_negative": unmatched,
-        "pairs_per_split": {s: {"positive": sum(p.label for p in v), "negative": sum(1 - p.label for p in v),
-                                "sources": len({p.source for p in v})} for s, v in pairs.items()},
+        "pairs_per_split": {
+            s: {
+                "positive": sum(p.label for p in v),
+                "negative": sum(1 - p.label for p in v),
+                "sources": len({p.source for p in v}),
+            }
+            for s, v in pairs.items()
+        },
     }
     return pairs, counts
 

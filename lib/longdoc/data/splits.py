@@ -37,12 +37,17 @@ def hold_out_dev(qrels: dict, fraction: float, seed: int, source: str = "train")
     dev = {q: judged for q, judged in qrels[source].items() if in_share(q, fraction, salt)}
     kept = {q: judged for q, judged in qrels[source].items() if q not in dev}
     if not dev or not kept:
-        raise ValueError(f"holding out {fraction} of {len(qrels[source])} {source} queries left "
-                         f"{'dev' if not dev else source} empty")
+        raise ValueError(
+            f"holding out {fraction} of {len(qrels[source])} {source} queries left {'dev' if not dev else source} empty"
+        )
     return {**qrels, source: kept, "dev": dev}
 
 
-TRAINING_SPLITS = {"train": "fine-tuning", "dev": "model selection (learning rate, steps, early stopping)", "test": "evaluation"}
+TRAINING_SPLITS = {
+    "train": "fine-tuning",
+    "dev": "model selection (learning rate, steps, early stopping)",
+    "test": "evaluation",
+}
 
 
 def require_splits(name: str, available, needed=("train", "dev", "test")) -> None:
@@ -60,8 +65,10 @@ def require_splits(name: str, available, needed=("train", "dev", "test")) -> Non
         if source
         else ""
     )
-    raise ValueError(f"dataset={name}: missing {uses}; it has {sorted(available)}. Every trained row needs train "
-                     f"and dev judgements, every table a test split.{carve}")
+    raise ValueError(
+        f"dataset={name}: missing {uses}; it has {sorted(available)}. Every trained row needs train "
+        f"and dev judgements, every table a test split.{carve}"
+    )
 
 
 def carve_splits(qrels: dict, source: str = "test", train: int = 60, dev: int = 20, seed: int = 0) -> dict:
@@ -81,8 +88,10 @@ def carve_splits(qrels: dict, source: str = "test", train: int = 60, dev: int = 
         carved[hashed_split(qid, shares, salt=f"carve-{seed}")][qid] = judged
     empty = [split for split, judged in carved.items() if not judged]
     if empty:
-        raise ValueError(f"carving {len(qrels[source])} {source} queries left {empty} empty: too few queries for "
-                         f"--train {train} --dev {dev}")
+        raise ValueError(
+            f"carving {len(qrels[source])} {source} queries left {empty} empty: too few queries for "
+            f"--train {train} --dev {dev}"
+        )
     return {**{k: v for k, v in qrels.items() if k != source}, **carved}
 
 

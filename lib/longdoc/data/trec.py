@@ -39,7 +39,11 @@ def read_trec_qrels(
             if on_unknown == "skip":
                 skipped += 1
                 continue
-            what = f"query id {qid!r}" if known_queries is not None and qid not in known_queries else f"document id {doc_id!r}"
+            what = (
+                f"query id {qid!r}"
+                if known_queries is not None and qid not in known_queries
+                else f"document id {doc_id!r}"
+            )
             raise DataFormatError(path, f"unknown {what}", number)
         if doc_id in qrels.setdefault(qid, {}):
             raise DataFormatError(path, f"duplicate judgement for ({qid!r}, {doc_id!r})", number)

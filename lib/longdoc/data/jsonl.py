@@ -1,0 +1,67 @@
+"""The rows of the BEIR layout's JSON Lines files (``corpus.jsonl``, ``queries.jsonl``), checked, and the
+document they hold: what the in-memory reader (:mod:`longdoc.data.beir`) and the memory-mapped corpus
+store (:mod:`longdoc.data.corpus_store`) share."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from longdoc.data.errors import DataFormatError, json_type, shown, text_lines
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str
+    title: str
+    text: str
+
+    @property
+    def full_text(self) -> str:
+        """Title and body, the input the papers' encoders see (Longtriever: ``title + ' ' + text``)."""
+        return f"{self.title} {self.text}".strip() if self.title else self.text
+
+
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object whose keys are all different (json's default keeps the last of a repeated key)."""
+    row = {}
+    for key, value in pairs:
+        if key in row:
+            raise _RepeatedKey(key)
+        row[key] = value
+    return row
+
+
+def jsonl_rows(path: Path) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` of every non-blank line: valid JSON, an object with ``_id``, no key twice."""
+    for number, line in text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line, object_pairs_hook=_unique_keys)
+        except _RepeatedKey as err:
+            raise DataFormatError(
+                path, f"the key {shown(err.args[0])} appears twice in one JSON object", number
+            ) from None
+        except ValueError as err:  # JSONDecodeError, or an integer of more than 4,300 digits
+            raise DataFormatError(path, f"not valid JSON ({getattr(err, 'msg', err)})", number) from None
+        if not isinstance(row, dict) or "_id" not in row:
+            raise DataFormatError(path, "expected a JSON object with an '_id' field", number)
+        yield number, row
+
+
+def text_field(row: dict, name: str, path: Path, number: int) -> str:
+    """A ``title``/``text`` field: a string, or absent/null for none (a list or object is an error,
+    not silently stringified)."""
+    value = row.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise DataFormatError(path, f"field {name!r} must be a string, got {json_type(value)}", number)
+    return value
