@@ -136,6 +136,17 @@ def cached_directory(kind: str, build, **determinants) -> Path:
     return directory
 
 
+def dataset_key(dataset) -> dict:
+    """A dataset's part of a cache key (its name, content checksum and subsample), as keyword arguments
+    of :func:`cached_directory`."""
+    return {"dataset": dataset.name, "data_checksum": dataset.checksum, "subsample": dataset.manifest.get("subsample")}
+
+
+def dataset_memo(dataset) -> tuple:
+    """The same, with the corpus size, as the key of an in-process memo."""
+    return (dataset.name, dataset.checksum, repr(dataset.manifest.get("subsample")), len(dataset.corpus))
+
+
 def portable(path: str | Path) -> str:
     """A cached artefact's path relative to the cache (so keys do not depend on the checkout's place)."""
     path = Path(path).resolve()

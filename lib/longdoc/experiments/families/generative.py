@@ -36,7 +36,7 @@ import numpy as np
 
 from longdoc.data.beir import RetrievalDataset
 from longdoc.eval.metrics import evaluate, ranking
-from longdoc.experiments.cache import cached_directory, portable
+from longdoc.experiments.cache import cached_directory, dataset_key, portable
 from longdoc.experiments.families.retrieval import (
     DATASET_LOADER,
     RETRIEVAL,
@@ -130,10 +130,6 @@ class NciSpec:
         )
 
 
-def _dataset_key(dataset: RetrievalDataset) -> dict:
-    return {"dataset": dataset.name, "data_checksum": dataset.checksum, "subsample": dataset.manifest.get("subsample")}
-
-
 # -- 1-2: embeddings and identifiers -------------------------------------------------------------
 def document_embeddings(
     dataset: RetrievalDataset, backbone: str, pooling: str, length: int = 512, progress: bool = True
@@ -150,7 +146,7 @@ def document_embeddings(
         ordered[owners] = vectors  # encoding batches documents by length
         np.save(directory / "embeddings.npy", ordered)
 
-    directory = cached_directory("nci_embeddings", build, **_dataset_key(dataset), encoder=encoder_key(encoder))
+    directory = cached_directory("nci_embeddings", build, **dataset_key(dataset), encoder=encoder_key(encoder))
     return np.load(directory / "embeddings.npy")
 
 
@@ -233,7 +229,7 @@ def generated_queries(
     directory = cached_directory(
         "nci_queries",
         build,
-        **_dataset_key(dataset),
+        **dataset_key(dataset),
         generation=asdict(config),
         backbone=portable(backbone) if Path(backbone).is_dir() else backbone,
         **({"processes": n_devices} if n_devices > 1 else {}),
@@ -391,7 +387,7 @@ def finetune_nci(
         "finetune_nci",
         run,
         load_nci,
-        **_dataset_key(dataset),
+        **dataset_key(dataset),
         spec=asdict(spec),
         train=asdict(train),
         decoding=asdict(decoding),
@@ -483,7 +479,7 @@ def decode_nci(fit: FineTuned, dataset: RetrievalDataset, decoding: DecodingConf
         )
 
     directory = cached_directory(
-        "nci_decode", build, model=portable(fit.directory), decoding=asdict(decoding), **_dataset_key(dataset)
+        "nci_decode", build, model=portable(fit.directory), decoding=asdict(decoding), **dataset_key(dataset)
     )
     return json.loads((directory / "runs.json").read_text()), json.loads((directory / "timing.json").read_text())
 

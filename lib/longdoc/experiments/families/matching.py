@@ -29,7 +29,7 @@ from longdoc.eval.chance import random_ranking_value
 from longdoc.eval.classification import accuracy_threshold, classification_metrics, pair_outcomes
 from longdoc.eval.metrics import Run, evaluate, per_query
 from longdoc.eval.run_files import write_run
-from longdoc.experiments.cache import portable
+from longdoc.experiments.cache import dataset_key, portable
 from longdoc.experiments.families.pretraining import Documents, pretrained, pretraining_history, pretraining_summary
 from longdoc.experiments.families.retrieval import encoder_key
 from longdoc.experiments.families.worker import dataset_reference, launch
@@ -363,9 +363,7 @@ def finetune_matcher(
         run,
         lambda path: SiameseMatcher(load_encoder(model_name, path)),
         model=model_name,
-        dataset=dataset.name,
-        data_checksum=dataset.checksum,
-        subsample=dataset.manifest.get("subsample"),
+        **dataset_key(dataset),
         encoder=encoder_key(encoder),
         train=train_key(train),
         init=portable(init) if init else None,

@@ -32,7 +32,7 @@ from longdoc.eval.metrics import Run, evaluate, per_query
 from longdoc.eval.probes import in_batch_probe
 from longdoc.eval.run_files import write_run
 from longdoc.experiments import cache
-from longdoc.experiments.cache import cached_directory, portable
+from longdoc.experiments.cache import cached_directory, dataset_key, dataset_memo, portable
 from longdoc.experiments.families.pretraining import pretrained, pretraining_history, pretraining_summary
 from longdoc.experiments.families.worker import dataset_reference, launch
 from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune, save_fit, train_key
@@ -150,7 +150,7 @@ def dev_candidate_ids(dataset: RetrievalDataset, k: int) -> list[str]:
     the whole corpus at every dev evaluation: a selection at 3.2M documents costs ten corpus encodings per
     fit; the dev-best checkpoint's dev and test runs still rank the whole corpus. The dev scores that choose
     (learning rate, checkpoint, plateau) are then MRR@100 over the candidates, higher than over the corpus."""
-    key = (dataset.name, dataset.checksum, repr(dataset.manifest.get("subsample")), len(dataset.corpus), k)
+    key = (*dataset_memo(dataset), k)
     if key not in _CANDIDATES:
         queries, qrels = dataset.split("dev")
         wanted = {d for run in bm25_run(dataset, queries, k).values() for d in run}
@@ -172,10 +172,7 @@ def segment_corpus(model: BiEncoder, dataset: RetrievalDataset) -> SegmentedCorp
     """The dataset's documents cut into the model's blocks (tokenized once per process and shape)."""
     config = model.config
     key = (
-        dataset.name,
-        dataset.checksum,
-        repr(dataset.manifest.get("subsample")),
-        len(dataset.corpus),
+        *dataset_memo(dataset),
         model.tokenizer.name_or_path,
         len(model.tokenizer),
         config.segment_length,
@@ -241,9 +238,7 @@ def miner_run(miner: FineTuned, dataset: RetrievalDataset, depth: int = MINING_D
         "mining",
         build,
         miner=portable(miner.directory),
-        dataset=dataset.name,
-        data_checksum=dataset.checksum,
-        subsample=dataset.manifest.get("subsample"),
+        **dataset_key(dataset),
         depth=depth,
     )
     return json.loads((directory / "run.json").read_text())
@@ -265,9 +260,7 @@ def zero_shot(
         "zero_shot",
         build,
         model=model_name,
-        dataset=dataset.name,
-        data_checksum=dataset.checksum,
-        subsample=dataset.manifest.get("subsample"),
+        **dataset_key(dataset),
         encoder=encoder_key(encoder),
         seed=seed,
     )
@@ -429,9 +422,7 @@ def finetune(
         run,
         lambda path: load_encoder(model_name, path),
         model=model_name,
-        dataset=dataset.name,
-        data_checksum=dataset.checksum,
-        subsample=dataset.manifest.get("subsample"),
+        **dataset_key(dataset),
         encoder=encoder_key(encoder),
         train=train_key(train),
         negatives=negatives,
