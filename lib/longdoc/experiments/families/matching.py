@@ -30,7 +30,7 @@ from longdoc.eval.classification import accuracy_threshold, classification_metri
 from longdoc.eval.metrics import Run, evaluate, per_query
 from longdoc.eval.run_files import write_run
 from longdoc.experiments.cache import dataset_key, portable
-from longdoc.experiments.families.pretraining import Documents, pretrained, pretraining_history, pretraining_summary
+from longdoc.experiments.families.pretraining import Documents, PretrainedStart
 from longdoc.experiments.families.retrieval import encoder_key
 from longdoc.experiments.families.worker import dataset_reference, launch
 from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune, save_fit, train_key
@@ -373,7 +373,7 @@ def finetune_matcher(
 
 # -- rows ------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Matcher(Spec):
+class Matcher(PretrainedStart, Spec):
     """A siamese matcher over registry model ``model``, fine-tuned on the train pairs; pre-trained first
     with ``pretrain`` (on :func:`pretraining_documents`, with ``pretrain_encoder`` when the sweep row
     fine-tunes one pre-trained model under another block count or combine mode)."""
@@ -385,27 +385,10 @@ class Matcher(Spec):
 
     family = MATCHING
 
-    def start(self, study) -> Path | None:
-        if self.pretrain is None:
-            return None
-        return pretrained(
-            pretraining_documents(study.data),
-            self.pretrain_encoder or self.encoder,
-            self.pretrain,
-            progress=study.progress,
-            n_devices=study.settings(BudgetSettings).n_devices,
-        )
+    PRETRAINING_FIELDS = ("pretrain", "pretrain_encoder")
 
-    def pretraining(self, study) -> dict | None:
-        init = self.start(study)
-        return pretraining_summary(init) if init else None
-
-    def pretraining_steps(self, study) -> list[dict]:
-        init = self.start(study)
-        return pretraining_history(init)["history"] if init else []
-
-    def without_pretraining(self) -> Matcher | None:
-        return None if self.pretrain is None else replace(self, pretrain=None, pretrain_encoder=None)
+    def pretraining_input(self, study) -> tuple:
+        return pretraining_documents(study.data), self.pretrain_encoder or self.encoder, None
 
     def start_probe(self, study) -> dict:
         """The start (as fine-tuning would begin: weights, seed, block-head rule) on the dev pairs,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -28,7 +29,7 @@ from longdoc.data.installed_pages import INSTALLED_PAGES, installed_page_corpus
 from longdoc.data.registry import DATA_DIR, load_dataset
 from longdoc.experiments.cache import cache_key, cached_directory
 from longdoc.experiments.families.worker import launch, named
-from longdoc.experiments.settings import settings
+from longdoc.experiments.settings import BudgetSettings, settings
 from longdoc.models.backbone import load_tokenizer
 from longdoc.models.lmae import LongtrieverPretraining
 from longdoc.models.longtriever import Longtriever, LongtrieverConfig
@@ -275,3 +276,41 @@ def pretraining_summary(model_directory: Path) -> dict:
                 last = sum(r[loss] for r in rows[-window:]) / window
                 summary[f"{phase} {loss.upper()} loss"] = f"{first:.2f} → {last:.2f}"
     return summary
+
+
+class PretrainedStart:
+    """What a row that may start from its own pre-training (``pretrain``) does, in the retrieval and
+    matching families alike: the cached pre-training is its start, summarised for the record, and the
+    same row without it is the start it must beat. A row says what it pre-trains on and with which
+    encoder (:meth:`pretraining_input`), and which fields belong to its pre-training
+    (``PRETRAINING_FIELDS``)."""
+
+    PRETRAINING_FIELDS: ClassVar[tuple[str, ...]] = ("pretrain",)
+
+    def pretraining_input(self, study) -> tuple:
+        """``(source, encoder, dataset)`` of :func:`pretrained`."""
+        raise NotImplementedError
+
+    def start(self, study) -> Path | None:
+        if self.pretrain is None:
+            return None
+        source, encoder, dataset = self.pretraining_input(study)
+        return pretrained(
+            source,
+            encoder,
+            self.pretrain,
+            dataset=dataset,
+            progress=study.progress,
+            n_devices=study.settings(BudgetSettings).n_devices,
+        )
+
+    def pretraining(self, study) -> dict | None:
+        init = self.start(study)
+        return pretraining_summary(init) if init else None
+
+    def pretraining_steps(self, study) -> list[dict]:
+        init = self.start(study)
+        return pretraining_history(init)["history"] if init else []
+
+    def without_pretraining(self):
+        return None if self.pretrain is None else replace(self, **dict.fromkeys(self.PRETRAINING_FIELDS))

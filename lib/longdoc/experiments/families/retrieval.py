@@ -33,7 +33,7 @@ from longdoc.eval.probes import in_batch_probe
 from longdoc.eval.run_files import write_run
 from longdoc.experiments import cache
 from longdoc.experiments.cache import cached_directory, dataset_key, dataset_memo, portable
-from longdoc.experiments.families.pretraining import pretrained, pretraining_history, pretraining_summary
+from longdoc.experiments.families.pretraining import PretrainedStart
 from longdoc.experiments.families.worker import dataset_reference, launch
 from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune, save_fit, train_key
 from longdoc.experiments.settings import BudgetSettings
@@ -563,7 +563,7 @@ class BM25(Spec):
 
 
 @dataclass(frozen=True)
-class Dense(Spec):
+class Dense(PretrainedStart, Spec):
     """A dense encoder of the registry: fine-tuned under ``protocol`` (``None``: the backbone as it is),
     from ``pretrain`` (continued pre-training on ``pretrain_corpus``, Longtriever) and/or from the
     fine-tuned ``warm_start`` row (its first-seed fit at its chosen learning rate; SeDR starts from
@@ -587,28 +587,8 @@ class Dense(Spec):
             RunOutcome(zero_shot(self.model, study.data, self.encoder, study.seeds[0], progress=study.progress))
         ]
 
-    def start(self, study) -> Path | None:
-        if self.pretrain is None:
-            return None
-        return pretrained(
-            self.pretrain_corpus or study.data,
-            self.encoder,
-            self.pretrain,
-            dataset=study.data,
-            progress=study.progress,
-            n_devices=study.settings(BudgetSettings).n_devices,
-        )
-
-    def pretraining(self, study) -> dict | None:
-        init = self.start(study)
-        return pretraining_summary(init) if init else None
-
-    def pretraining_steps(self, study) -> list[dict]:
-        init = self.start(study)
-        return pretraining_history(init)["history"] if init else []
-
-    def without_pretraining(self) -> Dense | None:
-        return None if self.pretrain is None else replace(self, pretrain=None)
+    def pretraining_input(self, study) -> tuple:
+        return self.pretrain_corpus or study.data, self.encoder, study.data
 
     def start_key(self) -> str:
         warm = self.warm_start.spec.start_key() if self.warm_start is not None else None
