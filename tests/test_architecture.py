@@ -187,3 +187,68 @@ def test_losses_are_pure_tensor_functions(pure):
         if unit(importer) == pure and unit(target) != pure
     ]
     assert not leaks, "\n".join(leaks)
+
+
+# -- the code fingerprint: what is left out of it runs no model, times nothing and builds no row ---------
+RUNS_A_MODEL = ("torch", "transformers", "faiss", "longdoc.index", "longdoc.losses", "longdoc.text", "longdoc.seeding")
+RUNS_A_MODEL += ("longdoc.eval.probes",)
+CONFIG_SOURCES = ("longdoc.models", "longdoc.train")  # only their configuration classes and the registry's lookup
+LEFT_OUT_BECAUSE = {  # (module, import) -> why it still changes no artefact and no recorded number
+    ("experiments/records.py", "torch"): "the record's environment: torch's thread count and GPU name",
+}
+
+
+def presentation_problems(relative: str, source: str) -> list[str]:
+    """Why a module of ``cache.PRESENTATION_ONLY`` could change an artefact or a recorded number: it
+    imports what runs a model, times something, or builds a table's row (``System(...)``)."""
+    problems = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found = [(a.name, [a.name]) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found = [(node.module, [a.name for a in node.names])]
+        else:
+            found = []
+        for module, names in found:
+            if (relative, module.split(".")[0]) in LEFT_OUT_BECAUSE:
+                continue
+            if module.startswith(RUNS_A_MODEL):
+                problems.append(f"line {node.lineno}: imports {module}")
+            elif module.startswith(CONFIG_SOURCES) and any(
+                not (n.endswith("Config") or n == "encoder_class") for n in names
+            ):
+                problems.append(f"line {node.lineno}: imports {names} from {module}")
+        if isinstance(node, ast.Attribute) and node.attr in ("perf_counter", "process_time"):
+            problems.append(f"line {node.lineno}: times with {node.attr}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "System":
+            problems.append(f"line {node.lineno}: builds a row")
+    return problems
+
+
+def test_what_the_code_fingerprint_leaves_out_changes_no_artefact():
+    """``cache.PRESENTATION_ONLY`` (modules whose edits keep the cache) holds only code that runs no
+    model, times nothing and builds no row: papers/ (rows, decoding times) and the benchmarks are in."""
+    import sys
+
+    sys.path.insert(0, str(PACKAGE.parent))
+    from longdoc.experiments.cache import PRESENTATION_ONLY
+
+    listed = [
+        path
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).as_posix().startswith(PRESENTATION_ONLY)
+    ]
+    assert len(listed) >= len(PRESENTATION_ONLY)  # every entry names at least one file
+    problems = [
+        f"{path.relative_to(PACKAGE).as_posix()} {problem}"
+        for path in listed
+        for problem in presentation_problems(path.relative_to(PACKAGE).as_posix(), path.read_text())
+    ]
+    assert not problems, "in cache.PRESENTATION_ONLY but can change a result:\n" + "\n".join(problems)
+
+
+def test_the_presentation_rule_sees_a_timer_a_model_and_a_row():
+    source = "import time\nfrom longdoc.models.biencoder import BiEncoder, EncoderConfig\nt = time.perf_counter()\nSystem('x', s)\n"
+    found = presentation_problems("plots.py", source)
+    assert sorted(p.split(":")[0] for p in found) == ["line 2", "line 3", "line 4"]
+    assert not presentation_problems("plots.py", "from longdoc.models.smith import SmithConfig\n")
