@@ -37,20 +37,20 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
 
 from longdoc.data.registry import REPO_ROOT
-from longdoc.experiments.families.generative import GENERATIVE, Ensemble, ExpandedBM25, Generative, NciSettings
-from longdoc.experiments.families.matching import MATCHING, Matcher
-from longdoc.experiments.families.retrieval import BM25, RETRIEVAL, Dense, ExactSearch
-from longdoc.experiments.papers import baselines, longtriever, nci, sedr, smith
-from longdoc.experiments.profiles import dataset_role, load_profile, parameters_for
+from longdoc.experiments.families.generative import Ensemble, ExpandedBM25, Generative, NciSettings
+from longdoc.experiments.families.matching import Matcher
+from longdoc.experiments.families.retrieval import BM25, Dense, ExactSearch
+from longdoc.experiments.papers.catalogue import TABLES
+from longdoc.experiments.profiles import load_profile, parameters_for
 from longdoc.experiments.settings import BudgetSettings
 from longdoc.experiments.study import Study
+from longdoc.models.registry import encoder_class
 
 MEASUREMENTS = REPO_ROOT / "results" / "bench" / "h100" / "training.json"
 NOTEBOOKS = REPO_ROOT / "notebooks"
@@ -144,7 +144,7 @@ def measured_tokens(job: str, shape: dict) -> int:
     """Tokens per document of ``job`` at the measured ``shape`` (0: not scaled by length)."""
     kind, _, model = job.partition(":")
     if kind in ("retrieval", "encode"):
-        return shape["block"] * (1 if model == "FirstP" else shape["blocks"])
+        return shape["block"] * (1 if encoder_class(model).reads_one_block else shape["blocks"])
     if kind == "matching":
         return shape["matchbert_length"] if model == "MatchBERT" else shape["sentence_block"] * shape["sentence_blocks"]
     if kind == "pretrain":
@@ -262,7 +262,7 @@ class Planner:
             if system.settings_from is not None:
                 self.chosen[system.name] = self.selection(system.settings_from)
             else:
-                grid = list(system.learning_rates or system.family.learning_rates(self.study))
+                grid = system.learning_rate_grid(self.study)
                 for rate in grid:
                     self.fit(system.spec, rate, self.study.seeds[0])
                 self.chosen[system.name] = grid[0]  # any rate costs the same
@@ -381,58 +381,9 @@ def tokens_of(encoder) -> int:
     return encoder.segment_length * encoder.max_segments
 
 
-# -- what each notebook runs (as its cells call the paper module; tests hold the two together) ----------
-def _all_seeds(function: Callable) -> Callable:
-    return lambda study: [(system, None) for system in function(study)]
-
-
-def _first_seed(function: Callable) -> Callable:
-    return lambda study: [(system, study.seeds[:1]) for system in function(study)]
-
-
-def _smith_main(study):
-    systems = smith.main_systems(study)
-    single = smith.single_seed(systems)
-    return [(s, study.seeds[:1] if s in single else None) for s in systems]
-
-
-def _sedr_buckets(study):
-    main, names = {s.name: s for s in sedr.main_systems(study)}, sedr.names(study)
-    rows = [main[names[key]] for key in ("bm25", "star", "maxp")] + [longtriever.longtriever(study)]
-    return [(s, None) for s in [*rows, main[names["sedr"]]]]
-
-
-def _nci_capacity(study):
-    return [(nci.nci(study), study.seeds[:1])] + [(s, study.seeds[:1]) for s in nci.capacity_systems(study)]
-
-
-# notebook -> (dataset role, study -> [(system, seeds or None)]), in run_all.sh's order
-NOTEBOOK_ROWS = {
-    "01_baselines": ("retrieval", _all_seeds(baselines.passage_baselines)),
-    "10_longtriever_main": ("retrieval", _all_seeds(longtriever.main_systems)),
-    "11_longtriever_ablation": ("retrieval", _all_seeds(longtriever.ablation_systems)),
-    "12_block_size": ("retrieval", _first_seed(longtriever.block_size_systems)),
-    "13_lmae_ratio": ("retrieval", _first_seed(longtriever.lmae_ratio_systems)),
-    "20_sedr_main": ("retrieval", _all_seeds(sedr.main_systems)),
-    "21_sedr_interaction": ("retrieval", _all_seeds(sedr.interaction_systems)),
-    "22_sedr_negatives": ("retrieval", _first_seed(lambda s: sum(sedr.sweep_systems(s), []))),
-    "23_sedr_tsne": ("retrieval", _all_seeds(sedr.interaction_systems)),
-    "24_length_buckets": ("retrieval", _sedr_buckets),
-    "30_smith_main": ("matching", _smith_main),
-    "31_smith_length": ("matching", _first_seed(lambda s: smith.length_systems(s, smith.smith_wp_sp(s)))),
-    "32_smith_layers": ("matching", _first_seed(lambda s: smith.layer_systems(s, smith.smith_wp_sp(s)))),
-    "33_smith_combine": ("matching", _first_seed(lambda s: smith.combine_systems(s, smith.smith_wp_sp(s)))),
-    "40_nci_main": ("nci", _all_seeds(nci.main_systems)),
-    "41_nci_ablation": ("nci", _all_seeds(nci.ablation_systems)),
-    "42_nci_adaptor_layers": ("nci", _all_seeds(nci.adaptor_systems)),
-    "43_nci_alpha": ("nci", _all_seeds(nci.alpha_systems)),
-    "44_nci_efficiency": ("nci", _nci_capacity),
-    "45_nci_semantic_ids": ("nci", lambda study: [(nci.nci(study), study.seeds[:1])]),
-}
 LADDER_NOTEBOOK = "90_budget_ladder"
-TRAINING_NOTEBOOKS = tuple(NOTEBOOK_ROWS)
+TRAINING_NOTEBOOKS = tuple(TABLES)  # every notebook with a table (papers/catalogue.py), in run_all.sh's order
 ESTIMATED_NOTEBOOKS = (*TRAINING_NOTEBOOKS, LADDER_NOTEBOOK)  # the ladder's rungs above 1x
-FAMILIES = {"retrieval": RETRIEVAL, "matching": MATCHING, "nci": GENERATIVE}
 
 
 def notebook_plan(
@@ -445,10 +396,10 @@ def notebook_plan(
     params = parameters_for(profile_path(profile), NOTEBOOKS / f"{notebook}.ipynb", overrides)
     if notebook == LADDER_NOTEBOOK:
         return ladder_plan(params, scale)
-    role, rows = NOTEBOOK_ROWS[notebook]
-    study = Study(notebook, params, FAMILIES[role], progress=False)
-    planner = Planner(study, _scale(scale, role, params))
-    for system, seeds in rows(study):
+    table = TABLES[notebook]
+    study = Study(notebook, params, table.family, progress=False)
+    planner = Planner(study, _scale(scale, table.family.role, params))
+    for system, seeds in table.runs(study):  # the rows and seeds Study.run_table fits
         planner.run(system, seeds)
     return planner.plan
 
@@ -465,7 +416,7 @@ def ladder_plan(params: dict, scale: Scale | str | None) -> Plan:
     plan = Plan(LADDER_NOTEBOOK)
     settings = ladder.ladder_settings(params)
     for headline in ladder.HEADLINES:
-        role = dataset_role(headline.notebook)
+        role = headline.family.role
         for multiplier in settings.multipliers(headline.key):
             if multiplier == 1:
                 continue
@@ -558,7 +509,7 @@ def recipe_table(frame: pd.DataFrame, profile: str = "paper") -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for row in frame.to_dict(orient="records"):
-        role, number, hours = dataset_role(row["notebook"]), row["notebook"][:2], row["GPU-hours"]
+        role, number, hours = TABLES[row["notebook"]].family.role, row["notebook"][:2], row["GPU-hours"]
         kinds = {kind: row[f"{kind} h"] for kind in WORK_KINDS}
         top = max(kinds, key=kinds.get)
         mostly = f"{top} {kinds[top] / hours:.0%}" if hours else "its rows are earlier notebooks'"

@@ -110,6 +110,7 @@ def per_step_seconds(train, warmup: int, steps: int) -> float:
 def _encoder_config(name: str, backbone: str, args):
     from longdoc.models.biencoder import EncoderConfig
     from longdoc.models.longtriever import LongtrieverConfig
+    from longdoc.models.registry import encoder_class
     from longdoc.models.sedr import SeDRConfig
     from longdoc.models.smith import SmithConfig
 
@@ -124,7 +125,7 @@ def _encoder_config(name: str, backbone: str, args):
         )
     if name == "MatchBERT":
         return EncoderConfig(segment_length=args.matchbert_length, max_segments=1, **shared)
-    blocks = 1 if name == "FirstP" else args.blocks
+    blocks = 1 if encoder_class(name).reads_one_block else args.blocks
     config_class = {"Longtriever": LongtrieverConfig, "SeDR": SeDRConfig}.get(name, EncoderConfig)
     return config_class(segment_length=args.block, max_segments=blocks, **shared)
 

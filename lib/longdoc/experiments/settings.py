@@ -74,7 +74,7 @@ class EncoderSettings:
 
     def encoder(self, model: str, **changes):
         """The config of registry model ``model`` under these settings; FirstP (and MatchBERT) read one
-        block; ``changes`` override any field (``segment_length`` for FirstP over N × M tokens,
+        block (``reads_one_block``); ``changes`` override any field (``segment_length`` for FirstP over N × M tokens,
         ``doc_token=False`` for an ablation row)."""
         from longdoc.models.registry import encoder_class
 
@@ -86,9 +86,10 @@ class EncoderSettings:
             pooling=self.pooling,
             precision=self.precision,
         )
-        if model in ("FirstP", "MatchBERT"):
+        model_class = encoder_class(model)
+        if model_class.reads_one_block:
             fields["max_segments"] = 1
-        return encoder_class(model).config_class(**(fields | changes))
+        return model_class.config_class(**(fields | changes))
 
 
 @settings

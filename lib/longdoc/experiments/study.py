@@ -1,8 +1,9 @@
 """The study protocol every notebook follows: data, budget, start rule, dev selection, seeds, recording.
 
 A notebook opens one :class:`Study` from its parameters and its family
-(``Study.open(notebook, globals(), RETRIEVAL)``), names its rows as :class:`~longdoc.experiments.systems.System` s
-(built by its paper module, ``experiments/papers/``), and gets each row's runs from :meth:`Study.run`.
+(``Study.open(notebook, globals(), RETRIEVAL)``) and runs its paper module's :class:`~longdoc.experiments.systems.Table`
+(``study.run_table(paper.MAIN)``: each row, a :class:`~longdoc.experiments.systems.System`, with its seeds
+through :meth:`Study.run`).
 The same protocol serves the retrieval, matching and generative families (``experiments/families/``):
 
 - **Budget and start rule.** Every trained system of a table gets the same fitting budget (the family's
@@ -48,7 +49,7 @@ from longdoc.experiments.records import (
     write_metrics,
 )
 from longdoc.experiments.settings import SETTINGS, StudySettings, from_parameters, required_fields
-from longdoc.experiments.systems import Family, Result, Spec, System
+from longdoc.experiments.systems import Family, Result, Spec, System, Table
 from longdoc.experiments.tables import difference_label, markdown_table, summary_table, use_display_format
 from longdoc.experiments.verdicts import Claim, Findings, Precondition, assess
 from longdoc.plots import FIGURES_DIR
@@ -189,10 +190,7 @@ class Study:
                 "measure": source["measure"],
             }
         else:
-            grid = {
-                lr: system.spec.fit(self, lr, self.seeds[0]).best_dev
-                for lr in (system.learning_rates or system.family.learning_rates(self))
-            }
+            grid = {lr: system.spec.fit(self, lr, self.seeds[0]).best_dev for lr in system.learning_rate_grid(self)}
             best = max(grid.values())
             chosen = {
                 "learning_rate": next(lr for lr, score in grid.items() if score == best),
@@ -237,6 +235,25 @@ class Study:
 
     def run_all(self, systems: list[System], seeds: list[int] | None = None) -> list[Result]:
         return [self.run(system, seeds) for system in systems]
+
+    def run_table(self, table: Table) -> list[System]:
+        """Every row of ``table`` (:class:`~longdoc.experiments.systems.Table`) with its seeds, in order; the
+        rows it ran (their results are in :attr:`results`)."""
+        if self.family is not None and table.family is not self.family:
+            raise ValueError(
+                f"{self.notebook}: table {table.notebook} is of the {table.family.name} family, "
+                f"this study of the {self.family.name} family"
+            )
+        runs = table.runs(self)
+        for system, seeds in runs:
+            self.run(system, seeds)
+        return [system for system, _ in runs]
+
+    def table_findings(self, table: Table, rows: list[System]) -> Findings:
+        """Verdicts of ``table``'s claims on the ``rows`` it ran (:meth:`findings`)."""
+        if table.claims is None:
+            raise ValueError(f"table {table.notebook} has no claims")
+        return self.findings(table.claims(self, rows))
 
     # -- what a claim needs ----------------------------------------------------------------------
     def start_probe(self, spec: Spec) -> dict | None:

@@ -13,6 +13,10 @@
 - :class:`Outcome`: one run of a system evaluated: its measures per split and its values per item
   (a query, or a pair), the unit of every interval; it writes its run files beside the record.
 - :class:`Result`: the outcomes of one system, one per seed, with the choices and training behind them.
+- :class:`Table`: what one notebook runs: its family, its rows, which seeds each row runs, the claims it
+  tests and (for a paper's headline comparison) how the budget ladder reruns it. Each paper module
+  exports its tables; the notebook (:meth:`Study.run_table`), the GPU-hour planner, the explorer's
+  catalogue and the ladder all read them (``papers/catalogue.py`` lists every one).
 
 Every ``study`` argument is the :class:`~longdoc.experiments.study.Study` that runs the row.
 """
@@ -20,7 +24,8 @@ Every ``study`` argument is the :class:`~longdoc.experiments.study.Study` that r
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -41,6 +46,7 @@ class Family:
     """What the systems of one family share (subclassed once per family, in ``families/``)."""
 
     name: str = ""
+    role: str = ""  # the kind of dataset its notebooks read (``run_all.sh --data ROLE=DIR``)
     selection_measure: str = ""  # the dev measure that chooses learning rates and checkpoints
     measures: tuple[str, ...] = ()  # the test measures of tables and records
     dev_measures: tuple[str, ...] = ()  # the dev measures of tables and records (default: ``measures``)
@@ -160,6 +166,10 @@ class System:
     def family(self) -> Family:
         return self.spec.family
 
+    def learning_rate_grid(self, study) -> list[float]:
+        """The learning rates searched on dev for this row: its own grid, else its family's under the study."""
+        return list(self.learning_rates or self.family.learning_rates(study))
+
     def describe(self) -> dict:
         return {
             **self.spec.describe(),
@@ -201,3 +211,52 @@ class Result:
     def per_item(self, data, measure: str, split: str = "test") -> list[dict[str, float]]:
         """Per-item values (query or pair) per seed, for intervals over items and seeds."""
         return [o.per_item(data, split, measure) for o in self.outcomes]
+
+
+SEED_POLICIES = ("all", "first")
+
+
+@dataclass(frozen=True)
+class Headline:
+    """A table's headline comparison as the budget ladder (notebook 90) reruns it at growing budgets:
+    ``rows`` (the rows its claims need) and ``claims`` from the table's own; ``notebook`` and ``family``
+    are its table's (set by :class:`Table`)."""
+
+    key: str  # its multipliers are the parameter ladder_<key>
+    paper: str
+    budget: tuple[str, ...]  # the parameters a rung multiplies
+    items_per_step: str  # the parameter giving training items (queries, pairs, examples) per step
+    rows: Callable[[Any], list[System]]
+    claims: Callable[[Any, list[System]], list]
+    notebook: str = ""
+    family: Family | None = None
+
+
+@dataclass(frozen=True)
+class Table:
+    """What one notebook runs: its rows (built by the paper module from the study), the seeds of each
+    row (``seeds``: ``"all"`` the study's, ``"first"`` only the first: a sweep; ``single_seed`` picks rows
+    of an all-seeds table that run once), the claims it tests (on the rows it ran, by their objects), and
+    its headline for the ladder."""
+
+    notebook: str
+    family: Family
+    rows: Callable[[Any], list[System]]
+    claims: Callable[[Any, list[System]], list] | None = None
+    seeds: str = "all"
+    single_seed: Callable[[list[System]], list[System]] | None = None
+    headline: Headline | None = None
+
+    def __post_init__(self) -> None:
+        if self.seeds not in SEED_POLICIES:
+            raise ValueError(f"{self.notebook}: seeds={self.seeds!r}; expected one of {SEED_POLICIES}")
+        if self.headline is not None:  # the headline reruns this table's notebook in its family
+            object.__setattr__(self, "headline", replace(self.headline, notebook=self.notebook, family=self.family))
+
+    def runs(self, study) -> list[tuple[System, list]]:
+        """Each row with the seeds it runs under ``study`` (what :meth:`Study.run_table` fits and the GPU-hour
+        planner prices)."""
+        rows = self.rows(study)
+        single = self.single_seed(rows) if self.single_seed else []
+        first = self.seeds == "first"
+        return [(row, list(study.seeds[:1] if first or row in single else study.seeds)) for row in rows]

@@ -47,6 +47,16 @@ class Claim:
     margin: float | None = None  # set: the claim is that the two are within ±margin of each other
 
 
+def claims_comparing(claims: list[Claim], pairs: set[tuple[str, str]]) -> list[Claim]:
+    """The claims comparing ``pairs`` (system, against); a pair without its claim is an error, so a
+    renamed row cannot drop a comparison silently (the budget ladder's headline claims)."""
+    found = [c for c in claims if (c.system, c.against) in pairs]
+    missing = sorted(pairs - {(c.system, c.against) for c in found})
+    if missing:
+        raise ValueError(f"no claim compares {missing} (claims: {[(c.system, c.against) for c in claims]})")
+    return found
+
+
 def verdict(low: float, high: float, precondition: Precondition | None = None, margin: float | None = None) -> str:
     if precondition is not None and not precondition.holds:
         return NOT_TESTABLE

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from longdoc.data.registry import REPO_ROOT
 from longdoc.experiments.cache import NotCached, cache_only
-from longdoc.experiments.families.generative import GENERATIVE, Generative
-from longdoc.experiments.families.retrieval import BM25, RETRIEVAL, Dense
+from longdoc.experiments.families.generative import Generative
+from longdoc.experiments.families.retrieval import BM25, Dense
+from longdoc.experiments.papers.catalogue import TABLES
 from longdoc.experiments.profiles import parameters_for
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import System
@@ -17,17 +18,13 @@ from longdoc.experiments.systems import System
 NOTEBOOKS = REPO_ROOT / "notebooks"
 
 
-def _sources() -> dict[str, tuple]:
-    """Notebook → (family, its systems): the baselines, Longtriever, SeDR and its variants, NCI."""
-    from longdoc.experiments.papers import baselines, longtriever, nci, sedr
-
-    return {
-        "01_baselines": (RETRIEVAL, baselines.passage_baselines),
-        "10_longtriever_main": (RETRIEVAL, longtriever.main_systems),
-        "20_sedr_main": (RETRIEVAL, sedr.main_systems),
-        "21_sedr_interaction": (RETRIEVAL, sedr.interaction_systems),
-        "40_nci_main": (GENERATIVE, lambda study: [nci.nci(study)]),
-    }
+EXPLORED = (
+    "01_baselines",
+    "10_longtriever_main",
+    "20_sedr_main",
+    "21_sedr_interaction",
+    "40_nci_main",
+)  # their tables' rows
 
 
 @dataclass
@@ -81,13 +78,14 @@ def catalog(profile: str = "smoke", dataset: str | None = None, notebooks: list[
     """Every explorable system of the source notebooks (the first notebook that names a system wins),
     each with its study under ``profile`` (and ``dataset``, if given) and its availability."""
     entries: dict[str, Entry] = {}
-    for notebook, (family, systems_of) in _sources().items():
+    for notebook in EXPLORED:
         if notebooks is not None and notebook not in notebooks:
             continue
+        table = TABLES[notebook]
         overrides = {"dataset": dataset} if dataset else None
         params = parameters_for(_profile_path(profile), NOTEBOOKS / f"{notebook}.ipynb", overrides)
-        study = Study(notebook, params, family, progress=False)
-        for system in systems_of(study):
+        study = Study(notebook, params, table.family, progress=False)
+        for system in table.rows(study):
             if system.name in entries or not explorable(system):
                 continue
             entries[system.name] = Entry(system.name, notebook, system, study, availability(study, system))

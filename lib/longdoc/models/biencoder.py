@@ -81,6 +81,7 @@ class BiEncoder(nn.Module):
     """Dual encoder with shared weights for queries and documents (template for every dense model)."""
 
     name = "bi-encoder"
+    reads_one_block = False  # True: the model reads the first segment only (its config has max_segments 1)
 
     def __init__(self, config: EncoderConfig, model=None, tokenizer=None):
         super().__init__()
@@ -303,6 +304,7 @@ class FirstP(BiEncoder):
     """First ``segment_length`` tokens of the document ("BERT-Passage" in Longtriever Table 2)."""
 
     name = "FirstP"
+    reads_one_block = True  # the one-block rule: settings, the training benchmark and the GPU-hour prices read it
 
     def __init__(self, config: EncoderConfig, model=None, tokenizer=None):
         if config.max_segments != 1:

@@ -583,6 +583,7 @@ class NciSettings:
 
 class GenerativeFamily(Family):
     name = "generative"
+    role = "nci"
     selection_measure = "MRR@100"
     measures = tuple(NCI_MEASURES)
     trains_to_plateau = True  # rows differ sixfold in examples: each trains to its own dev plateau (nci_patience)

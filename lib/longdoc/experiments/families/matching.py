@@ -58,6 +58,7 @@ EVALUATION_SPLITS = ("dev", "test")
 
 class MatchingFamily(Family):
     name = "matching"
+    role = "matching"
     selection_measure = "Accuracy"  # on dev, at the threshold that is best on dev
     measures = tuple(MATCHING_MEASURES)
     dev_measures = tuple(CLASSIFICATION)

@@ -65,6 +65,7 @@ def load_retrieval_dataset(name: str, max_docs: int = 0, seed: int = 0) -> Retri
 
 class RetrievalFamily(Family):
     name = "retrieval"
+    role = "retrieval"
     selection_measure = "MRR@100"
     measures = tuple(MEASURES)
 

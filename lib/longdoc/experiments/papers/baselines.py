@@ -9,11 +9,11 @@ so they share their cached runs and show the same numbers under the same names.
 
 from __future__ import annotations
 
-from longdoc.experiments.families.retrieval import BM25, Dense
+from longdoc.experiments.families.retrieval import BM25, RETRIEVAL, Dense
 from longdoc.experiments.paper import paper_value
 from longdoc.experiments.settings import EncoderSettings
 from longdoc.experiments.study import Study
-from longdoc.experiments.systems import System
+from longdoc.experiments.systems import System, Table
 from longdoc.experiments.verdicts import Claim
 
 
@@ -97,3 +97,7 @@ def passage_claims(study: Study) -> list[Claim]:
             f"{v('STAR(MaxP)'):.3f} vs {v('STAR (first 512 tokens)'):.3f} (SeDR Table 1)",
         ),
     ]
+
+
+BASELINES = Table("01_baselines", RETRIEVAL, passage_baselines, claims=lambda study, rows: passage_claims(study))
+TABLES = (BASELINES,)

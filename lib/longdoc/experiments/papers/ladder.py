@@ -1,8 +1,8 @@
 """The budget ladder: each paper's headline comparison rerun at several multiples of the profile's
 fine-tuning budget, so a reader can tell a budget artefact from a refutation (notebook 90).
 
-A :class:`Headline` names a paper's headline rows and claims (taken from its paper module), the
-notebook whose parameters it runs with (that notebook's values under the profile, its own
+A :class:`~longdoc.experiments.systems.Headline` (on a paper's main table, in its paper module) names
+the headline rows and claims, the notebook whose parameters it runs with (that notebook's values under the profile, its own
 ``notebooks:`` entry included) and the parameters that make its budget. A rung multiplies those by
 ``k``; every row of a comparison gets the same rung, dev selection runs as in the headline notebook,
 and the rung's runs are cached like every other fit (the 1× rung *is* the headline notebook's runs).
@@ -21,30 +21,20 @@ and the rung's runs are cached like every other fit (the 1× rung *is* the headl
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import pandas as pd
 
-from longdoc.experiments.families.generative import GENERATIVE
-from longdoc.experiments.families.matching import MATCHING
-from longdoc.experiments.families.retrieval import RETRIEVAL
-from longdoc.experiments.papers import longtriever as longtriever_paper
-from longdoc.experiments.papers import nci as nci_paper
-from longdoc.experiments.papers import sedr as sedr_paper
-from longdoc.experiments.papers import smith as smith_paper
-from longdoc.experiments.papers.baselines import baseline_names, passage_baselines
+from longdoc.experiments.papers import catalogue
 from longdoc.experiments.profiles import (
     NOTEBOOKS_DIR,
     PROFILES_DIR,
-    dataset_role,
     load_profile,
     notebook_parameter_names,
 )
 from longdoc.experiments.settings import from_parameters, settings
 from longdoc.experiments.study import Study
-from longdoc.experiments.systems import Family, System
-from longdoc.experiments.verdicts import NOT_TESTABLE, Claim, assess
+from longdoc.experiments.systems import Headline
+from longdoc.experiments.verdicts import NOT_TESTABLE, assess
 
 LADDER_NOTEBOOK = "90_budget_ladder"
 TARGET_MULTIPLIERS = (1, 4, 16)  # the ladder the study asks for; a profile that stops below it says where
@@ -66,114 +56,7 @@ def ladder_settings(params: dict) -> LadderSettings:
     return from_parameters(LadderSettings, params, LADDER_NOTEBOOK)
 
 
-@dataclass(frozen=True)
-class Headline:
-    """One paper's headline comparison as the ladder reruns it."""
-
-    key: str  # its multipliers are the parameter ladder_<key>
-    paper: str
-    notebook: str  # the notebook whose parameters (under the profile) a rung starts from
-    family: Family
-    budget: tuple[str, ...]  # the parameters a rung multiplies
-    items_per_step: str  # the parameter giving training items (queries, pairs, examples) per step
-    rows: Callable[[Study], list[System]]  # the rows of the paper's table the claims need (others may follow)
-    claims: Callable[[Study, list[System]], list[Claim]]
-
-
-# -- each paper's headline: rows and claims from its paper module ------------------------------------------
-def pick(claims: list[Claim], pairs: set[tuple[str, str]]) -> list[Claim]:
-    """The claims comparing ``pairs`` (system, against); a pair without its claim is an error, so a
-    renamed row cannot drop a comparison from the ladder silently."""
-    found = [c for c in claims if (c.system, c.against) in pairs]
-    missing = sorted(pairs - {(c.system, c.against) for c in found})
-    if missing:
-        raise ValueError(f"no claim compares {missing} (claims: {[(c.system, c.against) for c in claims]})")
-    return found
-
-
-def longtriever_rows(study: Study) -> list[System]:
-    maxp = next(s for s in passage_baselines(study) if s.name == baseline_names(study)["maxp"])
-    lt = longtriever_paper.longtriever(study)
-    plain = next(s for s in longtriever_paper.main_systems(study) if s.name == f"{lt.name} w/o pre-training")
-    return [maxp, lt, plain]
-
-
-def longtriever_claims(study: Study, systems: list[System]) -> list[Claim]:
-    maxp, lt = baseline_names(study)["maxp"], longtriever_paper.longtriever(study).name
-    plain = f"{lt} w/o pre-training"
-    v = longtriever_paper.paper_mrr
-    return [
-        Claim(
-            "Longtriever beats MaxP over the same blocks",
-            lt,
-            maxp,
-            f"no MaxP row in Table 2; Longtriever {v('Longtriever'):.3f} vs BERT-PARADE {v('PARADE'):.3f}, its "
-            "closest multi-block baseline",
-        ),
-        Claim(
-            "pre-training helps (Longtriever > the same model without pre-training)",
-            lt,
-            plain,
-            f"{v('I. Longtriever'):.3f} vs {v('III. II w/o MLM'):.3f} (Table 4, I vs III)",
-        ),
-    ]
-
-
-def sedr_rows(study: Study) -> list[System]:
-    n = sedr_paper.names(study)
-    return [s for s in sedr_paper.main_systems(study) if s.name in (n["sedr"], n["maxp"])]
-
-
-def sedr_claims(study: Study, systems: list[System]) -> list[Claim]:
-    n = sedr_paper.names(study)
-    return pick(sedr_paper.main_claims(study), {(n["sedr"], n["maxp"])})
-
-
-def smith_rows(study: Study) -> list[System]:
-    table = smith_paper.main_systems(study)
-    longest = [s for s in table if s.spec.model == "MatchBERT"][-1]
-    return [s for s in table if s.name in ("SMITH-WP+SP", "SMITH-NP")] + [longest]
-
-
-def smith_claims(study: Study, systems: list[System]) -> list[Claim]:
-    matchbert = next(s.name for s in systems if s.spec.model == "MatchBERT")
-    pairs = {("SMITH-WP+SP", "SMITH-NP"), ("SMITH-WP+SP", matchbert)}
-    table = smith_paper.main_systems(study)
-    return pick(smith_paper.main_claims(study, table), pairs)
-
-
-def nci_rows(study: Study) -> list[System]:
-    return [s for s in nci_paper.main_systems(study) if s.name in ("NCI", "DSI", "BM25")]
-
-
-def nci_claims(study: Study, systems: list[System]) -> list[Claim]:
-    return pick(nci_paper.main_claims(study, systems), {("NCI", "DSI"), ("NCI", "BM25")})
-
-
-HEADLINES = (
-    Headline(
-        "longtriever",
-        "Longtriever",
-        "10_longtriever_main",
-        RETRIEVAL,
-        ("train_steps",),
-        "batch_size",
-        longtriever_rows,
-        longtriever_claims,
-    ),
-    Headline("sedr", "SeDR", "20_sedr_main", RETRIEVAL, ("train_steps",), "batch_size", sedr_rows, sedr_claims),
-    Headline("smith", "SMITH", "30_smith_main", MATCHING, ("train_steps",), "batch_size", smith_rows, smith_claims),
-    Headline(
-        "nci",
-        "NCI",
-        "40_nci_main",
-        GENERATIVE,
-        ("nci_train_steps", "nci_dev_evals"),
-        "nci_batch_size",
-        nci_rows,
-        nci_claims,
-    ),
-)
+HEADLINES = catalogue.HEADLINES  # each paper's headline comparison, from its table (papers/*.py)
 
 
 # -- rungs ----------------------------------------------------------------------------------------------
@@ -202,7 +85,7 @@ def rung_parameters(params: dict, headline: Headline, multiplier: int, two_seeds
         )
     own = {name: value for name, value in entries.get(headline.notebook, {}).items() if name not in from_command_line}
     values = {**params, **own}
-    role_dataset = params.get("datasets", {}).get(dataset_role(headline.notebook))
+    role_dataset = params.get("datasets", {}).get(headline.family.role)
     if role_dataset and "dataset" not in own and "dataset" not in from_command_line:
         values["dataset"] = role_dataset  # the headline reads its role's dataset (run_all.sh --data)
     missing = [n for n in names if n not in values]

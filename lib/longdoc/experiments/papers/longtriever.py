@@ -14,12 +14,12 @@ import math
 from dataclasses import replace
 
 from longdoc.experiments.families.pretraining import PretrainingSettings
-from longdoc.experiments.families.retrieval import Dense, Protocol
+from longdoc.experiments.families.retrieval import RETRIEVAL, Dense, Protocol
 from longdoc.experiments.paper import paper_value
-from longdoc.experiments.papers.baselines import passage_baselines
+from longdoc.experiments.papers.baselines import baseline_names, passage_baselines
 from longdoc.experiments.settings import EncoderSettings, settings
 from longdoc.experiments.study import Study
-from longdoc.experiments.systems import System
+from longdoc.experiments.systems import Headline, System, Table
 from longdoc.experiments.verdicts import Claim
 from longdoc.train.pretrain import PretrainConfig
 
@@ -90,11 +90,10 @@ def longtriever(
     return System(name or f"Longtriever {encoding.max_blocks}×{encoding.block_size}", spec, paper_name="Longtriever")
 
 
-def main_systems(study: Study) -> list[System]:
-    """Tables 1–2: the passage baselines, PARADE, Hi-Transformer, Longtriever (in-batch, one
-    iteration), the same model without pre-training (Table 4's row III: the row to read where
-    pre-training fails its precondition at this budget), and Longtriever under Table 1's iterative
-    protocol."""
+def main_rows(study: Study) -> dict[str, System]:
+    """Tables 1–2's own rows by role: PARADE, Hi-Transformer, Longtriever (in-batch, one iteration), the
+    same model without pre-training (Table 4's row III: the row to read where pre-training fails its
+    precondition at this budget), and Longtriever under Table 1's iterative protocol."""
     encoding = study.settings(EncoderSettings)
     n, m = encoding.max_blocks, encoding.block_size
     schedule = study.settings(IterativeSettings)
@@ -106,25 +105,30 @@ def main_systems(study: Study) -> list[System]:
         settings_from=row,
         spec=replace(row.spec, protocol=table1_protocol(schedule.hard_negatives, schedule.iterations)),
     )
-    plain = System(f"{row.name} w/o pre-training", row.spec.without_pretraining(), paper_name="III. II w/o MLM")
-    return passage_baselines(study) + [
-        System(f"PARADE {n}×{m}", Dense("PARADE", encoding.encoder("PARADE")), paper_name="PARADE"),
-        System(
+    return {
+        "parade": System(f"PARADE {n}×{m}", Dense("PARADE", encoding.encoder("PARADE")), paper_name="PARADE"),
+        "hi_transformer": System(
             f"Hi-Transformer {n}×{m}",
             Dense("Hi-Transformer", encoding.encoder("Hi-Transformer")),
             paper_name="Hi-Transformer",
         ),
-        row,
-        plain,
-        iterative,
-    ]
+        "longtriever": row,
+        "plain": System(f"{row.name} w/o pre-training", row.spec.without_pretraining(), paper_name="III. II w/o MLM"),
+        "iterative": iterative,
+    }
 
 
-def main_claims(study: Study) -> list[Claim]:
-    encoding = study.settings(EncoderSettings)
-    n, m = encoding.max_blocks, encoding.block_size
-    lt, first, parade, hit = f"Longtriever {n}×{m}", f"FirstP 1×{m}", f"PARADE {n}×{m}", f"Hi-Transformer {n}×{m}"
-    iterative = f"{lt}, Table 1 protocol"
+def main_systems(study: Study) -> list[System]:
+    """Tables 1–2: the passage baselines, then :func:`main_rows`."""
+    return passage_baselines(study) + list(main_rows(study).values())
+
+
+def main_claims(study: Study, systems: list[System]) -> list[Claim]:
+    """Tables 1–2's claims on the rows ``systems`` ran (by :func:`main_rows`' and
+    :func:`~longdoc.experiments.papers.baselines.baseline_names`' roles)."""
+    rows, names = main_rows(study), baseline_names(study)
+    lt, parade, hit, iterative = (rows[k].name for k in ("longtriever", "parade", "hi_transformer", "iterative"))
+    first = names["first_block"]
     iterations = study.settings(IterativeSettings).iterations
     v = paper_mrr
     return [
@@ -145,7 +149,7 @@ def main_claims(study: Study) -> list[Claim]:
         Claim(
             "Longtriever (Table 1 protocol) beats BM25",
             iterative,
-            "BM25",
+            names["bm25"],
             f"{v('Longtriever (iterative)'):.3f} vs {v('BM25'):.3f} (Table 1)",
         ),
         Claim(
@@ -155,6 +159,34 @@ def main_claims(study: Study) -> list[Claim]:
             lt,
             f"{v('Longtriever (iterative)'):.3f} (Table 1: 3 iterations after MS MARCO passage fine-tuning) vs "
             f"{v('Longtriever'):.3f} (Table 2)",
+        ),
+    ]
+
+
+def headline_rows(study: Study) -> list[System]:
+    """The budget ladder's Longtriever rows: MaxP over the same blocks, Longtriever, and Longtriever
+    without pre-training."""
+    rows = main_rows(study)
+    maxp = next(s for s in passage_baselines(study) if s.name == baseline_names(study)["maxp"])
+    return [maxp, rows["longtriever"], rows["plain"]]
+
+
+def headline_claims(study: Study, systems: list[System]) -> list[Claim]:
+    maxp, lt, plain = (s.name for s in headline_rows(study))
+    v = paper_mrr
+    return [
+        Claim(
+            "Longtriever beats MaxP over the same blocks",
+            lt,
+            maxp,
+            f"no MaxP row in Table 2; Longtriever {v('Longtriever'):.3f} vs BERT-PARADE {v('PARADE'):.3f}, its "
+            "closest multi-block baseline",
+        ),
+        Claim(
+            "pre-training helps (Longtriever > the same model without pre-training)",
+            lt,
+            plain,
+            f"{v('I. Longtriever'):.3f} vs {v('III. II w/o MLM'):.3f} (Table 4, I vs III)",
         ),
     ]
 
@@ -252,3 +284,19 @@ def ratio_claims(systems: list[System]) -> list[Claim]:
         for ratio, system in by_ratio.items()
         if ratio != 0.5
     ]
+
+
+# -- what notebooks 10–13 run ------------------------------------------------------------------------
+MAIN = Table(
+    "10_longtriever_main",
+    RETRIEVAL,
+    main_systems,
+    claims=main_claims,
+    headline=Headline("longtriever", "Longtriever", ("train_steps",), "batch_size", headline_rows, headline_claims),
+)
+ABLATION = Table("11_longtriever_ablation", RETRIEVAL, ablation_systems, claims=lambda study, rows: ablation_claims())
+BLOCK_SIZE = Table("12_block_size", RETRIEVAL, block_size_systems, seeds="first")
+LMAE_RATIO = Table(
+    "13_lmae_ratio", RETRIEVAL, lmae_ratio_systems, claims=lambda study, rows: ratio_claims(rows), seeds="first"
+)
+TABLES = (MAIN, ABLATION, BLOCK_SIZE, LMAE_RATIO)

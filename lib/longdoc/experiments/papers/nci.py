@@ -22,6 +22,7 @@ import pandas as pd
 
 from longdoc.eval.metrics import evaluate
 from longdoc.experiments.families.generative import (
+    GENERATIVE,
     Ensemble,
     ExpandedBM25,
     Generative,
@@ -35,8 +36,8 @@ from longdoc.experiments.paper import paper_beside_by_collection, paper_results
 from longdoc.experiments.paper import paper_value as reported
 from longdoc.experiments.settings import EncoderSettings, settings
 from longdoc.experiments.study import Study
-from longdoc.experiments.systems import System
-from longdoc.experiments.verdicts import Claim, Precondition
+from longdoc.experiments.systems import Headline, System, Table
+from longdoc.experiments.verdicts import Claim, Precondition, claims_comparing
 from longdoc.index.bm25 import BM25Retriever
 
 PAPER = "nci"
@@ -717,3 +718,43 @@ def semantic_id_analysis(study: Study, system: System, top: int = 10) -> dict:
         "verdicts": verdicts,
         "text": f"NCI (seed {study.seeds[0]}) on {len(qids)} test queries with results.",
     }
+
+
+# -- what notebooks 40–45 run ------------------------------------------------------------------------
+def headline_rows(study: Study) -> list[System]:
+    """The budget ladder's NCI rows: BM25, DSI and NCI (Table 1)."""
+    return [s for s in main_systems(study) if s.name in ("NCI", "DSI", "BM25")]
+
+
+def headline_claims(study: Study, systems: list[System]) -> list[Claim]:
+    return claims_comparing(main_claims(study, systems), {("NCI", "DSI"), ("NCI", "BM25")})
+
+
+def capacity_rows(study: Study) -> list[System]:
+    """Notebook 44's rows: NCI (whose decoding is timed) and Figure 3's capacities."""
+    return [nci(study), *capacity_systems(study)]
+
+
+MAIN = Table(
+    "40_nci_main",
+    GENERATIVE,
+    main_systems,
+    claims=main_claims,
+    headline=Headline(
+        "nci", "NCI", ("nci_train_steps", "nci_dev_evals"), "nci_batch_size", headline_rows, headline_claims
+    ),
+)
+ABLATION = Table("41_nci_ablation", GENERATIVE, ablation_systems, claims=lambda study, rows: ablation_claims(study))
+ADAPTOR_LAYERS = Table(
+    "42_nci_adaptor_layers", GENERATIVE, adaptor_systems, claims=lambda study, rows: adaptor_claims(study)
+)
+ALPHA = Table("43_nci_alpha", GENERATIVE, alpha_systems, claims=lambda study, rows: alpha_claims(study))
+EFFICIENCY = Table(
+    "44_nci_efficiency",
+    GENERATIVE,
+    capacity_rows,
+    claims=lambda study, rows: capacity_claims(study, capacity_systems(study)),
+    seeds="first",
+)
+SEMANTIC_IDS = Table("45_nci_semantic_ids", GENERATIVE, lambda study: [nci(study)], seeds="first")
+TABLES = (MAIN, ABLATION, ADAPTOR_LAYERS, ALPHA, EFFICIENCY, SEMANTIC_IDS)

@@ -27,6 +27,7 @@ import pandas as pd
 
 from longdoc.experiments.families.retrieval import (
     BM25,
+    RETRIEVAL,
     RUN_DEPTH,
     Dense,
     Protocol,
@@ -35,10 +36,11 @@ from longdoc.experiments.families.retrieval import (
     stored_index,
 )
 from longdoc.experiments.paper import paper_value as reported
+from longdoc.experiments.papers.longtriever import longtriever
 from longdoc.experiments.settings import EncoderSettings, settings
 from longdoc.experiments.study import Study
-from longdoc.experiments.systems import System
-from longdoc.experiments.verdicts import Claim
+from longdoc.experiments.systems import Headline, System, Table
+from longdoc.experiments.verdicts import Claim, claims_comparing
 from longdoc.index.dense import DenseIndex
 
 PAPER = "sedr"
@@ -589,3 +591,44 @@ def tsne_panel_data(study: Study, encoded: dict[str, tuple], reference: str, can
         points = tsne_points(model.encode_queries([queries[qid]])[0], vectors[keep], seed)
         panels[name] = (points, owners[keep], {d: doc_ids[d] for d in chosen}, relevant)
     return {"query": qid, "text": queries[qid], "documents": [doc_ids[d] for d in chosen], "panels": panels}
+
+
+# -- what notebooks 20–24 run ------------------------------------------------------------------------
+def headline_rows(study: Study) -> list[System]:
+    """The budget ladder's SeDR rows: STAR(MaxP) and SeDR (Table 1)."""
+    n = names(study)
+    return [s for s in main_systems(study) if s.name in (n["sedr"], n["maxp"])]
+
+
+def headline_claims(study: Study, systems: list[System]) -> list[Claim]:
+    n = names(study)
+    return claims_comparing(main_claims(study), {(n["sedr"], n["maxp"])})
+
+
+def length_bucket_systems(study: Study) -> list[System]:
+    """Figure 5's rows: BM25, STAR, STAR(MaxP) and SeDR of Table 1, with Longtriever beside them."""
+    main, n = {s.name: s for s in main_systems(study)}, names(study)
+    return [main[n["bm25"]], main[n["star"]], main[n["maxp"]], longtriever(study), main[n["sedr"]]]
+
+
+def sweep_rows(study: Study) -> list[System]:
+    caches, depths = sweep_systems(study)
+    return caches + depths
+
+
+MAIN = Table(
+    "20_sedr_main",
+    RETRIEVAL,
+    main_systems,
+    claims=lambda study, rows: main_claims(study),
+    headline=Headline("sedr", "SeDR", ("train_steps",), "batch_size", headline_rows, headline_claims),
+)
+INTERACTION = Table(
+    "21_sedr_interaction", RETRIEVAL, interaction_systems, claims=lambda study, rows: interaction_claims(study)
+)
+NEGATIVES = Table(
+    "22_sedr_negatives", RETRIEVAL, sweep_rows, claims=lambda study, rows: sweep_claims(study), seeds="first"
+)
+TSNE = Table("23_sedr_tsne", RETRIEVAL, interaction_systems)
+LENGTH_BUCKETS = Table("24_length_buckets", RETRIEVAL, length_bucket_systems)
+TABLES = (MAIN, INTERACTION, NEGATIVES, TSNE, LENGTH_BUCKETS)

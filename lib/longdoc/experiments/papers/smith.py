@@ -27,14 +27,14 @@ from dataclasses import replace
 
 import pandas as pd
 
-from longdoc.experiments.families.matching import Matcher
+from longdoc.experiments.families.matching import MATCHING, Matcher
 from longdoc.experiments.families.pretraining import PretrainingSettings
 from longdoc.experiments.paper import paper_beside_by_collection
 from longdoc.experiments.paper import paper_value as reported
 from longdoc.experiments.settings import EncoderSettings, settings
 from longdoc.experiments.study import Study
-from longdoc.experiments.systems import System
-from longdoc.experiments.verdicts import Claim
+from longdoc.experiments.systems import Headline, System, Table
+from longdoc.experiments.verdicts import Claim, claims_comparing
 from longdoc.models.han import HanConfig
 from longdoc.models.smith import COMBINE_MODES, SmithConfig
 from longdoc.train.pretrain import PretrainConfig
@@ -425,3 +425,62 @@ def combine_claims() -> list[Claim]:
         Claim(f"attention beats {mode}", "attention", mode, quoted("attention", mode), "Accuracy")
         for mode in ("sum-concat", "mean-concat")
     ]
+
+
+# -- what notebooks 30–33 run ------------------------------------------------------------------------
+def headline_rows(study: Study) -> list[System]:
+    """The budget ladder's SMITH rows: SMITH-WP+SP, SMITH-NP and the longest MatchBERT (Table 5)."""
+    table = main_systems(study)
+    longest = [s for s in table if s.spec.model == "MatchBERT"][-1]
+    return [s for s in table if s.name in ("SMITH-WP+SP", "SMITH-NP")] + [longest]
+
+
+def headline_claims(study: Study, systems: list[System]) -> list[Claim]:
+    matchbert = next(s.name for s in systems if s.spec.model == "MatchBERT")
+    pairs = {("SMITH-WP+SP", "SMITH-NP"), ("SMITH-WP+SP", matchbert)}
+    return claims_comparing(main_claims(study, main_systems(study)), pairs)
+
+
+def length_rows(study: Study) -> list[System]:
+    return length_systems(study, smith_wp_sp(study))
+
+
+def layer_rows(study: Study) -> list[System]:
+    return layer_systems(study, smith_wp_sp(study))
+
+
+def combine_rows(study: Study) -> list[System]:
+    return combine_systems(study, smith_wp_sp(study))
+
+
+def sweep_claims_of(statement: str, paper: str):
+    """A sweep table's claims: every other point against its first row (:func:`sweep_claims`)."""
+    return lambda study, rows: sweep_claims(rows[0].name, [r.name for r in rows[1:]], statement, paper)
+
+
+MAIN = Table(
+    "30_smith_main",
+    MATCHING,
+    main_systems,
+    claims=main_claims,
+    single_seed=single_seed,
+    headline=Headline("smith", "SMITH", ("train_steps",), "batch_size", headline_rows, headline_claims),
+)
+LENGTH = Table(
+    "31_smith_length",
+    MATCHING,
+    length_rows,
+    claims=sweep_claims_of("longer inputs help ({better} > {worse})", "Figure 4: rising with length (no values given)"),
+    seeds="first",
+)
+LAYERS = Table(
+    "32_smith_layers",
+    MATCHING,
+    layer_rows,
+    claims=sweep_claims_of(
+        "more sentence-level layers help ({better} > {worse})", "Table 6: 0.9589 / 0.9594 vs 0.9537 (Wiki65K dev)"
+    ),
+    seeds="first",
+)
+COMBINE = Table("33_smith_combine", MATCHING, combine_rows, claims=lambda study, rows: combine_claims(), seeds="first")
+TABLES = (MAIN, LENGTH, LAYERS, COMBINE)
