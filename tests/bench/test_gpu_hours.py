@@ -186,3 +186,35 @@ def test_the_ladder_costs_only_its_rungs_above_1x():
     )
     budgets = {key[2] for key in rung.works if key[0] == "fit"}
     assert rung.works and all(f"train_steps={2 * params['train_steps']}" in budget for budget in budgets)
+
+
+def test_each_spec_says_its_own_cost_and_one_without_a_rule_is_named():
+    """The planner prices what a row's spec says its fits cost: a new registry model in a Dense row needs
+    no edit here (its job is its model's name; unmeasured, it is listed as not priced), and a new Spec
+    kind without a cost rule is refused by name."""
+    from dataclasses import dataclass
+
+    from longdoc.experiments.families.retrieval import RETRIEVAL, Dense
+    from longdoc.experiments.profiles import parameters_for
+    from longdoc.experiments.settings import EncoderSettings
+    from longdoc.experiments.study import Study
+    from longdoc.experiments.systems import Spec, System
+
+    values = parameters_for(gpu_hours.profile_path("smoke"), gpu_hours.NOTEBOOKS / "10_longtriever_main.ipynb")
+    study = Study("10_longtriever_main", values | {"seeds": [0]}, RETRIEVAL, progress=False)
+    scale = Scale("test", documents=100, pretrain_documents=0, source="test")
+    planner = Planner(study, scale)
+    encoder = study.settings(EncoderSettings).encoder("MaxP")
+    planner.run(System("a new model", Dense("NewModel", encoder)))
+    jobs = {w.job for works in planner.plan.works.values() for w in works}
+    assert jobs == {"retrieval:NewModel", "encode:NewModel"}
+    unpriced: set[str] = set()
+    gpu_hours.priced([w for ws in planner.plan.works.values() for w in ws], {}, unpriced)
+    assert unpriced == jobs
+
+    @dataclass(frozen=True)
+    class Unruled(Spec):
+        family = RETRIEVAL
+
+    with pytest.raises(TypeError, match="Unruled: no cost rule"):
+        Planner(study, scale).run(System("x", Unruled()))

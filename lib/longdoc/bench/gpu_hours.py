@@ -20,6 +20,9 @@ one H100, the papers' per-GPU shapes):
 - NCI's beam-search dev evaluations and test decoding, and query generation (docT5query), were not
   measured: they are listed under "not priced", never given a number.
 
+Each row's spec states its own cost rule (:meth:`~longdoc.experiments.systems.Spec.cost`: the fits it
+needs, each with its cache determinants and its work); this module walks the tables and prices.
+
 Corpus sizes come from :data:`PAPER_SCALE` (the papers' datasets), or for a profile on the embedded
 benchmark (``--scale benchmark``, the default for every profile but ``paper``) from
 :data:`BENCHMARK_SCALE`. Prices are those of the profile's model size (``minilm``: the 384-wide runs of
@@ -43,9 +46,6 @@ from pathlib import Path
 import pandas as pd
 
 from longdoc.data.registry import REPO_ROOT
-from longdoc.experiments.families.generative import Ensemble, ExpandedBM25, Generative, NciSettings
-from longdoc.experiments.families.matching import Matcher
-from longdoc.experiments.families.retrieval import BM25, Dense, ExactSearch
 from longdoc.experiments.papers.catalogue import TABLES
 from longdoc.experiments.profiles import load_profile, parameters_for
 from longdoc.experiments.settings import BudgetSettings
@@ -57,7 +57,6 @@ NOTEBOOKS = REPO_ROOT / "notebooks"
 PROFILES = NOTEBOOKS / "profiles"
 MINILM_HIDDEN = 384  # the packaged backbone's width (the gpu profile's prices)
 ENCODE_AS_FORWARD = 1 / 3  # a forward pass of a training item's forward + backward (not measured)
-QUERY_GENERATION = "query generation (docT5query, once per corpus)"
 
 
 @dataclass(frozen=True)
@@ -233,16 +232,14 @@ class Plan:
 
 
 class Planner:
-    """Walks a notebook's rows as the study would fit them (:meth:`Study.selection`, :meth:`Study.run`),
-    recording work instead of training."""
+    """Walks a notebook's rows as the study fits them (:meth:`Study.selection`, :meth:`Study.run`): each
+    row's spec says what its fits cost (:meth:`~longdoc.experiments.systems.Spec.cost`); the planner keeps
+    the work under each fit's key and prices nothing itself."""
 
     def __init__(self, study, scale: Scale):
         self.study, self.scale = study, scale
         self.plan = Plan(study.notebook)
         self.chosen: dict[str, float] = {}
-
-    def add(self, key: tuple, works: list[Work]) -> None:
-        self.plan.works.setdefault(key, works)
 
     # -- the study's protocol ----------------------------------------------------------------------
     def run(self, system, seeds: list[int] | None = None) -> None:
@@ -250,55 +247,45 @@ class Planner:
         spec = system.spec
         if not spec.trained:
             self.plan.rows[system.name] = [None]
-            self.untrained(spec, seeds)
+            spec.untrained_cost(self, seeds)
             return
         self.plan.rows[system.name] = seeds
         rate = self.selection(system)
         for seed in seeds:
-            self.fit(spec, rate, seed)
+            spec.cost(self, rate, seed)
 
     def selection(self, system) -> float:
+        """The row's learning rate: its grid fitted with the first seed (``settings_from``: its source's)."""
         if system.name not in self.chosen:
             if system.settings_from is not None:
                 self.chosen[system.name] = self.selection(system.settings_from)
             else:
                 grid = system.learning_rate_grid(self.study)
                 for rate in grid:
-                    self.fit(system.spec, rate, self.study.seeds[0])
+                    system.spec.cost(self, rate, self.study.seeds[0])
                 self.chosen[system.name] = grid[0]  # any rate costs the same
         return self.chosen[system.name]
 
-    # -- each kind of row ----------------------------------------------------------------------------
-    def fit(self, spec, rate: float, seed: int) -> None:
-        if isinstance(spec, ExactSearch):
-            self.fit(spec.dense, rate, seed)
-        elif isinstance(spec, Dense):
-            self.dense(spec, rate, seed)
-        elif isinstance(spec, Matcher):
-            self.matcher(spec, rate, seed)
-        elif isinstance(spec, Generative):
-            self.generative(spec, rate, seed)
-        else:
-            raise TypeError(f"{type(spec).__name__}: no cost rule (add one to longdoc.bench.gpu_hours)")
+    # -- what a spec's cost rule says ------------------------------------------------------------------
+    def add(self, key: tuple, works: list[Work]) -> None:
+        """One cached fit (``key``: its cache determinants) and its work; a fit seen before costs nothing."""
+        self.plan.works.setdefault(key, works)
 
-    def untrained(self, spec, seeds: list[int]) -> None:
-        if isinstance(spec, Dense):  # zero-shot: the corpus encoded once
-            self.add(("zero-shot", repr(spec)), [self.encode("zero-shot", spec.model, spec.encoder)])
-        elif isinstance(spec, Ensemble):
-            for member in spec.members:
-                self.run(member, seeds)
-        elif isinstance(spec, ExpandedBM25):
-            self.plan.unpriced.add(QUERY_GENERATION)
-        elif not isinstance(spec, BM25):  # BM25 runs on CPUs
-            raise TypeError(f"{type(spec).__name__}: no cost rule (add one to longdoc.bench.gpu_hours)")
+    def not_priced(self, what: str) -> None:
+        self.plan.unpriced.add(what)
+
+    def work(self, what: str, job: str, items: float, encoder=None) -> Work:
+        return Work(what, job, items, tokens_of(encoder) if encoder is not None else 0)
 
     def encode(self, what: str, model: str, encoder, times: float = 1) -> Work:
+        """The corpus encoded ``times`` times by ``model``."""
         return Work(what, f"encode:{model}", times * self.scale.documents, tokens_of(encoder))
 
     def budget(self):
         return self.study.settings(BudgetSettings)
 
     def pretraining(self, model: str, encoder, pretrain) -> None:
+        """A pre-training (shared by every row with the same start); none when ``pretrain`` is None."""
         if pretrain is None:
             return
         steps = pretrain.steps or pretrain.epochs * -(-self.scale.pretrain_documents // pretrain.batch_size)
@@ -307,74 +294,16 @@ class Planner:
             [Work("pre-training", f"pretrain:{model}", steps * pretrain.batch_size, tokens_of(encoder))],
         )
 
-    def dense(self, spec, rate: float, seed: int) -> None:
-        self.pretraining(spec.model, spec.encoder, spec.pretrain)
-        if spec.warm_start is not None:
-            self.selection(spec.warm_start)
-            self.fit(spec.warm_start.spec, self.chosen[spec.warm_start.name], seed)
-        budget, protocol = self.budget(), spec.protocol
-        for iteration in range(1, protocol.iterations + 1):  # each iteration is its own cached fit
-            works = [
-                Work(
-                    "fine-tuning",
-                    f"retrieval:{spec.model}",
-                    budget.train_steps * budget.batch_size,
-                    tokens_of(spec.encoder),
-                ),
-                *self.dev_evaluations(spec, budget),
-            ]
-            if iteration > 1:  # hard negatives mined by the previous iteration's model
-                works.append(self.encode("negatives", spec.model, spec.encoder))
-            key = (
-                "fit",
-                repr(replace(spec, protocol=replace(protocol, iterations=iteration))),
-                repr(budget),
-                rate,
-                seed,
-            )
-            self.add(key, works)
-        if protocol.negatives == "warm start" and spec.warm_start is not None:  # the miner encodes once
-            warm = spec.warm_start.spec
-            warm_rate = self.chosen[spec.warm_start.name]  # one run per warm-start fit (cached by its directory)
-            self.add(("mining", repr(warm), warm_rate, seed), [self.encode("negatives", warm.model, warm.encoder)])
-
-    def dev_evaluations(self, spec, budget) -> list[Work]:
+    def dev_evaluations(self, model: str, encoder, budget) -> list[Work]:
         """Each dev evaluation encodes the corpus; with ``dev_candidates`` k, at most k + 1 documents per dev
         query (BM25's top k and a judged one; an upper bound), then the dev-best checkpoint the whole corpus."""
         if not (budget.dev_candidates and self.scale.dev_queries):  # unknown dev size: the corpus (a bound)
-            return [self.encode("dev evaluation", spec.model, spec.encoder, budget.dev_evals)]
+            return [self.encode("dev evaluation", model, encoder, budget.dev_evals)]
         candidates = min(self.scale.documents, self.scale.dev_queries * (budget.dev_candidates + 1))
         return [
-            Work("dev evaluation", f"encode:{spec.model}", budget.dev_evals * candidates, tokens_of(spec.encoder)),
-            self.encode("dev evaluation", spec.model, spec.encoder),
+            Work("dev evaluation", f"encode:{model}", budget.dev_evals * candidates, tokens_of(encoder)),
+            self.encode("dev evaluation", model, encoder),
         ]
-
-    def matcher(self, spec, rate: float, seed: int) -> None:
-        self.pretraining(spec.model, spec.pretrain_encoder or spec.encoder, spec.pretrain)
-        budget = self.budget()
-        self.add(
-            ("fit", repr(spec), repr(budget), rate, seed),
-            [
-                Work(
-                    "fine-tuning",
-                    f"matching:{spec.model}",
-                    budget.train_steps * budget.batch_size,
-                    tokens_of(spec.encoder),
-                ),
-                self.encode("dev evaluation", spec.model, spec.encoder, budget.dev_evals),  # dev and test pairs
-            ],
-        )
-
-    def generative(self, spec, rate: float, seed: int) -> None:
-        options = self.study.settings(NciSettings)
-        if spec.nci.queries.generated:
-            self.plan.unpriced.add(QUERY_GENERATION)
-        self.plan.unpriced.add("NCI's beam-search decoding (dev evaluations and test)")
-        views = 2 if spec.nci.alpha > 0 else 1  # measured with two dropout views
-        self.add(  # by ``spec.nci``: a row that only decodes another way (unconstrained) is the same fit
-            ("fit", repr(spec.nci), options.nci_train_steps, options.nci_batch_size, rate, seed),
-            [Work("fine-tuning", "nci", options.nci_train_steps * options.nci_batch_size * views / 2)],
-        )
 
 
 def tokens_of(encoder) -> int:

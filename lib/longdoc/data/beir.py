@@ -31,6 +31,9 @@ class RetrievalDataset:
     queries: dict[str, str]
     qrels: dict[str, Qrels]
     manifest: dict = field(default_factory=dict)
+    views: dict = field(
+        default_factory=dict, repr=False, compare=False
+    )  # derived once per loaded dataset (cache.dataset_view)
 
     def __post_init__(self) -> None:
         for split, judged in self.qrels.items():

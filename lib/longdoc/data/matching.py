@@ -29,6 +29,9 @@ class MatchingDataset:
     links: dict[str, dict[str, set[str]]] = field(default_factory=dict)  # split -> source -> linked pages
     checksum: str = "unknown"
     manifest: dict = field(default_factory=dict)
+    views: dict = field(
+        default_factory=dict, repr=False, compare=False
+    )  # derived once per loaded dataset (cache.dataset_view)
 
     def split(self, name: str) -> list[DocumentPair]:
         if name not in self.pairs:

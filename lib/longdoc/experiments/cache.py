@@ -15,11 +15,14 @@ import inspect
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from longdoc.data.registry import DATA_DIR
 from longdoc.io import atomic_directory, atomic_write, sweep_stale
 
+T = TypeVar("T")
 CACHE_DIR = Path(os.environ.get("LONGDOC_CACHE", DATA_DIR / "cache"))
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # modules that only choose configurations (every choice is in the key itself), present, compare or
@@ -147,9 +150,12 @@ def dataset_key(dataset) -> dict:
     return {"dataset": dataset.name, "data_checksum": dataset.checksum, "subsample": dataset.manifest.get("subsample")}
 
 
-def dataset_memo(dataset) -> tuple:
-    """The same, with the corpus size, as the key of an in-process memo."""
-    return (dataset.name, dataset.checksum, repr(dataset.manifest.get("subsample")), len(dataset.corpus))
+def dataset_view(dataset, key: tuple, build: Callable[[], T]) -> T:
+    """A view derived from ``dataset`` (its corpus cut into one block shape, its dev candidates), built once
+    per loaded dataset and kept on it (``dataset.views``): a study's data holds its views, no module does."""
+    if key not in dataset.views:
+        dataset.views[key] = build()
+    return dataset.views[key]
 
 
 def portable(path: str | Path) -> str:

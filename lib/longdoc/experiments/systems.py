@@ -102,6 +102,17 @@ class Spec:
         """An untrained system's ``(seeds, outcomes)``: ``[None]`` and one outcome for a deterministic one."""
         raise NotImplementedError(f"{type(self).__name__} is trained: the study fits it")
 
+    def cost(self, planner, learning_rate: float, seed: int) -> None:
+        """What fitting the row at ``learning_rate`` and ``seed`` costs, said to ``planner`` (the GPU-hour
+        planner, :class:`~longdoc.bench.gpu_hours.Planner`): each cached fit by its cache determinants
+        (``planner.add(key, works)``) with its work (``planner.work``, ``planner.encode``), the pre-training
+        and warm start it needs (``planner.pretraining``, ``planner.selection``), and what is not priced."""
+        raise TypeError(f"{type(self).__name__}: no cost rule (give it a cost method)")
+
+    def untrained_cost(self, planner, seeds: list[int]) -> None:
+        """The cost of an untrained row's outcome (:meth:`evaluate`), said to ``planner``; nothing by default
+        (BM25 runs on CPUs)."""
+
     def summary(self, fit: FineTuned, seed: int) -> dict | None:
         """The training summary of one fit for the record (:meth:`FineTuned.summary`; None: the fit is another
         row's, whose summary stands there)."""

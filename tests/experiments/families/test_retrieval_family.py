@@ -115,7 +115,6 @@ def test_a_memory_mapped_corpus_fits_and_reports_as_the_in_memory_one(
     from longdoc.data import corpus_store
     from longdoc.data.corpus_store import CorpusStore
     from longdoc.experiments import cache
-    from longdoc.experiments.families import retrieval
     from longdoc.text.segments import MappedSegments
 
     def fit(row):
@@ -127,8 +126,6 @@ def test_a_memory_mapped_corpus_fits_and_reports_as_the_in_memory_one(
 
     in_memory = {row: fit(row) for row in ("FirstP", "MaxP")}
     monkeypatch.setattr(corpus_store, "MAPPED_FROM_BYTES", 1)  # every corpus is "large"
-    monkeypatch.setattr(retrieval, "_SEGMENTED", {})
-    monkeypatch.setattr(retrieval, "_CANDIDATES", {})
     monkeypatch.setattr(cache, "CACHE_DIR", isolated_outputs / "cache-mapped")  # fitted again, not read back
     for row, (_, outcome, corpus, model) in in_memory.items():
         mapped_study, mapped_outcome, mapped_corpus, _ = fit(row)

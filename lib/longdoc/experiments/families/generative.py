@@ -581,6 +581,9 @@ class NciSettings:
         )
 
 
+QUERY_GENERATION = "query generation (docT5query, once per corpus)"  # not priced by the GPU-hour planner
+
+
 class GenerativeFamily(Family):
     name = "generative"
     role = "nci"
@@ -631,6 +634,20 @@ class Generative(Spec):
     def summary(self, fit: FineTuned, seed: int) -> dict:
         return fit.summary(seed, extra=("examples",))
 
+    def cost(self, planner, learning_rate: float, seed: int) -> None:
+        """One cached fit by ``nci`` (a row that only decodes another way is the same fit): NCI's training
+        examples, half as dear without the consistency loss (measured with two dropout views); query
+        generation and beam-search decoding are not priced."""
+        options = planner.study.settings(NciSettings)
+        if self.nci.queries.generated:
+            planner.not_priced(QUERY_GENERATION)
+        planner.not_priced("NCI's beam-search decoding (dev evaluations and test)")
+        views = 2 if self.nci.alpha > 0 else 1
+        planner.add(
+            ("fit", repr(self.nci), options.nci_train_steps, options.nci_batch_size, learning_rate, seed),
+            [planner.work("fine-tuning", "nci", options.nci_train_steps * options.nci_batch_size * views / 2)],
+        )
+
     def outcome(self, study, fit: FineTuned) -> RunOutcome:
         return RunOutcome(decode_nci(fit, study.data, self.decoding or study.settings(NciSettings).decoding())[0])
 
@@ -645,6 +662,10 @@ class Ensemble(Spec):
 
     family = GENERATIVE
     trained = False
+
+    def untrained_cost(self, planner, seeds: list[int]) -> None:
+        for member in self.members:
+            planner.run(member, seeds)
 
     def evaluate(self, study, seeds: list[int]) -> tuple[list, list[RunOutcome]]:
         members = [study.results[m.name] if m.name in study.results else study.run(m, seeds) for m in self.members]
@@ -667,6 +688,9 @@ class ExpandedBM25(Spec):
 
     family = GENERATIVE
     trained = False
+
+    def untrained_cost(self, planner, seeds: list[int]) -> None:
+        planner.not_priced(QUERY_GENERATION)
 
     def evaluate(self, study, seeds: list[int]) -> tuple[list, list[RunOutcome]]:
         options = study.settings(NciSettings)

@@ -29,7 +29,7 @@ from longdoc.eval.chance import random_ranking_value
 from longdoc.eval.classification import accuracy_threshold, classification_metrics, pair_outcomes
 from longdoc.eval.metrics import Run, evaluate, per_query
 from longdoc.eval.run_files import write_run
-from longdoc.experiments.cache import dataset_key, portable
+from longdoc.experiments.cache import dataset_key, dataset_view, portable
 from longdoc.experiments.families.pretraining import Documents, PretrainedStart
 from longdoc.experiments.families.retrieval import encoder_key
 from longdoc.experiments.families.worker import dataset_reference, launch
@@ -140,28 +140,16 @@ def labels(data: MatchingDataset, split: str) -> list[int]:
 
 
 # -- corpus, ranking -------------------------------------------------------------------------------
-_BLOCKED: dict[tuple, SegmentedCorpus] = {}  # in-process: a study cuts its corpus once per block shape
-
-
 def block_corpus(encoder, dataset: MatchingDataset) -> SegmentedCorpus:
     """Every document of the dataset in the encoder's blocks: greedy-filled sentence blocks (SMITH, HAN)
-    or consecutive token windows (the others); cut once per process and shape."""
+    or consecutive token windows (the others); cut once per loaded dataset and shape."""
     config = encoder.config
     filling = getattr(config, "sentence_filling", False)
-    key = (
-        dataset.name,
-        dataset.checksum,
-        len(dataset.corpus),
-        encoder.tokenizer.name_or_path,
-        len(encoder.tokenizer),
-        config.segment_length,
-        config.max_segments,
-        config.document_tokens,
-        filling,
-    )
-    if key not in _BLOCKED:
+    shape = (config.segment_length, config.max_segments, config.document_tokens, filling)
+
+    def build() -> SegmentedCorpus:
         ids = list(dataset.corpus)
-        _BLOCKED[key] = SegmentedCorpus.build(
+        return SegmentedCorpus.build(
             encoder.tokenizer,
             ids,
             dataset.texts(ids),
@@ -170,7 +158,8 @@ def block_corpus(encoder, dataset: MatchingDataset) -> SegmentedCorpus:
             config.document_tokens,
             sentence_filling=filling,
         )
-    return _BLOCKED[key]
+
+    return dataset_view(dataset, ("blocks", encoder.tokenizer.name_or_path, len(encoder.tokenizer), *shape), build)
 
 
 def document_ranking(
@@ -424,6 +413,21 @@ class Matcher(PretrainedStart, Spec):
             init=self.start(study),
             progress=study.progress,
             n_devices=study.settings(BudgetSettings).n_devices,
+        )
+
+    def cost(self, planner, learning_rate: float, seed: int) -> None:
+        """Its pre-training, then one cached fit: fine-tuning on pairs, and the dev and test pairs encoded at
+        each dev evaluation."""
+        planner.pretraining(self.model, self.pretrain_encoder or self.encoder, self.pretrain)
+        budget = planner.budget()
+        planner.add(
+            ("fit", repr(self), repr(budget), learning_rate, seed),
+            [
+                planner.work(
+                    "fine-tuning", f"matching:{self.model}", budget.train_steps * budget.batch_size, self.encoder
+                ),
+                planner.encode("dev evaluation", self.model, self.encoder, budget.dev_evals),  # dev and test pairs
+            ],
         )
 
     def outcome(self, study, fit: FineTuned) -> PairOutcome:

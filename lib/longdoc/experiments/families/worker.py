@@ -6,7 +6,7 @@ load the dataset again (its loader, name, subsample and checksum: every process 
 it is the kernel's). Accelerate reads the process group from torchrun's environment (NCCL on GPUs, gloo
 on CPUs); every process encodes its share of the corpus for dev evaluation (:mod:`longdoc.sharding`) and
 the first one writes the results. Runners: the retrieval family's fine-tuning
-(:func:`~longdoc.experiments.families.retrieval.run_finetune_job`), the matching family's
+(:func:`~longdoc.experiments.families.retrieval.fitting.run_finetune_job`), the matching family's
 (:func:`~longdoc.experiments.families.matching.run_matching_job`) and pre-training
 (:func:`~longdoc.experiments.families.pretraining.run_pretraining_job`, which reads a token store).
 """

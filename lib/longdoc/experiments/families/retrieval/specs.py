@@ -1,0 +1,209 @@
+"""The retrieval family's rows: the fine-tuning :class:`Protocol`, :class:`BM25`, :class:`Dense` (any encoder of
+the registry, optionally pre-trained and warm-started) and :class:`ExactSearch`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from longdoc.eval.probes import in_batch_probe
+from longdoc.experiments.families.pretraining import PretrainedStart
+from longdoc.experiments.families.retrieval.family import PROBE_QUERIES, RETRIEVAL, RunOutcome, evaluation_queries
+from longdoc.experiments.families.retrieval.fitting import finetune, order_end, stored_index
+from longdoc.experiments.families.retrieval.runs import bm25_run, exact_cosine_run, segment_corpus, zero_shot
+from longdoc.experiments.fitting import FineTuned
+from longdoc.experiments.settings import BudgetSettings
+from longdoc.experiments.systems import Spec, System
+from longdoc.models.biencoder import BiEncoder, EncoderConfig
+from longdoc.models.registry import build_encoder
+from longdoc.train.pretrain import PretrainConfig
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How a dense system is fine-tuned; each of the papers' tables states one (``papers/``)."""
+
+    name: str
+    negatives: str = "none"  # "none": in-batch only; "bm25": plus BM25 hard negatives in iteration 1;
+    # "warm start": plus static hard negatives from the warm-start system's run (SeDR: STAR's top K)
+    hard_negatives: int = 0
+    iterations: int = 1  # > 1: later iterations mine hard negatives with the model itself
+    negative_depth: int = 100  # K: hard negatives are sampled from the top K of the mining run
+    cache_size: int = 0  # C: SeDR's late-cache negatives (0: none)
+
+
+IN_BATCH = Protocol("in-batch negatives, one iteration (Longtriever Tables 2 and 4)")
+
+
+@dataclass(frozen=True)
+class BM25(Spec):
+    """BM25 over the documents (:class:`~longdoc.index.bm25.BM25Retriever`)."""
+
+    family = RETRIEVAL
+    trained = False
+
+    def evaluate(self, study, seeds: list[int]) -> tuple[list, list[RunOutcome]]:
+        runs = {split: bm25_run(study.data, queries) for split, queries in evaluation_queries(study.data).items()}
+        return [None], [RunOutcome(runs)]
+
+
+@dataclass(frozen=True)
+class Dense(PretrainedStart, Spec):
+    """A dense encoder of the registry: fine-tuned under ``protocol`` (``None``: the backbone as it is),
+    from ``pretrain`` (continued pre-training on ``pretrain_corpus``, Longtriever) and/or from the
+    fine-tuned ``warm_start`` row (its first-seed fit at its chosen learning rate; SeDR starts from
+    STAR), which also mines "warm start" negatives."""
+
+    model: str  # a name of :data:`longdoc.models.registry.ENCODERS`
+    encoder: EncoderConfig
+    protocol: Protocol | None = IN_BATCH
+    pretrain: PretrainConfig | None = None
+    pretrain_corpus: str = ""  # "": the dataset's own documents; see :mod:`~longdoc.experiments.families.pretraining`
+    warm_start: System | None = None
+
+    family = RETRIEVAL
+
+    @property
+    def trained(self) -> bool:
+        return self.protocol is not None
+
+    def evaluate(self, study, seeds: list[int]) -> tuple[list, list[RunOutcome]]:
+        return [None], [
+            RunOutcome(zero_shot(self.model, study.data, self.encoder, study.seeds[0], progress=study.progress))
+        ]
+
+    def pretraining_input(self, study) -> tuple:
+        return self.pretrain_corpus or study.data, self.encoder, study.data
+
+    def start_key(self) -> str:
+        warm = self.warm_start.spec.start_key() if self.warm_start is not None else None
+        return repr((self.model, self.encoder, self.pretrain, self.pretrain_corpus, warm))
+
+    def start_probe(self, study) -> dict:
+        """The in-batch probe of the start on dev queries (:func:`~longdoc.eval.probes.in_batch_probe`):
+        score = accuracy of the relevant document among the batch's, loss its cross-entropy."""
+        model = self.starting_model(study)
+        queries, qrels = study.split("dev")
+        probe = in_batch_probe(model, segment_corpus(model, study.data), queries, qrels, size=PROBE_QUERIES)
+        return {
+            "probe": f"dev in-batch probe ({probe['queries']} queries, accuracy)",
+            "score": probe["accuracy"],
+            **probe,
+        }
+
+    def warm_start_fit(self, study, seed: int | None = None) -> FineTuned | None:
+        """The fit this row starts from: its ``warm_start`` at that row's chosen rate with the same ``seed``
+        (default: the first), so each seed's chain is its own replicate and continues its own order; or None."""
+        if self.warm_start is None:
+            return None
+        if not (isinstance(self.warm_start.spec, Dense) and self.warm_start.spec.trained):
+            raise ValueError(f"the warm start {self.warm_start.name!r} is not a fine-tuned dense system")
+        return study.fit(self.warm_start, seed)
+
+    def starting_encoder(self, study, seed: int | None = None) -> EncoderConfig:
+        """The row's encoder, reading the warm start's backbone (of the same seed) where it has one."""
+        start = self.warm_start_fit(study, seed)
+        return (
+            self.encoder
+            if start is None
+            else replace(self.encoder, backbone=str(start.directory / "model" / "backbone"))
+        )
+
+    def starting_model(self, study, seed: int | None = None) -> BiEncoder:
+        """The model before fine-tuning (for the in-batch probe)."""
+        seed = study.seeds[0] if seed is None else seed
+        return build_encoder(self.model, self.starting_encoder(study, seed), seed, self.start(study))
+
+    def fit(self, study, learning_rate: float, seed: int) -> FineTuned:
+        protocol = self.protocol
+        budget = study.settings(BudgetSettings)
+        train = budget.train_config(learning_rate, seed, protocol.hard_negatives, protocol.cache_size)
+        warm = self.warm_start_fit(study, seed)
+        if warm is not None:  # the same seed's shuffle, continued after the warm start's steps: new queries first
+            train = replace(train, first_step=order_end(warm))
+        miner = warm if protocol.negatives == "warm start" else None
+        if protocol.negatives == "warm start" and miner is None:
+            raise ValueError(f"{self.model}: 'warm start' negatives need a warm_start system")
+        return finetune(
+            self.model,
+            study.data,
+            self.starting_encoder(study, seed),
+            train,
+            negatives="miner" if miner is not None else protocol.negatives,
+            negative_depth=protocol.negative_depth,
+            iterations=protocol.iterations,
+            init=self.start(study),
+            progress=study.progress,
+            n_devices=budget.n_devices,
+            miner=miner,
+            dev_candidates=budget.dev_candidates,
+        )
+
+    def outcome(self, study, fit: FineTuned) -> RunOutcome:
+        return RunOutcome(fit.outputs)
+
+    # -- what fitting it costs (the GPU-hour planner prices it) ------------------------------------------
+    def cost(self, planner, learning_rate: float, seed: int) -> None:
+        """Its pre-training, its warm start's selection and fit, then one cached fit per iteration (fine-tuning,
+        dev evaluations, and from the second iteration the previous model's negatives), and a warm start's
+        mining run."""
+        planner.pretraining(self.model, self.encoder, self.pretrain)
+        if self.warm_start is not None:
+            self.warm_start.spec.cost(planner, planner.selection(self.warm_start), seed)
+        budget, protocol = planner.budget(), self.protocol
+        for iteration in range(1, protocol.iterations + 1):  # each iteration is its own cached fit
+            works = [
+                planner.work(
+                    "fine-tuning", f"retrieval:{self.model}", budget.train_steps * budget.batch_size, self.encoder
+                ),
+                *planner.dev_evaluations(self.model, self.encoder, budget),
+            ]
+            if iteration > 1:  # hard negatives mined by the previous iteration's model
+                works.append(planner.encode("negatives", self.model, self.encoder))
+            at = replace(self, protocol=replace(protocol, iterations=iteration))
+            planner.add(("fit", repr(at), repr(budget), learning_rate, seed), works)
+        if protocol.negatives == "warm start" and self.warm_start is not None:  # the miner encodes once
+            warm = self.warm_start.spec  # one run per warm-start fit (cached by its directory)
+            key = ("mining", repr(warm), planner.selection(self.warm_start), seed)
+            planner.add(key, [planner.encode("negatives", warm.model, warm.encoder)])
+
+    def untrained_cost(self, planner, seeds: list[int]) -> None:
+        """Zero-shot: the corpus encoded once."""
+        planner.add(("zero-shot", repr(self)), [planner.encode("zero-shot", self.model, self.encoder)])
+
+
+@dataclass(frozen=True)
+class ExactSearch(Spec):
+    """A dense row's fits, searched by exact cosine between every query and every document over the
+    vectors kept at the dev-best evaluation (NCI Table 1's "BERT + BruteForce"; one vector per document);
+    where the fit kept none (larger than ``INDEX_LIMIT_BYTES``: NQ320k at 768 dimensions, a candidate
+    dev evaluation), the dev-best model encodes the corpus again."""
+
+    dense: Dense
+
+    family = RETRIEVAL
+
+    def fit(self, study, learning_rate: float, seed: int) -> FineTuned:
+        return self.dense.fit(study, learning_rate, seed)
+
+    def summary(self, fit: FineTuned, seed: int) -> None:
+        return None  # its training is the dense row's
+
+    def cost(self, planner, learning_rate: float, seed: int) -> None:
+        self.dense.cost(planner, learning_rate, seed)  # the same fits
+
+    def outcome(self, study, fit: FineTuned) -> RunOutcome:
+        model = fit.model()
+        stored = stored_index(fit)
+        vectors, owners = stored or model.encode_corpus(segment_corpus(model, study.data), progress=study.progress)
+        documents = np.empty_like(vectors)
+        documents[owners] = vectors  # one vector per document
+        return RunOutcome(
+            {
+                split: exact_cosine_run(
+                    model.encode_queries(list(queries.values())), documents, study.data.doc_ids, list(queries)
+                )
+                for split, queries in evaluation_queries(study.data).items()
+            }
+        )
