@@ -188,10 +188,10 @@ def test_the_ladder_costs_only_its_rungs_above_1x():
     assert rung.works and all(f"train_steps={2 * params['train_steps']}" in budget for budget in budgets)
 
 
-def test_each_spec_says_its_own_cost_and_one_without_a_rule_is_named():
-    """The planner prices what a row's spec says its fits cost: a new registry model in a Dense row needs
+def test_each_spec_states_its_own_fit_plan_and_one_without_a_plan_is_named():
+    """The planner prices what a row's spec says its fits are: a new registry model in a Dense row needs
     no edit here (its job is its model's name; unmeasured, it is listed as not priced), and a new Spec
-    kind without a cost rule is refused by name."""
+    kind without a fit plan is refused by name."""
     from dataclasses import dataclass
 
     from longdoc.experiments.families.retrieval import RETRIEVAL, Dense
@@ -216,5 +216,47 @@ def test_each_spec_says_its_own_cost_and_one_without_a_rule_is_named():
     class Unruled(Spec):
         family = RETRIEVAL
 
-    with pytest.raises(TypeError, match="Unruled: no cost rule"):
+    with pytest.raises(TypeError, match="Unruled: no fit plan"):
         Planner(study, scale).run(System("x", Unruled()))
+
+
+def test_the_study_executes_the_plan_the_planner_prices():
+    """One plan, two readers: a spec's ``fits`` lists its fits once; the study runs them in order and keeps
+    the last (a fit whose ``run`` is None is fitted within a later one), the planner records the same keys
+    and works and runs nothing; another row's fit it needs (a warm start) comes first in both."""
+    from dataclasses import dataclass
+
+    from longdoc.experiments.families.retrieval import RETRIEVAL
+    from longdoc.experiments.profiles import parameters_for
+    from longdoc.experiments.study import Study
+    from longdoc.experiments.systems import Spec, System
+
+    ran: list[tuple] = []
+
+    @dataclass(frozen=True)
+    class Staged(Spec):
+        label: str
+        after: System | None = None
+        family = RETRIEVAL
+
+        def fits(self, plan, learning_rate, seed):
+            if self.after is not None:
+                plan.needs(self.after, seed)
+            for stage in ("first", "second", "third"):
+                key = (self.label, stage, learning_rate, seed)
+                run = None if stage == "second" else (lambda study, key=key: ran.append(key) or f"fit {key}")
+                plan.fit(key, [plan.work(stage, f"retrieval:{self.label}", 10)], run)
+
+    values = parameters_for(gpu_hours.profile_path("smoke"), gpu_hours.NOTEBOOKS / "10_longtriever_main.ipynb")
+    study = Study("10_longtriever_main", values | {"seeds": [0], "learning_rates": [1e-3]}, RETRIEVAL, progress=False)
+    warm = System("warm", Staged("warm"))
+    row = System("row", Staged("row", after=warm))
+    planner = Planner(study, Scale("test", documents=100, pretrain_documents=0, source="test"))
+    planner.run(row, [0])
+    assert ran == []  # the planner runs nothing
+    priced_keys = list(planner.plan.works)
+    assert [w.what for w in planner.plan.works[priced_keys[-1]]] == ["third"]
+
+    study.selection = lambda system: {"learning_rate": 1e-3}  # the choice is not what is tested here
+    assert row.spec.fit(study, 1e-3, 0) == f"fit {('row', 'third', 1e-3, 0)}"
+    assert ran == [key for key in priced_keys if key[1] != "second"]  # the same fits, in the same order

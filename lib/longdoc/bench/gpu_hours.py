@@ -20,8 +20,9 @@ one H100, the papers' per-GPU shapes):
 - NCI's beam-search dev evaluations and test decoding, and query generation (docT5query), were not
   measured: they are listed under "not priced", never given a number.
 
-Each row's spec states its own cost rule (:meth:`~longdoc.experiments.systems.Spec.cost`: the fits it
-needs, each with its cache determinants and its work); this module walks the tables and prices.
+Each row's spec states its own fit plan (:meth:`~longdoc.experiments.systems.Spec.fits`: the fits it
+needs, each with its cache determinants, its work and what runs it); the study executes that plan, this
+module walks the tables and prices it.
 
 Corpus sizes come from :data:`PAPER_SCALE` (the papers' datasets), or for a profile on the embedded
 benchmark (``--scale benchmark``, the default for every profile but ``paper``) from
@@ -233,8 +234,8 @@ class Plan:
 
 class Planner:
     """Walks a notebook's rows as the study fits them (:meth:`Study.selection`, :meth:`Study.run`): each
-    row's spec says what its fits cost (:meth:`~longdoc.experiments.systems.Spec.cost`); the planner keeps
-    the work under each fit's key and prices nothing itself."""
+    row's spec states its fit plan (:meth:`~longdoc.experiments.systems.Spec.fits`, which the study
+    executes); the planner keeps the work under each fit's key, runs nothing and prices nothing itself."""
 
     def __init__(self, study, scale: Scale):
         self.study, self.scale = study, scale
@@ -252,7 +253,7 @@ class Planner:
         self.plan.rows[system.name] = seeds
         rate = self.selection(system)
         for seed in seeds:
-            spec.cost(self, rate, seed)
+            spec.fits(self, rate, seed)
 
     def selection(self, system) -> float:
         """The row's learning rate: its grid fitted with the first seed (``settings_from``: its source's)."""
@@ -262,14 +263,21 @@ class Planner:
             else:
                 grid = system.learning_rate_grid(self.study)
                 for rate in grid:
-                    system.spec.cost(self, rate, self.study.seeds[0])
+                    system.spec.fits(self, rate, self.study.seeds[0])
                 self.chosen[system.name] = grid[0]  # any rate costs the same
         return self.chosen[system.name]
 
-    # -- what a spec's cost rule says ------------------------------------------------------------------
-    def add(self, key: tuple, works: list[Work]) -> None:
-        """One cached fit (``key``: its cache determinants) and its work; a fit seen before costs nothing."""
+    # -- what a spec's fit plan says ------------------------------------------------------------------
+    def fit(self, key: tuple, works: list[Work], run=None) -> None:
+        """One cached fit (``key``: its cache determinants) and its work (``run``, what executes it, is not
+        called); a fit seen before costs nothing."""
         self.plan.works.setdefault(key, works)
+
+    def needs(self, system, seed: int) -> float:
+        """Another row's fit at its chosen rate with ``seed`` (a warm start), with its selection; that rate."""
+        rate = self.selection(system)
+        system.spec.fits(self, rate, seed)
+        return rate
 
     def not_priced(self, what: str) -> None:
         self.plan.unpriced.add(what)
@@ -284,12 +292,12 @@ class Planner:
     def budget(self):
         return self.study.settings(BudgetSettings)
 
-    def pretraining(self, model: str, encoder, pretrain) -> None:
+    def pretraining(self, model: str, encoder, pretrain, run=None) -> None:
         """A pre-training (shared by every row with the same start); none when ``pretrain`` is None."""
         if pretrain is None:
             return
         steps = pretrain.steps or pretrain.epochs * -(-self.scale.pretrain_documents // pretrain.batch_size)
-        self.add(
+        self.fit(
             ("pretraining", model, repr(encoder), repr(pretrain)),
             [Work("pre-training", f"pretrain:{model}", steps * pretrain.batch_size, tokens_of(encoder))],
         )

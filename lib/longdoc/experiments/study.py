@@ -48,13 +48,50 @@ from longdoc.experiments.records import (
     record_folder,
     write_metrics,
 )
-from longdoc.experiments.settings import SETTINGS, StudySettings, from_parameters, required_fields
+from longdoc.experiments.settings import SETTINGS, BudgetSettings, StudySettings, from_parameters, required_fields
 from longdoc.experiments.systems import Family, Result, Spec, System, Table
 from longdoc.experiments.tables import difference_label, markdown_table, summary_table, use_display_format
 from longdoc.experiments.verdicts import Claim, Findings, Precondition, assess
 from longdoc.plots import FIGURES_DIR
 
 T = TypeVar("T")
+
+
+class Execution:
+    """A row's fit plan (:meth:`~longdoc.experiments.systems.Spec.fits`) executed for ``study``: each step
+    runs in order and the plan's last fit is kept (:attr:`fitted`); what a step costs is not computed (the
+    GPU-hour planner, :class:`~longdoc.bench.gpu_hours.Planner`, reads the same plan and prices it)."""
+
+    def __init__(self, study: Study):
+        self.study = study
+        self.fitted: FineTuned | None = None
+
+    def budget(self) -> BudgetSettings:
+        return self.study.settings(BudgetSettings)
+
+    def needs(self, system: System, seed: int) -> float:
+        """Another row's fit at its chosen rate with ``seed`` (a warm start), fitted first; that rate."""
+        self.study.fit(system, seed)
+        return self.study.selection(system)["learning_rate"]
+
+    def pretraining(self, model: str, encoder, pretrain, run) -> None:
+        if pretrain is not None:
+            run(self.study)
+
+    def fit(self, key: tuple, works: list, run=None) -> None:
+        if run is not None:  # None: a later fit runs it within
+            self.fitted = run(self.study)
+
+    def work(self, *description, **details) -> None:  # the planner's; nothing to execute
+        return None
+
+    encode = work
+
+    def dev_evaluations(self, *description) -> list:
+        return []
+
+    def not_priced(self, what: str) -> None:
+        pass
 
 
 class Study:
@@ -207,6 +244,15 @@ class Study:
         if not system.spec.trained:
             raise ValueError(f"{system.name}: not a trained system")
         return system.spec.fit(self, self.selection(system)["learning_rate"], self.seeds[0] if seed is None else seed)
+
+    def execute(self, spec: Spec, learning_rate: float, seed: int) -> FineTuned:
+        """``spec``'s fit plan (:meth:`~longdoc.experiments.systems.Spec.fits`) at ``learning_rate`` and
+        ``seed`` executed step by step; its last fit (cached)."""
+        execution = Execution(self)
+        spec.fits(execution, learning_rate, seed)
+        if execution.fitted is None:
+            raise TypeError(f"{type(spec).__name__}: its fit plan runs no fit")
+        return execution.fitted
 
     def run(self, system: System, seeds: list[int] | None = None) -> Result:
         """The system's outcomes on dev and test: one fit per seed (``seeds``, default the study's) at the

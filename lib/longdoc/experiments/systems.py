@@ -4,8 +4,9 @@
   from (its own dev grid, the family's, or another system's choice: ``settings_from``), and its row
   name in the paper's numbers (``paper_name``).
 - :class:`Spec`: a frozen dataclass per kind of row, written by its family (``families/``) or by a
-  paper (``papers/``): how the row's model is fitted for one learning rate and seed (``fit``, a cached
-  :class:`~longdoc.experiments.fitting.FineTuned`), how a fit is evaluated (``outcome``), or, for a row
+  paper (``papers/``): the plan of cached fits one learning rate and seed needs (``fits``: each fit's
+  cache determinants, its work and what runs it; the study executes the plan, the GPU-hour planner
+  prices it), how a fit is evaluated (``outcome``), or, for a row
   that is not trained (BM25, a zero-shot encoder, an ensemble), its outcome directly (``evaluate``).
   The study dispatches on these methods, never on a model name.
 - :class:`Family`: what the rows of one family share: their data, the dev measure that chooses
@@ -91,8 +92,20 @@ class Spec:
         return True
 
     def fit(self, study, learning_rate: float, seed: int) -> FineTuned:
-        """The system fitted with ``learning_rate`` and ``seed`` (cached)."""
-        raise NotImplementedError(f"{type(self).__name__} is not trained")
+        """The system fitted with ``learning_rate`` and ``seed`` (cached): its plan (:meth:`fits`) executed by
+        the study (:meth:`~longdoc.experiments.study.Study.execute`)."""
+        return study.execute(self, learning_rate, seed)
+
+    def fits(self, plan, learning_rate: float, seed: int) -> None:
+        """The fits this row needs at ``learning_rate`` and ``seed``, said to ``plan`` in the order they run:
+        another row's chosen fit first (``plan.needs(system, seed)``: a warm start), a pre-training
+        (``plan.pretraining(model, encoder, pretrain, run)``), then each cached fit by its cache determinants
+        with its work and what runs it (``plan.fit(key, works, run)``: works from ``plan.work``,
+        ``plan.encode``, ``plan.dev_evaluations``; ``run(study)`` returns the fit, None where a later fit
+        runs it within), and what is not priced (``plan.not_priced``). One plan, two readers: the study
+        executes it (:class:`~longdoc.experiments.study.Execution`, which computes no work) and the GPU-hour
+        planner prices it (:class:`~longdoc.bench.gpu_hours.Planner`, which runs nothing)."""
+        raise TypeError(f"{type(self).__name__}: no fit plan (give it a fits method)")
 
     def outcome(self, study, fit: FineTuned) -> Outcome:
         """A fit evaluated on the dev and test splits."""
@@ -101,13 +114,6 @@ class Spec:
     def evaluate(self, study, seeds: list[int]) -> tuple[list, list[Outcome]]:
         """An untrained system's ``(seeds, outcomes)``: ``[None]`` and one outcome for a deterministic one."""
         raise NotImplementedError(f"{type(self).__name__} is trained: the study fits it")
-
-    def cost(self, planner, learning_rate: float, seed: int) -> None:
-        """What fitting the row at ``learning_rate`` and ``seed`` costs, said to ``planner`` (the GPU-hour
-        planner, :class:`~longdoc.bench.gpu_hours.Planner`): each cached fit by its cache determinants
-        (``planner.add(key, works)``) with its work (``planner.work``, ``planner.encode``), the pre-training
-        and warm start it needs (``planner.pretraining``, ``planner.selection``), and what is not priced."""
-        raise TypeError(f"{type(self).__name__}: no cost rule (give it a cost method)")
 
     def untrained_cost(self, planner, seeds: list[int]) -> None:
         """The cost of an untrained row's outcome (:meth:`evaluate`), said to ``planner``; nothing by default

@@ -27,6 +27,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -618,7 +619,8 @@ class Generative(Spec):
 
     family = GENERATIVE
 
-    def fit(self, study, learning_rate: float, seed: int) -> FineTuned:
+    def fine_tune(self, study, learning_rate: float, seed: int) -> FineTuned:
+        """The fit itself (:func:`finetune_nci`)."""
         options = study.settings(NciSettings)
         return finetune_nci(
             study.data,
@@ -634,18 +636,19 @@ class Generative(Spec):
     def summary(self, fit: FineTuned, seed: int) -> dict:
         return fit.summary(seed, extra=("examples",))
 
-    def cost(self, planner, learning_rate: float, seed: int) -> None:
+    def fits(self, plan, learning_rate: float, seed: int) -> None:
         """One cached fit by ``nci`` (a row that only decodes another way is the same fit): NCI's training
         examples, half as dear without the consistency loss (measured with two dropout views); query
         generation and beam-search decoding are not priced."""
-        options = planner.study.settings(NciSettings)
+        options = plan.study.settings(NciSettings)
         if self.nci.queries.generated:
-            planner.not_priced(QUERY_GENERATION)
-        planner.not_priced("NCI's beam-search decoding (dev evaluations and test)")
+            plan.not_priced(QUERY_GENERATION)
+        plan.not_priced("NCI's beam-search decoding (dev evaluations and test)")
         views = 2 if self.nci.alpha > 0 else 1
-        planner.add(
+        plan.fit(
             ("fit", repr(self.nci), options.nci_train_steps, options.nci_batch_size, learning_rate, seed),
-            [planner.work("fine-tuning", "nci", options.nci_train_steps * options.nci_batch_size * views / 2)],
+            [plan.work("fine-tuning", "nci", options.nci_train_steps * options.nci_batch_size * views / 2)],
+            functools.partial(self.fine_tune, learning_rate=learning_rate, seed=seed),
         )
 
     def outcome(self, study, fit: FineTuned) -> RunOutcome:

@@ -17,6 +17,7 @@ and the retrieval papers' encoders as matchers).
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -404,7 +405,8 @@ class Matcher(PretrainedStart, Spec):
             "accuracy": accuracy,
         }
 
-    def fit(self, study, learning_rate: float, seed: int) -> FineTuned:
+    def fine_tune(self, study, learning_rate: float, seed: int) -> FineTuned:
+        """The fit itself (:func:`finetune_matcher`, from the pre-trained start where it has one)."""
         return finetune_matcher(
             self.model,
             study.data,
@@ -415,19 +417,20 @@ class Matcher(PretrainedStart, Spec):
             n_devices=study.settings(BudgetSettings).n_devices,
         )
 
-    def cost(self, planner, learning_rate: float, seed: int) -> None:
+    def fits(self, plan, learning_rate: float, seed: int) -> None:
         """Its pre-training, then one cached fit: fine-tuning on pairs, and the dev and test pairs encoded at
         each dev evaluation."""
-        planner.pretraining(self.model, self.pretrain_encoder or self.encoder, self.pretrain)
-        budget = planner.budget()
-        planner.add(
+        plan.pretraining(self.model, self.pretrain_encoder or self.encoder, self.pretrain, self.start)
+        budget = plan.budget()
+        plan.fit(
             ("fit", repr(self), repr(budget), learning_rate, seed),
             [
-                planner.work(
+                plan.work(
                     "fine-tuning", f"matching:{self.model}", budget.train_steps * budget.batch_size, self.encoder
                 ),
-                planner.encode("dev evaluation", self.model, self.encoder, budget.dev_evals),  # dev and test pairs
+                plan.encode("dev evaluation", self.model, self.encoder, budget.dev_evals),  # dev and test pairs
             ],
+            functools.partial(self.fine_tune, learning_rate=learning_rate, seed=seed),
         )
 
     def outcome(self, study, fit: FineTuned) -> PairOutcome:

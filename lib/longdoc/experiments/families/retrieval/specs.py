@@ -3,6 +3,7 @@ the registry, optionally pre-trained and warm-started) and :class:`ExactSearch`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -115,7 +116,8 @@ class Dense(PretrainedStart, Spec):
         seed = study.seeds[0] if seed is None else seed
         return build_encoder(self.model, self.starting_encoder(study, seed), seed, self.start(study))
 
-    def fit(self, study, learning_rate: float, seed: int) -> FineTuned:
+    def fine_tune(self, study, learning_rate: float, seed: int) -> FineTuned:
+        """The fit itself (:func:`finetune`: its earlier iterations and a miner's negatives within)."""
         protocol = self.protocol
         budget = study.settings(BudgetSettings)
         train = budget.train_config(learning_rate, seed, protocol.hard_negatives, protocol.cache_size)
@@ -143,34 +145,35 @@ class Dense(PretrainedStart, Spec):
     def outcome(self, study, fit: FineTuned) -> RunOutcome:
         return RunOutcome(fit.outputs)
 
-    # -- what fitting it costs (the GPU-hour planner prices it) ------------------------------------------
-    def cost(self, planner, learning_rate: float, seed: int) -> None:
-        """Its pre-training, its warm start's selection and fit, then one cached fit per iteration (fine-tuning,
-        dev evaluations, and from the second iteration the previous model's negatives), and a warm start's
-        mining run."""
-        planner.pretraining(self.model, self.encoder, self.pretrain)
-        if self.warm_start is not None:
-            self.warm_start.spec.cost(planner, planner.selection(self.warm_start), seed)
-        budget, protocol = planner.budget(), self.protocol
+    # -- its fit plan (the study executes it, the GPU-hour planner prices it) ------------------------------
+    def fits(self, plan, learning_rate: float, seed: int) -> None:
+        """Its pre-training, its warm start's fit at that row's chosen rate, then one cached fit per
+        iteration (fine-tuning, dev evaluations, and from the second iteration the previous model's
+        negatives; the last runs the earlier ones within), and a warm start's mining run (within the fit)."""
+        plan.pretraining(self.model, self.encoder, self.pretrain, self.start)
+        warm_rate = plan.needs(self.warm_start, seed) if self.warm_start is not None else None
+        budget, protocol = plan.budget(), self.protocol
         for iteration in range(1, protocol.iterations + 1):  # each iteration is its own cached fit
             works = [
-                planner.work(
+                plan.work(
                     "fine-tuning", f"retrieval:{self.model}", budget.train_steps * budget.batch_size, self.encoder
                 ),
-                *planner.dev_evaluations(self.model, self.encoder, budget),
+                *plan.dev_evaluations(self.model, self.encoder, budget),
             ]
             if iteration > 1:  # hard negatives mined by the previous iteration's model
-                works.append(planner.encode("negatives", self.model, self.encoder))
+                works.append(plan.encode("negatives", self.model, self.encoder))
             at = replace(self, protocol=replace(protocol, iterations=iteration))
-            planner.add(("fit", repr(at), repr(budget), learning_rate, seed), works)
+            last = iteration == protocol.iterations
+            run = functools.partial(self.fine_tune, learning_rate=learning_rate, seed=seed) if last else None
+            plan.fit(("fit", repr(at), repr(budget), learning_rate, seed), works, run)
         if protocol.negatives == "warm start" and self.warm_start is not None:  # the miner encodes once
             warm = self.warm_start.spec  # one run per warm-start fit (cached by its directory)
-            key = ("mining", repr(warm), planner.selection(self.warm_start), seed)
-            planner.add(key, [planner.encode("negatives", warm.model, warm.encoder)])
+            key = ("mining", repr(warm), warm_rate, seed)
+            plan.fit(key, [plan.encode("negatives", warm.model, warm.encoder)])
 
     def untrained_cost(self, planner, seeds: list[int]) -> None:
         """Zero-shot: the corpus encoded once."""
-        planner.add(("zero-shot", repr(self)), [planner.encode("zero-shot", self.model, self.encoder)])
+        planner.fit(("zero-shot", repr(self)), [planner.encode("zero-shot", self.model, self.encoder)])
 
 
 @dataclass(frozen=True)
@@ -184,14 +187,11 @@ class ExactSearch(Spec):
 
     family = RETRIEVAL
 
-    def fit(self, study, learning_rate: float, seed: int) -> FineTuned:
-        return self.dense.fit(study, learning_rate, seed)
-
     def summary(self, fit: FineTuned, seed: int) -> None:
         return None  # its training is the dense row's
 
-    def cost(self, planner, learning_rate: float, seed: int) -> None:
-        self.dense.cost(planner, learning_rate, seed)  # the same fits
+    def fits(self, plan, learning_rate: float, seed: int) -> None:
+        self.dense.fits(plan, learning_rate, seed)  # the same fits
 
     def outcome(self, study, fit: FineTuned) -> RunOutcome:
         model = fit.model()
