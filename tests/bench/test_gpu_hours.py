@@ -260,3 +260,24 @@ def test_the_study_executes_the_plan_the_planner_prices():
     study.selection = lambda system: {"learning_rate": 1e-3}  # the choice is not what is tested here
     assert row.spec.fit(study, 1e-3, 0) == f"fit {('row', 'third', 1e-3, 0)}"
     assert ran == [key for key in priced_keys if key[1] != "second"]  # the same fits, in the same order
+
+
+def test_a_warm_start_that_is_not_a_fine_tuned_dense_row_is_refused_before_any_fit():
+    from longdoc.experiments.families.retrieval import BM25, RETRIEVAL, Dense
+    from longdoc.experiments.profiles import parameters_for
+    from longdoc.experiments.settings import EncoderSettings
+    from longdoc.experiments.study import Study
+    from longdoc.experiments.systems import System
+
+    values = parameters_for(gpu_hours.profile_path("smoke"), gpu_hours.NOTEBOOKS / "20_sedr_main.ipynb")
+    study = Study("20_sedr_main", values | {"seeds": [0]}, RETRIEVAL, progress=False)
+    row = System(
+        "SeDR from BM25",
+        Dense("SeDR", study.settings(EncoderSettings).encoder("SeDR"), warm_start=System("BM25", BM25())),
+    )
+    planner = Planner(study, Scale("test", documents=100, pretrain_documents=0, source="test"))
+    with pytest.raises(ValueError, match="warm start 'BM25' is not a fine-tuned dense system"):
+        planner.run(row)
+    assert not planner.plan.works
+    with pytest.raises(ValueError, match="warm start 'BM25' is not a fine-tuned dense system"):
+        row.spec.fit(study, 1e-3, 0)  # refused before the study reads any data

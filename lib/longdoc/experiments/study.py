@@ -59,8 +59,9 @@ T = TypeVar("T")
 
 class Execution:
     """A row's fit plan (:meth:`~longdoc.experiments.systems.Spec.fits`) executed for ``study``: each step
-    runs in order and the plan's last fit is kept (:attr:`fitted`); what a step costs is not computed (the
-    GPU-hour planner, :class:`~longdoc.bench.gpu_hours.Planner`, reads the same plan and prices it)."""
+    runs as it is said and the fit the last ``run`` returns is kept (:attr:`fitted`); what a step costs is
+    not computed (the GPU-hour planner, :class:`~longdoc.bench.gpu_hours.Planner`, reads the same plan and
+    prices it)."""
 
     def __init__(self, study: Study):
         self.study = study
@@ -70,7 +71,7 @@ class Execution:
         return self.study.settings(BudgetSettings)
 
     def needs(self, system: System, seed: int) -> float:
-        """Another row's fit at its chosen rate with ``seed`` (a warm start), fitted first; that rate."""
+        """Another row's fit at its chosen rate with ``seed`` (a warm start), fitted now; that rate."""
         self.study.fit(system, seed)
         return self.study.selection(system)["learning_rate"]
 
@@ -79,7 +80,7 @@ class Execution:
             run(self.study)
 
     def fit(self, key: tuple, works: list, run=None) -> None:
-        if run is not None:  # None: a later fit runs it within
+        if run is not None:  # None: another step's run makes it within
             self.fitted = run(self.study)
 
     def work(self, *description, **details) -> None:  # the planner's; nothing to execute
@@ -247,7 +248,7 @@ class Study:
 
     def execute(self, spec: Spec, learning_rate: float, seed: int) -> FineTuned:
         """``spec``'s fit plan (:meth:`~longdoc.experiments.systems.Spec.fits`) at ``learning_rate`` and
-        ``seed`` executed step by step; its last fit (cached)."""
+        ``seed`` executed step by step; the fit its last ``run`` returns (cached)."""
         execution = Execution(self)
         spec.fits(execution, learning_rate, seed)
         if execution.fitted is None:

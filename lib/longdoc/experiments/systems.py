@@ -97,14 +97,16 @@ class Spec:
         return study.execute(self, learning_rate, seed)
 
     def fits(self, plan, learning_rate: float, seed: int) -> None:
-        """The fits this row needs at ``learning_rate`` and ``seed``, said to ``plan`` in the order they run:
-        another row's chosen fit first (``plan.needs(system, seed)``: a warm start), a pre-training
-        (``plan.pretraining(model, encoder, pretrain, run)``), then each cached fit by its cache determinants
-        with its work and what runs it (``plan.fit(key, works, run)``: works from ``plan.work``,
-        ``plan.encode``, ``plan.dev_evaluations``; ``run(study)`` returns the fit, None where a later fit
-        runs it within), and what is not priced (``plan.not_priced``). One plan, two readers: the study
-        executes it (:class:`~longdoc.experiments.study.Execution`, which computes no work) and the GPU-hour
-        planner prices it (:class:`~longdoc.bench.gpu_hours.Planner`, which runs nothing)."""
+        """The fits this row needs at ``learning_rate`` and ``seed``, said to ``plan`` step by step, each
+        step after those it depends on: a pre-training (``plan.pretraining(model, encoder, pretrain, run)``),
+        another row's chosen fit (``plan.needs(system, seed)``: a warm start), each cached fit by its cache
+        determinants with its work and what runs it (``plan.fit(key, works, run)``: works from
+        ``plan.work``, ``plan.encode``, ``plan.dev_evaluations``; ``run(study)`` returns the fit, or None
+        for a fit that another step's run makes within: an earlier iteration, a miner's negatives), and
+        what is not priced (``plan.not_priced``). The row's fit is the one the last ``run`` returns. One
+        plan, two readers: the study executes it (:class:`~longdoc.experiments.study.Execution`, which
+        computes no work) and the GPU-hour planner prices it (:class:`~longdoc.bench.gpu_hours.Planner`,
+        which runs nothing)."""
         raise TypeError(f"{type(self).__name__}: no fit plan (give it a fits method)")
 
     def outcome(self, study, fit: FineTuned) -> Outcome:

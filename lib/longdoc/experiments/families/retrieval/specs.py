@@ -96,11 +96,16 @@ class Dense(PretrainedStart, Spec):
     def warm_start_fit(self, study, seed: int | None = None) -> FineTuned | None:
         """The fit this row starts from: its ``warm_start`` at that row's chosen rate with the same ``seed``
         (default: the first), so each seed's chain is its own replicate and continues its own order; or None."""
-        if self.warm_start is None:
-            return None
-        if not (isinstance(self.warm_start.spec, Dense) and self.warm_start.spec.trained):
+        warm = self.checked_warm_start()
+        return None if warm is None else study.fit(warm, seed)
+
+    def checked_warm_start(self) -> System | None:
+        """``warm_start``, refused unless it is a fine-tuned dense row (before anything is fitted)."""
+        if self.warm_start is not None and not (
+            isinstance(self.warm_start.spec, Dense) and self.warm_start.spec.trained
+        ):
             raise ValueError(f"the warm start {self.warm_start.name!r} is not a fine-tuned dense system")
-        return study.fit(self.warm_start, seed)
+        return self.warm_start
 
     def starting_encoder(self, study, seed: int | None = None) -> EncoderConfig:
         """The row's encoder, reading the warm start's backbone (of the same seed) where it has one."""
@@ -149,9 +154,11 @@ class Dense(PretrainedStart, Spec):
     def fits(self, plan, learning_rate: float, seed: int) -> None:
         """Its pre-training, its warm start's fit at that row's chosen rate, then one cached fit per
         iteration (fine-tuning, dev evaluations, and from the second iteration the previous model's
-        negatives; the last runs the earlier ones within), and a warm start's mining run (within the fit)."""
+        negatives; the last runs the earlier ones within), and a warm start's mining run (run within the
+        last iteration's fit, so it has no ``run`` of its own)."""
+        warm = self.checked_warm_start()
         plan.pretraining(self.model, self.encoder, self.pretrain, self.start)
-        warm_rate = plan.needs(self.warm_start, seed) if self.warm_start is not None else None
+        warm_rate = plan.needs(warm, seed) if warm is not None else None
         budget, protocol = plan.budget(), self.protocol
         for iteration in range(1, protocol.iterations + 1):  # each iteration is its own cached fit
             works = [
