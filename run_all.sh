@@ -16,7 +16,10 @@
 #   ./run_all.sh --setup              only create/refresh the environment
 #
 # Environment: a virtualenv in .venv from requirements-cpu.txt (or the active conda env with
-# LONGDOC_USE_ACTIVE_ENV=1, e.g. one made from environment.yml on a GPU node).
+# LONGDOC_USE_ACTIVE_ENV=1, e.g. one made from environment.yml on a GPU node). Notebooks run under
+# papermill where it is installed, else in this Python process without a Jupyter kernel
+# (python -m longdoc.run_notebook: same parameters cell, outputs and figures); LONGDOC_NOTEBOOK_RUNNER=
+# papermill or in-process chooses.
 set -uo pipefail
 cd "$(dirname "$0")"
 
@@ -47,7 +50,7 @@ while [ $# -gt 0 ]; do
            OVERRIDES+=(--set "$2"); shift 2 ;;
     --tests) MODE=tests; shift ;;
     --setup) MODE=setup; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "run_all.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -162,8 +165,30 @@ else:
 PY
 }
 
+notebook_runner() {
+  # papermill (a Jupyter kernel) where installed, else this process (python -m longdoc.run_notebook)
+  local runner="${LONGDOC_NOTEBOOK_RUNNER:-}"
+  if [ -z "$runner" ]; then
+    if "$PY" -c "import papermill, ipykernel" 2>/dev/null; then runner=papermill; else runner=in-process; fi
+  fi
+  case "$runner" in
+    papermill|in-process) echo "$runner" ;;
+    *) echo "run_all.sh: LONGDOC_NOTEBOOK_RUNNER=$runner: expected papermill or in-process" >&2; return 2 ;;
+  esac
+}
+
+execute_notebook() {  # NOTEBOOK OUTPUT VALUES
+  if [ "$RUNNER" = papermill ]; then
+    # the kernel's inline backend (not the Agg of tests) keeps each figure in the executed notebook
+    env -u MPLBACKEND "$PY" -m papermill "$1" "$2" -f "$3" -k python3 --log-level WARNING --progress-bar
+  else
+    MPLBACKEND=Agg "$PY" -m longdoc.run_notebook "$1" "$2" -f "$3"  # figures kept as a kernel keeps them
+  fi
+}
+
 run_study() {
   setup
+  RUNNER=$(notebook_runner) || exit 2
   local params="notebooks/profiles/$PROFILE.yaml"
   [ -f "$params" ] || { echo "run_all.sh: no profile '$PROFILE' ($params missing)" >&2; exit 2; }
   local notebooks=() failed=() nb
@@ -185,6 +210,7 @@ run_study() {
   "$PY" -m longdoc.experiments.records --profile "$PROFILE" --notes "$work" "$work"/*.yaml > "$work/slots.txt" || exit 2
   while read -r line; do log "$line"; done < "$work/slots.txt"
   print_device | while read -r line; do log "$line"; done
+  log "notebooks run by: $RUNNER"
   if grep -qx "dataset: manpages" "$work"/*.yaml 2>/dev/null; then
     ensure_benchmark
   fi
@@ -197,9 +223,7 @@ run_study() {
     log "[$i/${#notebooks[@]}] $nb (profile $PROFILE)"
     # executed into a temporary folder; only a notebook that finishes lands in results/
     touch "$work/started"
-    # the kernel's inline backend (not the Agg of tests) keeps each figure in the executed notebook
-    if env -u MPLBACKEND "$PY" -m papermill "$nb" "$work/$name.ipynb" -f "$work/$name.yaml" -k python3 \
-      --log-level WARNING --progress-bar; then
+    if execute_notebook "$nb" "$work/$name.ipynb" "$work/$name.yaml"; then
       status=ok
       mkdir -p "$executed"
       mv -f "$work/$name.yaml" "$executed/$name.parameters.yaml" && mv -f "$work/$name.ipynb" "$executed/$name.ipynb"

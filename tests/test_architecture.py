@@ -3,7 +3,8 @@
 Every import counts, those inside functions too (a deferred import is still a dependency). Layers,
 top to bottom (a module may import its own layer and the ones below):
 
-- ``bench``, ``explore``, ``fetch``: measurements that build whatever they time, the explorer, the model fetcher
+- ``bench``, ``explore``, ``fetch``, ``run_notebook``: measurements that build whatever they time, the explorer, the model
+  fetcher, the kernel-free notebook runner
 - ``experiments.papers``: one module per paper (rows, claims, protocols)
 - ``experiments.families``: retrieval, matching, generative, pre-training
 - ``experiments``: the study kernel (study, systems, settings, fitting, cache, records, verdicts, report)
@@ -22,7 +23,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "longdoc"
 LAYERS = [
-    {"bench", "explore", "fetch"},
+    {"bench", "explore", "fetch", "run_notebook"},
     {"experiments.papers"},
     {"experiments.families"},
     {"experiments"},

@@ -35,6 +35,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 PRESENTATION_ONLY = (
     "experiments/cache.py",
     "plots.py",
+    "run_notebook.py",
     "bench/gpu_hours.py",
     "analysis/",
     "experiments/study.py",
