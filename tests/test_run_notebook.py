@@ -34,7 +34,7 @@ def code_cells(executed: dict) -> list[dict]:
 
 
 def test_values_go_into_a_tagged_cell_after_the_parameters_cell_and_replace_an_earlier_one():
-    values = {"a": 2, "name": 'it\'s "x"', "rates": [1e-4, 5e-5], "roles": {"nci": "data/nq"}, "off": None}
+    values = {"a": 2, "name": 'it\'s "x"', "rates": [1e-4, 5e-5], "roles": {"nci": "data/nq", 1: [True]}, "off": None}
     once = inject_parameters(notebook("b = a + 1"), {"a": 9})
     twice = inject_parameters(once, values)
     tags = [c["metadata"].get("tags", []) for c in twice["cells"]]
@@ -44,6 +44,19 @@ def test_values_go_into_a_tagged_cell_after_the_parameters_cell_and_replace_an_e
     assert {k: namespace[k] for k in values} == values
     executed, failure = execute(twice)
     assert failure is None and code_cells(executed)[-1]["execution_count"] == 3
+    assert twice["cells"][2]["id"] == "injected-parameters"  # nbformat 4.5 cells carry ids
+
+
+def test_a_value_python_cannot_write_back_is_named_and_infinities_survive():
+    import datetime
+    import math
+
+    injected = inject_parameters(notebook(), {"big": float("inf"), "gap": float("nan")})
+    namespace: dict = {}
+    exec(injected["cells"][2]["source"], namespace)
+    assert namespace["big"] == float("inf") and math.isnan(namespace["gap"])
+    with pytest.raises(NotebookError, match=r"v.yaml: parameter 'when' is a date .*quote a date"):
+        inject_parameters(notebook(), {"when": datetime.date(2024, 1, 1)}, "v.yaml")
 
 
 def test_a_notebook_without_a_parameters_cell_is_refused():
@@ -67,10 +80,14 @@ def test_outputs_are_a_kernels_prints_values_displays_and_open_figures():
             "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.plot([1, 2])\nfig",
             "figure = plt.figure()\nNone",
             "x = 1",
+            "import logging, sys\nlog = logging.getLogger('t')\nlog.addHandler(logging.StreamHandler(sys.stderr))",
+            "log.warning('late')\n2 + 2;  # quiet",
         )
     )
     assert failure is None
-    printed, frame, shown, returned, left_open, silent = [c["outputs"] for c in code_cells(executed)[1:]]
+    outputs = [c["outputs"] for c in code_cells(executed)[1:]]
+    printed, frame, shown, returned, left_open, silent, handler, logged = outputs
+    assert handler == [] and logged == [{"output_type": "stream", "name": "stderr", "text": "late\n"}]
     assert printed == [{"output_type": "stream", "name": "stdout", "text": "one\ntwo\n"}]
     (result,) = frame
     assert result["output_type"] == "execute_result" and result["execution_count"] == 3
@@ -80,6 +97,16 @@ def test_outputs_are_a_kernels_prints_values_displays_and_open_figures():
     assert len(returned) == 1 and returned[0]["output_type"] == "display_data"  # the figure, once
     assert "image/png" in returned[0]["data"] and "image/png" in left_open[0]["data"]
     assert silent == [] and plt.get_fignums() == []  # every figure closed after its cell
+
+
+def test_the_notebook_is_written_after_each_cell(tmp_path):
+    source = tmp_path / "dies.ipynb"
+    source.write_text(json.dumps(notebook("print('kept')", "import os\nos._exit(3)")))
+    output = tmp_path / "out.ipynb"
+    died = subprocess.run([sys.executable, "-m", "longdoc.run_notebook", str(source), str(output)], check=False)
+    assert died.returncode == 3
+    cells = code_cells(json.loads(output.read_text()))
+    assert cells[2]["outputs"][0]["text"] == "kept\n" and cells[3]["execution_count"] is None
 
 
 def test_an_error_stays_in_the_executed_notebook_and_later_cells_do_not_run(tmp_path):
@@ -94,6 +121,7 @@ def test_an_error_stays_in_the_executed_notebook_and_later_cells_do_not_run(tmp_
     assert cells[2]["outputs"][0]["text"] == "before\n"
     (error,) = cells[3]["outputs"]
     assert error["output_type"] == "error" and error["ename"] == "ZeroDivisionError"
+    assert "1 / 0" in "".join(error["traceback"])  # the cell's line in the traceback
     assert cells[4]["execution_count"] is None and cells[4]["outputs"] == []
 
 
@@ -132,7 +160,10 @@ def _texts(executed: dict) -> list[list[tuple]]:
 @pytest.mark.parametrize("name", ["00_data", "31_smith_length"])
 def test_both_ways_give_the_same_record_and_outputs_under_smoke(name, tmp_path):
     """As ``run_all.sh`` runs them: papermill in a kernel, and this runner without one, each from an empty
-    cache; records equal apart from provenance, and every cell's outputs equal (figures aside)."""
+    cache; records equal apart from provenance, and every cell's outputs equal (figures aside). The
+    notebook writes its record into the checkout's ``results/smoke`` (ignored by git, nbval's too): it is
+    removed before each run, so each way must write its own."""
+    pytest.importorskip("papermill")
     values = tmp_path / f"{name}.yaml"
     profiles = [sys.executable, "-m", "longdoc.experiments.profiles", "notebooks/profiles/smoke.yaml"]
     values.write_text(
@@ -140,7 +171,7 @@ def test_both_ways_give_the_same_record_and_outputs_under_smoke(name, tmp_path):
             [*profiles, f"notebooks/{name}.ipynb"], cwd=ROOT, check=True, capture_output=True, text=True
         ).stdout
     )
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0", "LONGDOC_PROGRESS": "off"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": "0", "LONGDOC_PROGRESS": "final"}
     record_of = {}
     executed = {}
     for way, command in {
@@ -153,6 +184,8 @@ def test_both_ways_give_the_same_record_and_outputs_under_smoke(name, tmp_path):
             env_way["MPLBACKEND"] = "Agg"
         else:
             env_way.pop("MPLBACKEND", None)
+        for old in (ROOT / "results" / "smoke").glob(f"*/{name}/metrics.json"):
+            old.unlink()
         subprocess.run(
             [*command, str(values), f"notebooks/{name}.ipynb", str(output)], cwd=ROOT, env=env_way, check=True
         )

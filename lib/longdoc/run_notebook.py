@@ -4,12 +4,15 @@ with its own image): ``python -m longdoc.run_notebook IN.ipynb OUT.ipynb -f VALU
 It does what ``run_all.sh`` asks of papermill: the values of ``-f`` go into a new cell tagged
 ``injected-parameters`` right after the cell tagged ``parameters`` (papermill's place), the code cells run
 in order in one namespace, and the executed notebook is written to ``OUT`` with each cell's outputs, as a
-kernel would give them: what it prints (``stream``), the value of its last expression and what it passes
-to ``display`` (``execute_result`` / ``display_data``: its ``_repr_html_``, ``_repr_markdown_`` ... and
-its text), and
-each figure still open when the cell ends (PNG; a kernel's inline backend). A cell that raises gets the
-error as its output, the notebook is written up to it, and the command exits 1. Magics (``%``, ``!``)
-are not supported (no notebook of the study uses one): such a cell is refused before any cell runs.
+kernel would give them: what it prints (``stream``), the value of its last expression (none after a
+trailing ``;``) and what it passes to ``display`` (``execute_result`` / ``display_data``: its
+``_repr_html_``, ``_repr_markdown_`` ... and its text), and each figure still open when the cell ends
+(PNG; a kernel's inline backend). The executed notebook is rewritten after every cell, so a process that
+dies leaves the cells it ran. A cell that raises gets the error as its output, the notebook is written up
+to it, and the command exits 1. Magics (``%``, ``!``) are not supported (no notebook of the study uses
+one): such a cell is refused before any cell runs. Unlike a kernel, what a child process or C code writes
+to the file descriptors themselves goes to the terminal (the study's launcher pipes its processes'
+output through Python).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import base64
 import contextlib
 import io
 import json
+import linecache
+import math
 import sys
 import traceback
 from pathlib import Path
@@ -61,10 +66,11 @@ def inject_parameters(notebook: dict, values: dict, path: Path | str = "notebook
     index = next((i for i, c in enumerate(cells) if c["cell_type"] == "code" and PARAMETERS_TAG in _tags(c)), None)
     if index is None:
         raise NotebookError(f"{path}: no cell tagged {PARAMETERS_TAG!r} to put the values after")
-    lines = ["# Parameters"] + [f"{name} = {value!r}" for name, value in values.items()]
+    lines = ["# Parameters"] + [f"{name} = {python_literal(value, name, path)}" for name, value in values.items()]
     injected = {
         "cell_type": "code",
         "execution_count": None,
+        "id": INJECTED_TAG,
         "metadata": {"tags": [INJECTED_TAG]},
         "outputs": [],
         "source": "\n".join(lines) + "\n",
@@ -72,20 +78,46 @@ def inject_parameters(notebook: dict, values: dict, path: Path | str = "notebook
     return {**notebook, "cells": [*cells[: index + 1], injected, *cells[index + 1 :]]}
 
 
+def python_literal(value, name: str = "value", path: Path | str = "notebook") -> str:
+    """``value`` as Python source that evaluates to it (YAML's values: None, booleans, numbers, strings,
+    lists and mappings; an infinite or NaN float as ``float('inf')``); anything else is refused, naming
+    the parameter."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(python_literal(v, name, path) for v in value) + "]"
+    if isinstance(value, dict):
+        pairs = (f"{python_literal(k, name, path)}: {python_literal(v, name, path)}" for k, v in value.items())
+        return "{" + ", ".join(pairs) + "}"
+    raise NotebookError(
+        f"{path}: parameter {name!r} is a {type(value).__name__} ({value!r}); parameter values are None, "
+        "booleans, numbers, strings, lists and mappings (quote a date to pass it as a string)"
+    )
+
+
 class _Cell:
-    """What one cell gives: its outputs, in order (streams merged as a kernel merges them)."""
+    """What one cell gives: its outputs, in order (consecutive writes to one stream make one output)."""
 
     def __init__(self, execution_count: int):
         self.count, self.outputs = execution_count, []
+        self._chunks: dict[int, list[str]] = {}  # output index -> text written to it, joined by :meth:`done`
 
     def stream(self, name: str, text: str) -> None:
         if not text:
             return
         last = self.outputs[-1] if self.outputs else None
-        if last and last["output_type"] == "stream" and last["name"] == name:
-            last["text"] += text
-        else:
-            self.outputs.append({"output_type": "stream", "name": name, "text": text})
+        if not (last and last["output_type"] == "stream" and last["name"] == name):
+            self.outputs.append({"output_type": "stream", "name": name, "text": ""})
+        self._chunks.setdefault(len(self.outputs) - 1, []).append(text)
+
+    def done(self) -> list[dict]:
+        """The outputs, each stream's text joined."""
+        for index, chunks in self._chunks.items():
+            self.outputs[index]["text"] = "".join(chunks)
+        self._chunks = {}
+        return self.outputs
 
     def display(self, *values) -> None:
         """The notebook's ``display``."""
@@ -101,14 +133,20 @@ class _Cell:
 
 
 class _Stream(io.TextIOBase):
-    def __init__(self, cell: _Cell, name: str):
-        self.cell, self.name = cell, name
+    """``sys.stdout`` or ``sys.stderr`` while the notebook runs: text goes to the cell running now (a
+    logging handler made in an earlier cell writes to the present one, as in a kernel)."""
+
+    def __init__(self, name: str):
+        self.name, self.cell = name, None
 
     def writable(self) -> bool:
         return True
 
     def write(self, text: str) -> int:
-        self.cell.stream(self.name, text)
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "replace")
+        if self.cell is not None:
+            self.cell.stream(self.name, text)
         return len(text)
 
 
@@ -191,33 +229,36 @@ def _display_as_a_kernel():
         yield
 
 
-def execute(notebook: dict, path: Path | str = "notebook") -> tuple[dict, BaseException | None]:
+def execute(notebook: dict, path: Path | str = "notebook", written=None) -> tuple[dict, BaseException | None]:
     """Run ``notebook``'s code cells in one namespace; the executed notebook and the error that stopped it
-    (None: every cell ran)."""
+    (None: every cell ran). ``written(notebook)`` is called after each cell with the notebook so far."""
     _check_sources(notebook, path)
     with _display_as_a_kernel():
-        return _execute(notebook)
+        return _execute(notebook, written)
 
 
-def _execute(notebook: dict) -> tuple[dict, BaseException | None]:
-    cells, failure, count = [], None, 0
+def _execute(notebook: dict, written=None) -> tuple[dict, BaseException | None]:
+    cells, failure, count = [dict(c) for c in notebook["cells"]], None, 0
     namespace: dict = {"__name__": "__main__"}
-    for number, cell in enumerate(notebook["cells"], 1):
-        cell = dict(cell)
+    stdout, stderr = _Stream("stdout"), _Stream("stderr")
+    for cell in cells:
         if cell["cell_type"] != "code":
-            cells.append(cell)
             continue
         if failure is not None:  # not run, as a kernel leaves the cells after an error
-            cells.append({**cell, "outputs": [], "execution_count": None})
+            cell.update(outputs=[], execution_count=None)
             continue
         count += 1
-        ran = _Cell(count)
+        ran = stdout.cell = stderr.cell = _Cell(count)
         namespace["display"] = ran.display
-        with contextlib.redirect_stdout(_Stream(ran, "stdout")), contextlib.redirect_stderr(_Stream(ran, "stderr")):
+        source, name = _source(cell), f"<cell In[{count}]>"
+        linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)  # tracebacks show it
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             try:
-                body, last = _compiled(_source(cell), f"<cell {number}>")
+                body, last = _compiled(source, name)
                 exec(body, namespace)
                 value = eval(last, namespace) if last is not None else None
+                if _ends_quietly(source):  # IPython: a trailing ";" shows nothing
+                    value = None
                 figures = _open_figures()
                 if value is not None and not any(value is f for f in figures):
                     ran.show(value, result=True)
@@ -235,8 +276,20 @@ def _execute(notebook: dict) -> tuple[dict, BaseException | None]:
                 )
             finally:
                 _close_figures()
-        cells.append({**cell, "outputs": ran.outputs, "execution_count": count})
+                stdout.cell = stderr.cell = None
+        cell.update(outputs=ran.done(), execution_count=count)
+        if written is not None:  # the notebook so far, in case the process dies in a later cell
+            written({**notebook, "cells": cells})
     return {**notebook, "cells": cells}, failure
+
+
+def _ends_quietly(source: str) -> bool:
+    """Whether the cell's last line of code ends with ``;`` (comments and blank lines aside)."""
+    for line in reversed(source.splitlines()):
+        code = line.split("#", 1)[0].rstrip()
+        if code:
+            return code.endswith(";")
+    return False
 
 
 def write_notebook(notebook: dict, path: Path) -> None:
@@ -262,7 +315,7 @@ def run(source: Path, output: Path, values: dict) -> BaseException | None:
     notebook = read_notebook(source)
     _check_sources(notebook, source)  # cells numbered as in the file, before the injected one
     notebook = inject_parameters(notebook, values, source)
-    executed, failure = execute(notebook, source)
+    executed, failure = execute(notebook, source, written=lambda so_far: write_notebook(so_far, output))
     write_notebook(executed, output)
     return failure
 
