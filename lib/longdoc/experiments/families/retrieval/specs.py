@@ -173,10 +173,10 @@ class Dense(PretrainedStart, Spec):
             last = iteration == protocol.iterations
             run = functools.partial(self.fine_tune, learning_rate=learning_rate, seed=seed) if last else None
             plan.fit(("fit", repr(at), repr(budget), learning_rate, seed), works, run)
-        if protocol.negatives == "warm start" and self.warm_start is not None:  # the miner encodes once
-            warm = self.warm_start.spec  # one run per warm-start fit (cached by its directory)
-            key = ("mining", repr(warm), warm_rate, seed)
-            plan.fit(key, [plan.encode("negatives", warm.model, warm.encoder)])
+        if protocol.negatives == "warm start" and warm is not None:  # the miner encodes once
+            miner = warm.spec  # one run per warm-start fit (cached by its directory)
+            key = ("mining", repr(miner), warm_rate, seed)
+            plan.fit(key, [plan.encode("negatives", miner.model, miner.encoder)])
 
     def untrained_cost(self, planner, seeds: list[int]) -> None:
         """Zero-shot: the corpus encoded once."""
