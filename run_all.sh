@@ -14,9 +14,17 @@
 #                                      results/<profile>/RESULTS.md otherwise)
 #   ./run_all.sh --tests              set up if needed, run pytest and the nbval notebook checks (smoke)
 #   ./run_all.sh --setup              only create/refresh the environment
+#   ./run_all.sh --pack DIR --node-freeze FILE [--max-mib 64 ...]
+#                                     a pack for a GPU node without internet (python -m longdoc.pack --help);
+#                                     on the node: bash DIR/node.sh -- --profile gpu --only 10
+#   ./run_all.sh --check-gpu [--out DIR]
+#                                     the node check (python -m longdoc.bench.node_check --help): device,
+#                                     versions, the CUDA unit tests, one fit per family timed against the
+#                                     estimate; one JSON and a log in results/gpu/node-check/ (<= 8 minutes)
 #
 # Environment: a virtualenv in .venv from requirements-cpu.txt (or the active conda env with
-# LONGDOC_USE_ACTIVE_ENV=1, e.g. one made from environment.yml on a GPU node). Notebooks run under
+# LONGDOC_USE_ACTIVE_ENV=1, e.g. one made from environment.yml on a GPU node; its interpreter is
+# LONGDOC_PYTHON or python). Notebooks run under
 # papermill where it is installed, else in this Python process without a Jupyter kernel
 # (python -m longdoc.run_notebook: same parameters cell, outputs and figures); LONGDOC_NOTEBOOK_RUNNER=
 # papermill or in-process chooses.
@@ -27,6 +35,7 @@ PROFILE=cpu
 ONLY=""
 MODE=study
 OVERRIDES=()
+PASS=()
 DATASET=""
 add_role_dataset() {  # --data ROLE=DIR: an existing directory, passed on as an absolute path
   local role="${1%%=*}" dir="${1#*=}"
@@ -50,7 +59,9 @@ while [ $# -gt 0 ]; do
            OVERRIDES+=(--set "$2"); shift 2 ;;
     --tests) MODE=tests; shift ;;
     --setup) MODE=setup; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --pack) MODE=pack; shift; PASS=("$@"); break ;;
+    --check-gpu) MODE=check-gpu; shift; PASS=("$@"); break ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "run_all.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -118,7 +129,7 @@ install_cpu_torch() {
 }
 
 ensure_python_env() {
-  if [ "${LONGDOC_USE_ACTIVE_ENV:-0}" = 1 ]; then PY=python; return; fi
+  if [ "${LONGDOC_USE_ACTIVE_ENV:-0}" = 1 ]; then PY="${LONGDOC_PYTHON:-python}"; return; fi
   local stamp want python
   want=$(cat requirements-common.txt requirements-cpu.txt pyproject.toml | sha256sum | cut -c1-16)
   stamp=.venv/.longdoc-setup
@@ -253,5 +264,7 @@ run_study() {
 case "$MODE" in
   tests) run_tests ;;
   setup) setup; log "environment ready ($PY)" ;;
+  pack) setup; "$PY" -m longdoc.pack "${PASS[@]}" ;;
+  check-gpu) setup; "$PY" -m longdoc.bench.node_check "${PASS[@]}" ;;
   study) run_study ;;
 esac

