@@ -307,6 +307,7 @@ if [ "$(cat "$DEST/.longdoc-pack" 2>/dev/null)" != "$ID" ]; then
   [ ! -f "$PACK/benchmark.tar.xz" ] || tar -xJf "$PACK/benchmark.tar.xz" -C "$DEST/data"
   [ ! -f "$PACK/packages.tar.xz" ] || tar -xJf "$PACK/packages.tar.xz" -C "$DEST/.node-site"
   [ ! -f "$PACK/weights.tar.xz" ] || { mkdir -p "$DEST/weights" && tar -xJf "$PACK/weights.tar.xz" -C "$DEST/weights"; }
+  cp "$PACK/manifest.json" "$DEST/.longdoc-pack.json"
   echo "$ID" > "$DEST/.longdoc-pack"
   echo "node.sh: unpacked into $DEST"
 fi

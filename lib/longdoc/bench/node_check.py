@@ -77,15 +77,12 @@ def _driver() -> str:
 
 
 def _commit() -> str:
-    pack = REPO_ROOT / ".longdoc-pack"
+    """The checkout's commit, or in a pack unpacked by its node.sh the commit the pack was made from."""
     out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
     if out.returncode == 0:
         return out.stdout.strip()
-    manifests = [REPO_ROOT.parent / "manifest.json"] if pack.exists() else []
-    for manifest in manifests:  # an unpacked pack: the commit it was made from
-        if manifest.is_file():
-            return json.loads(manifest.read_text()).get("commit", "")
-    return ""
+    manifest = REPO_ROOT / ".longdoc-pack.json"
+    return json.loads(manifest.read_text()).get("commit", "") if manifest.is_file() else ""
 
 
 def environment() -> dict:
