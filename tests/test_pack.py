@@ -95,6 +95,7 @@ def test_a_pack_unpacked_in_a_clean_folder_runs_notebook_00_with_its_own_weights
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "notebooks run by: in-process" in run.stdout
+    assert "building the embedded benchmark" not in run.stdout  # the packed one was found (a node has no man pages)
     (written,) = (node / "results" / "smoke").glob("*/00_data/metrics.json")
     record = json.loads(written.read_text())
     assert record["profile"] == "smoke"

@@ -367,7 +367,7 @@ def build(
             provenance = write_weights(backbone, weights, work / "weights" / backbone)
             write_tar_xz(parts / "weights.tar.xz", tree(work / "weights"))
         if benchmark:
-            write_tar_xz(parts / "benchmark.tar.xz", tree(data))
+            write_tar_xz(parts / "benchmark.tar.xz", tree(data, prefix=f"{data.name}/"))  # unpacked into data/
         (parts / "node.sh").write_text(NODE_SCRIPT)
         (parts / "node.sh").chmod(0o755)
         sizes = {part.name: part.stat().st_size for part in sorted(parts.iterdir())}
