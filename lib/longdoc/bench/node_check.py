@@ -117,9 +117,10 @@ def environment() -> dict:
 
 def pytest_runtest_logreport(report) -> None:
     """pytest hook (``-p longdoc.bench.node_check``): each test's outcome, appended as it is known (a
-    failure or skip in set-up or teardown counts; a passed set-up does not)."""
+    failure or skip in set-up or teardown counts; a passed set-up does not). Under pytest-xdist the
+    controller writes (it replays its workers' reports), the workers do not."""
     path = os.environ.get(REPORT_VARIABLE)
-    if not path or (report.when != "call" and report.passed):
+    if not path or os.environ.get("PYTEST_XDIST_WORKER") or (report.when != "call" and report.passed):
         return
     entry = {"test": report.nodeid, "when": report.when, "outcome": report.outcome, "seconds": report.duration}
     if report.failed:
