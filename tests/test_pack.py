@@ -44,8 +44,8 @@ def test_only_what_the_node_lacks_is_packed_never_torch_nor_the_notebook_tools()
     assert pack.lacking(pins, node) == {"faiss-cpu": "1.15.1", "bm25s": "0.3.16"}
 
 
-def test_the_node_described_in_the_repository_lacks_the_study_s_small_packages():
-    node = pack.read_freeze(REPO_ROOT / "results" / "bench" / "h100" / "node-packages.txt")
+def test_the_lent_gpu_node_lacks_the_study_s_small_packages():
+    node = pack.read_freeze(REPO_ROOT / "results" / "gpu" / "pip-freeze.txt")
     pins = pack.read_pins([REPO_ROOT / name for name in pack.REQUIREMENT_FILES])
     assert set(pack.lacking(pins, node)) == {"faiss-cpu", "bm25s", "pystemmer", "blingfire", "pytrec-eval-terrier"}
 

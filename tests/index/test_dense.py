@@ -144,3 +144,25 @@ def test_exhaustive_search_through_the_default_score_equals_faiss_max_pooling():
     assert (docs == faiss_docs).all() and np.allclose(scores, faiss_scores, atol=1e-5)
     many, _ = exhaustive_search(maxp_scores, queries, vectors, owners, 50)
     assert np.isinf(many[:, owners.max() + 1 :]).all()  # fewer documents than k: padded like DenseIndex
+
+
+def test_bm25_ranks_with_numpy_and_keeps_jax_off_the_gpu(monkeypatch):
+    """A GPU node's image has JAX: bm25s would run its top-k there (GPU memory taken at import, ties ordered
+    by another kernel); the retriever asks for numpy's top-k everywhere and JAX stays on the CPU."""
+    import os
+
+    import bm25s
+
+    from longdoc.index.bm25 import BM25Retriever
+
+    assert os.environ.get("JAX_PLATFORMS") == "cpu"
+    seen = {}
+    original = bm25s.BM25.retrieve
+
+    def retrieve(self, *args, **kwargs):
+        seen.update(kwargs)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(bm25s.BM25, "retrieve", retrieve)
+    run = BM25Retriever().index(["a", "b"], ["open a file", "close the socket"]).search({"q": "file"}, k=2)
+    assert seen["backend_selection"] == "numpy" and list(run["q"]) == ["a"]

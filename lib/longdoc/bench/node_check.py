@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 
 from longdoc.data.registry import REPO_ROOT
+from longdoc.experiments.records import versions
 from longdoc.io import atomic_write
 
 TEST_PATHS = (
@@ -76,15 +77,6 @@ def _driver() -> str:
         return ""
 
 
-def _commit() -> str:
-    """The checkout's commit, or in a pack unpacked by its node.sh the commit the pack was made from."""
-    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
-    if out.returncode == 0:
-        return out.stdout.strip()
-    manifest = REPO_ROOT / ".longdoc-pack.json"
-    return json.loads(manifest.read_text()).get("commit", "") if manifest.is_file() else ""
-
-
 def environment() -> dict:
     """What ran the check: device, precision support and versions."""
     found = {
@@ -93,7 +85,7 @@ def environment() -> dict:
         "cpu_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda or "",
-        "commit": _commit(),
+        "commit": versions().get("git_commit", ""),  # in an unpacked pack: the commit it was made from
         "packages": {name: _version(name) for name in PACKAGES if _version(name)},
         "device": "cpu",
     }

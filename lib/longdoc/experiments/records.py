@@ -54,7 +54,23 @@ def _git_state() -> dict:
             "git_dirty_code": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", *outputs)),
         }
     except (OSError, subprocess.CalledProcessError):
+        return _pack_state()
+
+
+def _pack_state() -> dict:
+    """Outside a git checkout: in a folder that a pack's node.sh unpacked (:mod:`longdoc.pack`), the commit
+    the pack was made from (with ``+uncommitted`` where its tracked files differed from it)."""
+    import json
+
+    manifest = REPO_ROOT / ".longdoc-pack.json"
+    if not manifest.is_file():
         return {"git_commit": "unknown"}
+    commit = json.loads(manifest.read_text()).get("commit", "unknown")
+    return {
+        "git_commit": commit.removesuffix("+uncommitted"),
+        "git_dirty": commit.endswith("+uncommitted"),
+        "from_pack": True,
+    }
 
 
 def machine() -> dict[str, str | int]:

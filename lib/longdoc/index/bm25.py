@@ -3,12 +3,21 @@
 Parameters follow Anserini's defaults, which the papers' BM25 rows used (k1 = 0.9, b = 0.4, Lucene's
 BM25 variant), with English stop words and the Snowball (Porter 2) stemmer. Anserini uses Porter 1;
 the rankings differ slightly.
+
+Where JAX is installed (the GPU nodes' image has it), ``bm25s`` imports it and runs a top-k at import:
+JAX then takes most of the GPU's memory in every process that imports this module, and a second such
+process fails to import it (the node check's pytest workers did). JAX is kept on the CPU here, and the
+top-k is numpy's in every environment, so rankings (ties included) do not depend on what is installed.
 """
 
 from __future__ import annotations
 
-import bm25s
-import Stemmer
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")  # before bm25s imports JAX (see above)
+
+import bm25s  # noqa: E402
+import Stemmer  # noqa: E402
 
 from longdoc.eval.metrics import Run
 
@@ -39,7 +48,7 @@ class BM25Retriever:
         qids = list(queries)
         k = min(k, len(self.doc_ids))
         docs, scores = self.model.retrieve(
-            self._tokenize([queries[q] for q in qids]), k=k, show_progress=False, n_threads=1
+            self._tokenize([queries[q] for q in qids]), k=k, show_progress=False, n_threads=1, backend_selection="numpy"
         )
         return {
             qid: {self.doc_ids[int(d)]: float(s) for d, s in zip(docs[row], scores[row]) if s > 0}
