@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_cpu_records_are_committed():
-    found = committed_records()
-    assert len(found) >= 20, "git ls-files lists no committed record (these tests need a git checkout)"
-    assert {json.loads(p.read_text())["profile"] for p in found} == {"cpu"}
+    profiles = [json.loads(p.read_text())["profile"] for p in committed_records()]
+    assert profiles.count("cpu") >= 20, "git ls-files lists no committed cpu record (these tests need a git checkout)"
+    assert set(profiles) <= {"cpu", "gpu"}  # gpu: what a lent GPU node brought back (results/gpu/README.md)
 
 
 @pytest.mark.parametrize("path", committed_records(), ids=lambda p: "/".join(p.parts[-4:-1]))

@@ -121,11 +121,21 @@ def pytest_runtest_logreport(report) -> None:
         handle.write(json.dumps(entry) + "\n")
 
 
+def pytest_collectreport(report) -> None:
+    """pytest hook: a test file that could not be collected (counted as an ``error``)."""
+    path = os.environ.get(REPORT_VARIABLE)
+    if path and report.failed and not os.environ.get("PYTEST_XDIST_WORKER"):
+        entry = {"test": report.nodeid, "when": "collect", "outcome": "error", "message": str(report.longrepr)[-1500:]}
+        with open(path, "a") as handle:
+            handle.write(json.dumps(entry) + "\n")
+
+
 def run_tests(paths, seconds: float, log_path: Path, workers: int = 0) -> dict:
     """The unit tests at ``paths`` in a pytest process stopped after ``seconds``: counts, failures, time."""
     report = log_path.with_suffix(".tests.jsonl")
     report.unlink(missing_ok=True)
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "longdoc.bench.node_check"]
+    command += ["--continue-on-collection-errors"]  # a file that cannot be imported stops no other file's tests
     if workers > 1:
         command += ["-n", str(workers)]
     command += [str(p) for p in paths]
@@ -152,7 +162,7 @@ def run_tests(paths, seconds: float, log_path: Path, workers: int = 0) -> dict:
     return {
         "paths": [str(p) for p in paths],
         "counts": counts,
-        "failures": [e for e in entries if e["outcome"] == "failed"],
+        "failures": [e for e in entries if e["outcome"] in ("failed", "error")],
         "stopped_after_seconds": seconds if stopped else None,
         "pytest_exit_code": returncode,
         "seconds": round(time.perf_counter() - started, 1),
