@@ -170,3 +170,140 @@ def portable(path: str | Path) -> str:
         return "cache:" + str(path.relative_to(Path(CACHE_DIR).resolve()))
     except ValueError:
         return str(path)
+
+
+# -- fits that travel: an artefact's small files without its checkpoint ----------------------------------
+CHECKPOINT = "model"  # an artefact's weights (some 87 MiB a fit): what an export leaves behind
+IMPORTED = "imported.json"  # in an imported artefact: where it came from, and that its checkpoint is missing
+EXPORT_MAX_MIB = 16.0  # one file back from a GPU node (8 files of 16 MiB come back from the lent ones)
+
+
+class TransferError(ValueError):
+    """An export or import that cannot be done as asked; nothing was written."""
+
+
+def complete_artefacts(since: float | None = None) -> list[Path]:
+    """Every artefact in the cache that was completed (its ``key.json`` written), at or after the Unix
+    time ``since`` when given; builds in progress (``.resume``, temporary folders) are not artefacts."""
+    found = sorted(p.parent for p in CACHE_DIR.glob("*/*/key.json") if not p.parent.name.endswith((".resume", ".tmp")))
+    return [p for p in found if since is None or (p / "key.json").stat().st_mtime >= since]
+
+
+def export_artefacts(archive: str | os.PathLike, since: float | None = None, max_mib: float = EXPORT_MAX_MIB) -> dict:
+    """The small files (key, history, outputs, runs, indexes: everything but ``model/``) of the cache's
+    complete artefacts (``since``: those completed since then) in one ``.tar.xz``; a file over ``max_mib``
+    is refused before ``archive`` is written. Returns what went in."""
+    import tarfile
+    import tempfile
+
+    archive = Path(archive)
+    chosen = complete_artefacts(since)
+    if not chosen:
+        raise TransferError(f"{CACHE_DIR}: no complete artefact{' since then' if since else ''} to export")
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    members = []
+    with tempfile.NamedTemporaryFile(dir=archive.parent, prefix=f".{archive.name}.", delete=False) as handle:
+        partial = Path(handle.name)
+    try:
+        with tarfile.open(partial, "w:xz") as tar:
+            for directory in chosen:
+                for path in sorted(directory.rglob("*")):
+                    relative = path.relative_to(directory)
+                    if path.is_file() and not path.is_symlink() and relative.parts[0] != CHECKPOINT:
+                        name = path.relative_to(CACHE_DIR).as_posix()
+                        tar.add(path, arcname=name, recursive=False)
+                        members.append(name)
+        size = partial.stat().st_size
+        if size > max_mib * 2**20:
+            raise TransferError(
+                f"{archive}: {size / 2**20:.1f} MiB of small files from {len(chosen)} artefacts, over --max-mib "
+                f"{max_mib:g}; export fewer (--since)"
+            )
+        os.replace(partial, archive)
+    finally:
+        partial.unlink(missing_ok=True)
+    return {"archive": str(archive), "artefacts": [p.relative_to(CACHE_DIR).as_posix() for p in chosen], "bytes": size}
+
+
+def _artefact_of(name: str, archive: Path) -> tuple[str, str]:
+    """``(kind, key)`` of an archive member ``kind/key/file``; anything else is refused by name."""
+    parts = Path(name).parts
+    if len(parts) < 3 or name.startswith("/") or ".." in parts or parts[2] == CHECKPOINT:
+        raise TransferError(f"{archive}: member {name!r} is not an artefact's small file (kind/key/file)")
+    return parts[0], parts[1]
+
+
+def import_artefacts(archive: str | os.PathLike) -> dict:
+    """The artefacts of an :func:`export_artefacts` file added to this cache, each without its checkpoint
+    and marked so (:data:`IMPORTED`); an artefact the cache already holds is kept as it is. The archive is
+    checked whole before anything is written; each artefact lands complete or not at all."""
+    import tarfile
+
+    archive = Path(archive)
+    try:
+        tar = tarfile.open(archive, "r:xz")
+    except (OSError, tarfile.TarError) as error:
+        raise TransferError(f"{archive}: not an export of the cache ({error})") from None
+    with tar:
+        by_artefact: dict[tuple[str, str], list] = {}
+        for member in tar.getmembers():
+            if not member.isfile():
+                raise TransferError(f"{archive}: member {member.name!r} is not a plain file")
+            by_artefact.setdefault(_artefact_of(member.name, archive), []).append(member)
+        missing_keys = [
+            f"{k}/{h}" for (k, h), ms in by_artefact.items() if not any(m.name.endswith("/key.json") for m in ms)
+        ]
+        if missing_keys:
+            raise TransferError(f"{archive}: no key.json for {', '.join(missing_keys)}")
+        added, kept = [], []
+        for (kind, key), members in sorted(by_artefact.items()):
+            if (CACHE_DIR / kind / key / "key.json").exists():
+                kept.append(f"{kind}/{key}")
+                continue
+            with atomic_directory(CACHE_DIR / kind / key) as tmp:
+                for member in members:
+                    target = tmp / Path(member.name).relative_to(Path(kind) / key)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(tar.extractfile(member).read())
+                (tmp / IMPORTED).write_text(json.dumps({"from": archive.name, "without": [CHECKPOINT]}) + "\n")
+            added.append(f"{kind}/{key}")
+    return {"added": added, "kept": kept}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m longdoc.experiments.cache export FILE [--since T] | import FILE``."""
+    import argparse
+    import sys
+    import time
+
+    parser = argparse.ArgumentParser(prog="python -m longdoc.experiments.cache", description="Fits that travel.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    out = sub.add_parser("export", help="the small files of the cache's artefacts, in one .tar.xz")
+    out.add_argument("archive", type=Path)
+    out.add_argument(
+        "--since", default=None, help="a file (its modification time) or a Unix time: artefacts completed since"
+    )
+    out.add_argument("--max-mib", type=float, default=EXPORT_MAX_MIB)
+    into = sub.add_parser("import", help="add an export's artefacts to this cache (without their checkpoints)")
+    into.add_argument("archive", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "export":
+            since = None
+            if args.since is not None:
+                since = Path(args.since).stat().st_mtime if Path(args.since).exists() else float(args.since)
+            done = export_artefacts(args.archive, since, args.max_mib)
+            print(
+                f"{len(done['artefacts'])} artefacts, {done['bytes'] / 2**20:.2f} MiB: {done['archive']} ({time.strftime('%H:%M:%S')})"
+            )
+        else:
+            done = import_artefacts(args.archive)
+            print(f"{len(done['added'])} artefacts added to {CACHE_DIR}, {len(done['kept'])} already there")
+    except (TransferError, ValueError, OSError) as error:
+        print(f"longdoc.experiments.cache: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

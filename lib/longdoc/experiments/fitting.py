@@ -20,7 +20,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from longdoc.experiments.cache import cached_directory
+from longdoc.experiments.cache import IMPORTED, cached_directory
+
+
+class CheckpointMissing(FileNotFoundError):
+    """A fit's model was asked for, but the fit was imported without its checkpoint."""
 
 
 class DevEvaluation:
@@ -55,6 +59,14 @@ class FineTuned:
     loader: Callable[[Path], Any]  # the family's way to load ``directory / "model"``
 
     def model(self):
+        """The fitted model; a fit imported without its checkpoint (``python -m longdoc.experiments.cache
+        import``) serves its history and outputs only, and this says so by name."""
+        if not (self.directory / "model").exists():
+            raise CheckpointMissing(
+                f"{self.directory}: this fit was imported without its checkpoint ({self.directory / IMPORTED} "
+                "names the export); what asks for its model (a warm start, a timing, a figure of its vectors) "
+                "needs the fit made here: move the folder away and rerun the notebook"
+            )
         return self.loader(self.directory / "model")
 
     @property
