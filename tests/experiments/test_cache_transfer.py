@@ -22,6 +22,7 @@ def fitted(kind: str = "finetune", **determinants):
         (directory / "model").mkdir()
         (directory / "model" / "weights.bin").write_bytes(os.urandom(1 << 16))
         (directory / "runs.tsv").write_text("q\td\t1\n")
+        (directory / "index.npz").write_bytes(os.urandom(1 << 12))
         return {"iterations": [{"best_dev": 0.5}]}, {"runs": {"q": {"d": 1.0}}}
 
     fit = fine_tune(kind, train, lambda path: ("model at", path), **determinants)
@@ -46,7 +47,8 @@ def test_an_export_carries_the_small_files_and_an_import_serves_them_without_tra
     assert len(done["artefacts"]) == 2
     with tarfile.open(archive) as tar:
         names = tar.getnames()
-    assert all("/model/" not in n for n in names) and any(n.endswith("/runs.tsv") for n in names)
+    assert all("/model/" not in n and not n.endswith("index.npz") for n in names)
+    assert any(n.endswith("/runs.tsv") for n in names)
 
     two_caches("home")
     assert cache.import_artefacts(archive)["added"] == sorted(done["artefacts"])

@@ -174,6 +174,8 @@ def portable(path: str | Path) -> str:
 
 # -- fits that travel: an artefact's small files without its checkpoint ----------------------------------
 CHECKPOINT = "model"  # an artefact's weights (some 87 MiB a fit): what an export leaves behind
+LEFT_BEHIND = (CHECKPOINT, "index.npz")  # and the dev-best corpus vectors (6.7 MB a gpu fit; only what loads
+# the model reads them: costs, segment-vector figures, the explorer)
 IMPORTED = "imported.json"  # in an imported artefact: where it came from, and that its checkpoint is missing
 EXPORT_MAX_MIB = 16.0  # one file back from a GPU node (8 files of 16 MiB come back from the lent ones)
 
@@ -190,7 +192,7 @@ def complete_artefacts(since: float | None = None) -> list[Path]:
 
 
 def export_artefacts(archive: str | os.PathLike, since: float | None = None, max_mib: float = EXPORT_MAX_MIB) -> dict:
-    """The small files (key, history, outputs, runs, indexes: everything but ``model/``) of the cache's
+    """The small files (key, history, outputs, runs: all but :data:`LEFT_BEHIND`) of the cache's
     complete artefacts (``since``: those completed since then) in one ``.tar.xz``; a file over ``max_mib``
     is refused before ``archive`` is written. Returns what went in."""
     import tarfile
@@ -209,7 +211,7 @@ def export_artefacts(archive: str | os.PathLike, since: float | None = None, max
             for directory in chosen:
                 for path in sorted(directory.rglob("*")):
                     relative = path.relative_to(directory)
-                    if path.is_file() and not path.is_symlink() and relative.parts[0] != CHECKPOINT:
+                    if path.is_file() and not path.is_symlink() and relative.parts[0] not in LEFT_BEHIND:
                         name = path.relative_to(CACHE_DIR).as_posix()
                         tar.add(path, arcname=name, recursive=False)
                         members.append(name)
@@ -228,7 +230,7 @@ def export_artefacts(archive: str | os.PathLike, since: float | None = None, max
 def _artefact_of(name: str, archive: Path) -> tuple[str, str]:
     """``(kind, key)`` of an archive member ``kind/key/file``; anything else is refused by name."""
     parts = Path(name).parts
-    if len(parts) < 3 or name.startswith("/") or ".." in parts or parts[2] == CHECKPOINT:
+    if len(parts) < 3 or name.startswith("/") or ".." in parts or parts[2] in LEFT_BEHIND:
         raise TransferError(f"{archive}: member {name!r} is not an artefact's small file (kind/key/file)")
     return parts[0], parts[1]
 
@@ -265,7 +267,7 @@ def import_artefacts(archive: str | os.PathLike) -> dict:
                     target = tmp / Path(member.name).relative_to(Path(kind) / key)
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_bytes(tar.extractfile(member).read())
-                (tmp / IMPORTED).write_text(json.dumps({"from": archive.name, "without": [CHECKPOINT]}) + "\n")
+                (tmp / IMPORTED).write_text(json.dumps({"from": archive.name, "without": list(LEFT_BEHIND)}) + "\n")
             added.append(f"{kind}/{key}")
     return {"added": added, "kept": kept}
 
