@@ -12,6 +12,10 @@
 #   ./run_all.sh --set NAME=VALUE     any other parameter of the profile (repeatable; value read as YAML)
 #                                     (every run ends with the results report: RESULTS.md for cpu,
 #                                      results/<profile>/RESULTS.md otherwise)
+#   ./run_all.sh --deadline MINUTES   a run in pieces: no fit chain starts that the GPU-hour estimate says
+#                                     cannot finish by then (LONGDOC_DEADLINE; python -m
+#                                     longdoc.experiments.cache export FILE takes what finished along;
+#                                     LONGDOC_MEASUREMENTS: step times to price with, e.g. a node check)
 #   ./run_all.sh --tests              set up if needed, run pytest and the nbval notebook checks (smoke)
 #   ./run_all.sh --setup              only create/refresh the environment
 #   ./run_all.sh --pack DIR --node-freeze FILE [--max-mib 64 ...]
@@ -37,6 +41,7 @@ MODE=study
 OVERRIDES=()
 PASS=()
 DATASET=""
+DEADLINE_MINUTES=""
 add_role_dataset() {  # --data ROLE=DIR: an existing directory, passed on as an absolute path
   local role="${1%%=*}" dir="${1#*=}"
   [[ "$1" == *=* && -n "$role" && -n "$dir" ]] || { echo "run_all.sh: --data ${1}: expected ROLE=DIR" >&2; exit 2; }
@@ -57,11 +62,13 @@ while [ $# -gt 0 ]; do
     --backbone=*) OVERRIDES+=(--set "backbone=${1#*=}"); shift ;;
     --set) [[ "${2:-}" == *=* ]] || { echo "run_all.sh: --set ${2:-}: expected NAME=VALUE" >&2; exit 2; }
            OVERRIDES+=(--set "$2"); shift 2 ;;
+    --deadline) DEADLINE_MINUTES="${2:?--deadline needs minutes}"; shift 2 ;;
+    --deadline=*) DEADLINE_MINUTES="${1#*=}"; shift ;;
     --tests) MODE=tests; shift ;;
     --setup) MODE=setup; shift ;;
     --pack) MODE=pack; shift; PASS=("$@"); break ;;
     --check-gpu) MODE=check-gpu; shift; PASS=("$@"); break ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "run_all.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -225,6 +232,15 @@ run_study() {
   if grep -qx "dataset: manpages" "$work"/*.yaml 2>/dev/null; then
     ensure_benchmark
   fi
+  if [ -n "$DEADLINE_MINUTES" ]; then
+    LONGDOC_DEADLINE=$("$PY" -c "import sys, time; print(int(time.time() + 60 * float(sys.argv[1])))" "$DEADLINE_MINUTES") \
+      || { echo "run_all.sh: --deadline $DEADLINE_MINUTES: expected minutes" >&2; exit 2; }
+    export LONGDOC_DEADLINE
+  fi
+  if [ -n "${LONGDOC_DEADLINE:-}" ]; then
+    "$PY" -c "from longdoc.experiments.deadline import deadline; deadline()" || exit 2
+    log "deadline: $LONGDOC_DEADLINE (no fit chain starts that the estimate says cannot finish by then)"
+  fi
   local i=0 start seconds status name own executed
   local timings="results/$PROFILE/timings.tsv" built cache="${LONGDOC_CACHE:-${LONGDOC_DATA:-data}/cache}"
   for nb in "${notebooks[@]}"; do
@@ -234,6 +250,17 @@ run_study() {
     log "[$i/${#notebooks[@]}] $nb (profile $PROFILE)"
     # executed into a temporary folder; only a notebook that finishes lands in results/
     touch "$work/started"
+    unset LONGDOC_FIT_PRICES
+    if [ -n "${LONGDOC_DEADLINE:-}" ]; then
+      if [ "$(date +%s)" -ge "${LONGDOC_DEADLINE%.*}" ]; then
+        log "[$i/${#notebooks[@]}] $nb not started: the deadline has passed"; failed+=("$nb (deadline)"); continue
+      fi
+      # each fit's priced seconds to the end of its chain, at this notebook's values (not for 00 and 90)
+      if "$PY" -m longdoc.bench.gpu_hours --profile "$PROFILE" --only "${name:0:2}" --parameters "$work/$name.yaml" \
+           ${LONGDOC_MEASUREMENTS:+--measurements "$LONGDOC_MEASUREMENTS"} --fit-prices "$work/$name.prices.json" 2>/dev/null; then
+        export LONGDOC_FIT_PRICES="$work/$name.prices.json"
+      fi
+    fi
     if execute_notebook "$nb" "$work/$name.ipynb" "$work/$name.yaml"; then
       status=ok
       mkdir -p "$executed"
@@ -243,6 +270,11 @@ run_study() {
       mkdir -p "${TMPDIR:-/tmp}/longdoc-failed"
       mv -f "$work/$name.ipynb" "${TMPDIR:-/tmp}/longdoc-failed/$PROFILE-$name.ipynb" 2>/dev/null \
         && log "the failed notebook, executed up to its error: ${TMPDIR:-/tmp}/longdoc-failed/$PROFILE-$name.ipynb"
+      if grep -q DeadlineReached "${TMPDIR:-/tmp}/longdoc-failed/$PROFILE-$name.ipynb" 2>/dev/null; then
+        status=deadline; failed[${#failed[@]}-1]="$nb (deadline)"
+        log "[$i/${#notebooks[@]}] $nb stopped before a fit chain the deadline leaves no time for; export what finished:"
+        log "  python -m longdoc.experiments.cache export FILE (then import FILE where the run goes on)"
+      fi
     fi
     seconds=$(( $(date +%s) - start ))
     mkdir -p "results/$PROFILE"

@@ -47,10 +47,12 @@ from pathlib import Path
 import pandas as pd
 
 from longdoc.data.registry import REPO_ROOT
+from longdoc.experiments.deadline import price_key
 from longdoc.experiments.papers.catalogue import TABLES
 from longdoc.experiments.profiles import load_profile, parameters_for
 from longdoc.experiments.settings import BudgetSettings
 from longdoc.experiments.study import Study
+from longdoc.experiments.systems import pretraining_key
 from longdoc.models.registry import encoder_class
 
 MEASUREMENTS = REPO_ROOT / "results" / "bench" / "h100" / "training.json"
@@ -226,6 +228,7 @@ class Plan:
     works: dict[tuple, list[Work]] = field(default_factory=dict)  # fit key -> its work
     unpriced: set[str] = field(default_factory=set)  # work that was not measured
     rows: dict[str, list] = field(default_factory=dict)  # each row run: its seeds ([None]: not trained)
+    chains: list[list[tuple]] = field(default_factory=list)  # each fit plan walked: its fits' keys in order
 
     @property
     def fits(self) -> int:
@@ -241,6 +244,15 @@ class Planner:
         self.study, self.scale = study, scale
         self.plan = Plan(study.notebook)
         self.chosen: dict[str, float] = {}
+        self._open: list[list[tuple]] = []  # the chains being walked (a warm start's inside its row's)
+
+    def _walk(self, spec, rate: float, seed: int) -> None:
+        """One fit plan (a chain: :mod:`longdoc.experiments.deadline`), its keys kept in order."""
+        self._open.append([])
+        try:
+            spec.fits(self, rate, seed)
+        finally:
+            self.plan.chains.append(self._open.pop())
 
     # -- the study's protocol ----------------------------------------------------------------------
     def run(self, system, seeds: list[int] | None = None) -> None:
@@ -253,7 +265,7 @@ class Planner:
         self.plan.rows[system.name] = seeds
         rate = self.selection(system)
         for seed in seeds:
-            spec.fits(self, rate, seed)
+            self._walk(spec, rate, seed)
 
     def selection(self, system) -> float:
         """The row's learning rate: its grid fitted with the first seed (``settings_from``: its source's)."""
@@ -263,7 +275,7 @@ class Planner:
             else:
                 grid = system.learning_rate_grid(self.study)
                 for rate in grid:
-                    system.spec.fits(self, rate, self.study.seeds[0])
+                    self._walk(system.spec, rate, self.study.seeds[0])
                 self.chosen[system.name] = grid[0]  # any rate costs the same
         return self.chosen[system.name]
 
@@ -272,11 +284,13 @@ class Planner:
         """One cached fit (``key``: its cache determinants) and its work (``run``, what executes it, is not
         called); a fit seen before costs nothing."""
         self.plan.works.setdefault(key, works)
+        if self._open:
+            self._open[-1].append(key)
 
     def needs(self, system, seed: int) -> float:
         """Another row's fit at its chosen rate with ``seed`` (a warm start), with its selection; that rate."""
         rate = self.selection(system)
-        system.spec.fits(self, rate, seed)
+        self._walk(system.spec, rate, seed)
         return rate
 
     def not_priced(self, what: str) -> None:
@@ -298,7 +312,7 @@ class Planner:
             return
         steps = pretrain.steps or pretrain.epochs * -(-self.scale.pretrain_documents // pretrain.batch_size)
         self.fit(
-            ("pretraining", model, repr(encoder), repr(pretrain)),
+            pretraining_key(model, encoder, pretrain),
             [Work("pre-training", f"pretrain:{model}", steps * pretrain.batch_size, tokens_of(encoder))],
         )
 
@@ -324,13 +338,19 @@ ESTIMATED_NOTEBOOKS = (*TRAINING_NOTEBOOKS, LADDER_NOTEBOOK)  # the ladder's run
 
 
 def notebook_plan(
-    profile: str | Path, notebook: str, backbone: str | None = None, scale: Scale | str | None = None
+    profile: str | Path,
+    notebook: str,
+    backbone: str | None = None,
+    scale: Scale | str | None = None,
+    params: dict | None = None,
 ) -> Plan:
     """The work ``notebook`` does under ``profile`` (its rows built, nothing read or trained). ``backbone``
     replaces the profile's (the rows' shapes do not depend on it; the papers' bert-base-uncased need not
-    be on this machine). ``scale``: a :class:`Scale`, or ``"paper"`` / ``"benchmark"`` (default paper)."""
+    be on this machine). ``scale``: a :class:`Scale`, or ``"paper"`` / ``"benchmark"`` (default paper).
+    ``params``: the notebook's values as given to it (``run_all.sh``'s), instead of the profile's."""
     overrides = {"backbone": backbone} if backbone else None  # as --backbone: the ladder's rungs get it too
-    params = parameters_for(profile_path(profile), NOTEBOOKS / f"{notebook}.ipynb", overrides)
+    if params is None:
+        params = parameters_for(profile_path(profile), NOTEBOOKS / f"{notebook}.ipynb", overrides)
     if notebook == LADDER_NOTEBOOK:
         return ladder_plan(params, scale)
     table = TABLES[notebook]
@@ -385,6 +405,21 @@ def priced(
             approximated.add(f"{work.job} as {price.measured}")
         hours[work.what] = hours.get(work.what, 0.0) + work.items * price.per_item(work.tokens) / 3600
     return hours
+
+
+def chain_seconds(plan: Plan, prices: dict[str, Price]) -> dict[str, float]:
+    """For each fit of ``plan`` (by :func:`~longdoc.experiments.deadline.price_key`), the priced GPU-seconds
+    from it to the end of its chain (the largest where several chains share it): what a deadline asks of
+    the time left before the chain builds its first artefact. Unpriced work counts as nothing."""
+    seconds = {key: 3600 * sum(priced(works, prices, set()).values()) for key, works in plan.works.items()}
+    found: dict[str, float] = {}
+    for chain in plan.chains:
+        remaining = 0.0
+        for key in reversed(chain):
+            remaining += seconds[key]
+            name = price_key(key)
+            found[name] = max(found.get(name, 0.0), remaining)
+    return found
 
 
 def notebook_title(notebook: str) -> str:
@@ -471,6 +506,28 @@ def replace_readme_block(text: str, block: str) -> str:
     return text[:start] + block + text[end + len(README_MARKERS[1]) :]
 
 
+def write_fit_prices(args) -> None:
+    """``--fit-prices``: one notebook's :func:`chain_seconds` as JSON (``LONGDOC_FIT_PRICES`` reads it)."""
+    import yaml
+
+    (notebook, *others) = [n for n in TRAINING_NOTEBOOKS if args.only and n.startswith(args.only)] or [None]
+    if notebook is None or others or "," in args.only:
+        raise SystemExit(f"--fit-prices: --only {args.only!r} must name one training notebook")
+    params = yaml.safe_load(args.parameters.read_text()) if args.parameters else None
+    values = params or load_profile(profile_path(args.profile))
+    scale = args.scale or ("paper" if values.get("profile") == "paper" else "benchmark")
+    hidden = args.hidden or (MINILM_HIDDEN if values.get("backbone") == "minilm" else 768)
+    plan = notebook_plan(args.profile, notebook, scale=scale, params=params)
+    found = {
+        "notebook": notebook,
+        "measurements": str(args.measurements),
+        "hidden": hidden,
+        "scale": scale,
+        "chain_seconds": chain_seconds(plan, load_prices(args.measurements, hidden)),
+    }
+    args.fit_prices.write_text(json.dumps(found, indent=1) + "\n")
+
+
 def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser = argparse.ArgumentParser(prog="python -m longdoc.bench.gpu_hours", description=__doc__.split("\n")[0])
     parser.add_argument("--profile", default="paper")
@@ -487,7 +544,16 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         type=int,
         help="model width whose measured prices apply (default: 384 for the minilm backbone, else 768)",
     )
+    parser.add_argument(
+        "--fit-prices",
+        type=Path,
+        help="write, for one notebook (--only NN), each fit's priced seconds to the end of its chain (a deadline's)",
+    )
+    parser.add_argument("--parameters", type=Path, help="with --fit-prices: the notebook's values (YAML, run_all.sh's)")
     args = parser.parse_args(argv)
+    if args.fit_prices:
+        write_fit_prices(args)
+        return pd.DataFrame()
     wanted = tuple(p for p in args.only.split(",") if p)
     listed = TRAINING_NOTEBOOKS if args.readme else ESTIMATED_NOTEBOOKS
     notebooks = tuple(n for n in listed if not wanted or n.startswith(wanted))

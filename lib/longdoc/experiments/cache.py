@@ -121,6 +121,21 @@ def cache_only():
         _CACHE_ONLY[0] = previous
 
 
+_BUILD_GUARDS: list[Callable[[str], None]] = []
+
+
+@contextlib.contextmanager
+def build_guard(guard: Callable[[str], None]):
+    """Within this block, :func:`cached_directory` calls ``guard(kind)`` before it builds a missing artefact
+    (a cached one builds nothing and calls nothing); the guard may raise to stop the build before it
+    starts (a deadline: :mod:`longdoc.experiments.deadline`). The innermost block's guard applies."""
+    _BUILD_GUARDS.append(guard)
+    try:
+        yield
+    finally:
+        _BUILD_GUARDS.pop()
+
+
 def cached_directory(kind: str, build, **determinants) -> Path:
     """``CACHE_DIR/kind/<key>``; calls ``build(tmp_dir)`` to create it when missing (atomically).
     The key covers ``determinants``, the code fingerprint (computed once per process) and the versions
@@ -135,6 +150,8 @@ def cached_directory(kind: str, build, **determinants) -> Path:
     if not (directory / "key.json").exists():
         if _CACHE_ONLY[0]:
             raise NotCached(kind)
+        if _BUILD_GUARDS:
+            _BUILD_GUARDS[-1](kind)
         sweep_stale(CACHE_DIR / kind)
         resume = CACHE_DIR / kind / f"{key}.resume"
         with atomic_directory(directory) as tmp:

@@ -34,7 +34,8 @@ import pandas as pd
 
 from longdoc.data.registry import REPO_ROOT
 from longdoc.eval.significance import seed_query_bootstrap, seed_query_interval
-from longdoc.experiments.cache import code_fingerprint
+from longdoc.experiments.cache import build_guard, code_fingerprint
+from longdoc.experiments.deadline import ChainGuard
 from longdoc.experiments.fitting import FineTuned
 from longdoc.experiments.paper import paper_beside
 from longdoc.experiments.parameters import PARAMETERS, check_parameters
@@ -49,7 +50,7 @@ from longdoc.experiments.records import (
     write_metrics,
 )
 from longdoc.experiments.settings import SETTINGS, BudgetSettings, StudySettings, from_parameters, required_fields
-from longdoc.experiments.systems import Family, Result, Spec, System, Table
+from longdoc.experiments.systems import Family, Result, Spec, System, Table, pretraining_key
 from longdoc.experiments.tables import difference_label, markdown_table, summary_table, use_display_format
 from longdoc.experiments.verdicts import Claim, Findings, Precondition, assess
 from longdoc.plots import FIGURES_DIR
@@ -66,6 +67,11 @@ class Execution:
     def __init__(self, study: Study):
         self.study = study
         self.fitted: FineTuned | None = None
+        self.chain = ChainGuard(study.notebook)  # a deadline stops the chain before its first build
+
+    def _run(self, key: tuple, run):
+        with build_guard(lambda kind: self.chain.check(key)):
+            return run(self.study)
 
     def budget(self) -> BudgetSettings:
         return self.study.settings(BudgetSettings)
@@ -77,11 +83,11 @@ class Execution:
 
     def pretraining(self, model: str, encoder, pretrain, run) -> None:
         if pretrain is not None:
-            run(self.study)
+            self._run(pretraining_key(model, encoder, pretrain), run)
 
     def fit(self, key: tuple, works: list, run=None) -> None:
         if run is not None:  # None: another step's run makes it within
-            self.fitted = run(self.study)
+            self.fitted = self._run(key, run)
 
     def work(self, *description, **details) -> None:  # the planner's; nothing to execute
         return None

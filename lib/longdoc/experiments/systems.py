@@ -33,6 +33,12 @@ from typing import Any, ClassVar, Protocol
 from longdoc.experiments.fitting import FineTuned
 
 
+def pretraining_key(model: str, encoder, pretrain) -> tuple:
+    """A pre-training's step key in a fit plan: the study (a deadline's prices) and the GPU-hour planner
+    name it alike, so that rows starting from the same pre-training share it."""
+    return ("pretraining", model, repr(encoder), repr(pretrain))
+
+
 class Outcome(Protocol):
     """One run of a system (one seed), evaluated on the study's data."""
 
