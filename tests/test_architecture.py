@@ -197,6 +197,8 @@ CONFIG_SOURCES = ("longdoc.models", "longdoc.train")  # only their configuration
 LEFT_OUT_BECAUSE = {  # (module, import) -> why it still changes no artefact and no recorded number
     ("experiments/records.py", "torch"): "the record's environment: torch's thread count and GPU name",
     ("experiments/cache.py", "longdoc.models.backbone"): "weights_version, a cache determinant: reads a file",
+    ("pack.py", "torch"): "stores the weights in fp16: their digest is in the cache keys (weights_version)",
+    ("pack.py", "longdoc.models.backbone"): "finds the backbone's folder and names its weights",
 }
 
 

@@ -99,6 +99,9 @@ def test_a_pack_unpacked_in_a_clean_folder_runs_notebook_00_with_its_own_weights
     (written,) = (node / "results" / "smoke").glob("*/00_data/metrics.json")
     record = json.loads(written.read_text())
     assert record["profile"] == "smoke"
+    # an unpacked pack (inside a checkout or not): the record names the commit the pack was made from
+    assert record["versions"]["git_commit"] == manifest["commit"].removesuffix("+uncommitted")
+    assert record["versions"]["from_pack"] is True
     # the shipped backbone resolves by name there, loads as float32, and its weights are the packaged ones
     # rounded to fp16 (the cache's determinants name them)
     probe = (
@@ -125,3 +128,72 @@ def test_a_pack_unpacked_in_a_clean_folder_runs_notebook_00_with_its_own_weights
     name = "embeddings.word_embeddings.weight"
     assert packed[name].dtype == torch.float16
     assert torch.equal(packed[name], original[name].half())
+
+
+def fake_wheel(directory: Path, name: str, version: str, files: dict[str, bytes], requires=()) -> Path:
+    """A pure-Python wheel of ``files`` (what pip needs of one: METADATA, WHEEL, RECORD)."""
+    import zipfile
+
+    info = f"{name}-{version}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires
+    )
+    contents = {
+        **files,
+        f"{info}/METADATA": metadata.encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    path = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, data in contents.items():
+            archive.writestr(member, data)
+        archive.writestr(f"{info}/RECORD", "".join(f"{m},,\n" for m in contents) + f"{info}/RECORD,,\n")
+    return path
+
+
+def test_lacking_packages_and_what_they_need_on_the_node_are_installed_for_it_and_pruned(tmp_path, monkeypatch):
+    """From a local index (pip's own options): blingfire's tokenizer models are pruned, a requirement the
+    node lacks is packed too, one it has or one for another platform is not."""
+    index = tmp_path / "index"
+    index.mkdir()
+    fake_wheel(
+        index, "blingfire", "0.1.8",
+        {"blingfire/__init__.py": b"", "blingfire/libblingfiretokdll.so": b"so", "blingfire/bert_base_tok.bin": b"x" * 100},
+        requires=["tinydep", "numpy", 'winonly; sys_platform == "win32"', 'docs; extra == "docs"'],
+    )  # fmt: skip
+    fake_wheel(index, "tinydep", "1.0", {"tinydep.py": b"VALUE = 1\n"})
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    wheels, site = tmp_path / "wheels", tmp_path / "site"
+    packed = pack.download_lacking({"blingfire": "0.1.8"}, {"numpy": "2.4.6"}, pack.Target(), wheels)
+    assert packed == {"blingfire": "0.1.8", "tinydep": "1.0"}
+    pack.install_pruned(wheels, packed, pack.Target(), site)
+    assert (site / "blingfire" / "libblingfiretokdll.so").exists() and (site / "tinydep.py").exists()
+    assert not list(site.rglob("*.bin")) and (site / "blingfire-0.1.8.dist-info").is_dir()
+
+
+def test_node_sh_refuses_a_damaged_part_and_a_folder_it_did_not_unpack_and_takes_a_relative_folder(tmp_path):
+    destination = tmp_path / "pack"
+    pack.build(destination, own_freeze(tmp_path), weights="none", benchmark=False, log=lambda _: None)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LONGDOC_", "PYTHONPATH"))}
+    env |= {"LONGDOC_PYTHON": sys.executable}
+
+    def node_sh(*arguments):
+        command = ["bash", str(destination / "node.sh"), *arguments]
+        return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("kept")
+    refused = node_sh("--dest", "mine", "--unpack-only")
+    assert refused.returncode == 1 and "is not an unpack of this pack" in refused.stderr
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "kept"
+    unpacked = node_sh("--dest", "relative/node", "--", "--help")  # run_all.sh's help, from the unpacked folder
+    assert unpacked.returncode == 0 and "./run_all.sh --pack DIR" in unpacked.stdout, unpacked.stderr
+    assert (tmp_path / "relative" / "node" / "lib" / "longdoc" / "pack.py").is_file()
+    with open(destination / "project.tar.xz", "r+b") as part:  # one byte changed in transit
+        part.seek(100)
+        byte = part.read(1)
+        part.seek(100)
+        part.write(bytes([byte[0] ^ 1]))
+    damaged = node_sh("--dest", "other", "--unpack-only")
+    assert damaged.returncode == 1 and "damaged" in damaged.stderr and not (tmp_path / "other" / "lib").exists()

@@ -186,3 +186,20 @@ def atomic_directory(path: str | os.PathLike, refuse_if_changed: bool = False):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+IMPORTED_MARKER = "imported.json"  # in a cached artefact imported without its checkpoint (experiments.cache)
+
+
+def missing_checkpoint(path: str | os.PathLike) -> str:
+    """Why ``path`` (a checkpoint inside a cached artefact) is missing, when it is because its artefact was
+    imported from another machine without it; "" otherwise."""
+    for folder in Path(path).parents:
+        if (folder / IMPORTED_MARKER).is_file():
+            return (
+                f"{path} is missing: its artefact {folder} was imported without its checkpoint "
+                f"(python -m longdoc.experiments.cache import; {folder / IMPORTED_MARKER} names the export). "
+                "What loads it (a warm start, a pre-trained start, a timing, a figure of its vectors) needs the "
+                "artefact made here: move that folder away and rerun"
+            )
+    return ""

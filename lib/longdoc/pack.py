@@ -82,7 +82,8 @@ def normalise(name: str) -> str:
 
 
 def read_pins(paths) -> dict[str, str]:
-    """``name -> version`` of every ``name==version`` line (``-r`` lines are followed); others are refused."""
+    """``name -> version`` of every ``name==version`` line of ``paths`` (``-r`` lines are skipped: name every
+    file); any other line is refused by file and line."""
     pins: dict[str, str] = {}
     for path in paths:
         path = Path(path)
@@ -130,6 +131,14 @@ class Target:
     platforms: tuple[str, ...] = DEFAULT_PLATFORMS
     implementation: str = "cp"
 
+    def markers(self) -> dict[str, str]:
+        """The node as dependency markers see it (a Linux x86-64 CPython, the only node packed for)."""
+        return {
+            "python_version": self.python_version, "python_full_version": f"{self.python_version}.0",
+            "implementation_name": "cpython", "platform_python_implementation": "CPython", "os_name": "posix",
+            "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
+        }  # fmt: skip
+
     def pip_options(self) -> list[str]:
         options = [
             "--only-binary=:all:",
@@ -149,8 +158,9 @@ def _pip(*arguments: str) -> None:
         raise PackError(f"pip {' '.join(arguments[:2])} failed:\n{result.stderr.strip()[-2000:]}")
 
 
-def wheel_requirements(wheel: Path) -> list[str]:
-    """Names a wheel requires (its ``Requires-Dist``; extras' requirements left out)."""
+def wheel_requirements(wheel: Path, environment: dict[str, str]) -> list[str]:
+    """Names a wheel requires on the node (its ``Requires-Dist`` whose markers hold in ``environment``, the
+    node's :meth:`Target.markers`; extras' requirements left out)."""
     import zipfile
 
     from packaging.requirements import Requirement
@@ -162,7 +172,7 @@ def wheel_requirements(wheel: Path) -> list[str]:
     for line in lines:
         if line.startswith("Requires-Dist:"):
             requirement = Requirement(line.split(":", 1)[1].strip())
-            if requirement.marker is None or "extra" not in str(requirement.marker):
+            if requirement.marker is None or requirement.marker.evaluate(environment | {"extra": ""}):
                 names.append(normalise(requirement.name))
     return names
 
@@ -178,7 +188,7 @@ def download_lacking(wanted: dict[str, str], node: dict[str, str], target: Targe
         _pip("download", "--no-deps", *target.pip_options(), "-d", str(into), f"{name}=={version}" if version else name)
         (wheel,) = set(into.glob("*.whl")) - before
         packed[name] = wheel.name.split("-")[1]
-        for needed in wheel_requirements(wheel):
+        for needed in wheel_requirements(wheel, target.markers()):
             if needed not in node and needed not in packed and needed not in queue and needed not in NOT_PACKED:
                 queue[needed] = ""
     return packed
@@ -236,15 +246,14 @@ def commit_of(repo: Path = REPO_ROOT) -> str:
     return head + ("+uncommitted" if dirty.stdout.strip() else "")
 
 
-def write_weights(backbone: str, precision: str, into: Path) -> dict:
+def write_weights(backbone: str, source: Path, precision: str, into: Path) -> dict:
     """The backbone's files in ``into``, its floating-point tensors stored in ``precision`` (fp16 or fp32), its
     config loading them as float32; returns the provenance written beside them."""
     import torch
     from safetensors.torch import load_file, save_file
 
-    from longdoc.models.backbone import resolve_backbone, weights_version
+    from longdoc.models.backbone import weights_version
 
-    source = Path(resolve_backbone(backbone))
     weights = source / "model.safetensors"
     if not weights.is_file():
         raise PackError(f"backbone={backbone!r}: {source} has no model.safetensors to pack")
@@ -294,8 +303,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 PY="${LONGDOC_PYTHON:-python3}"
-"$PY" -c 'import torch, transformers' 2>/dev/null || {
-  echo "node.sh: $PY lacks torch or transformers (the node's own image provides them; LONGDOC_PYTHON names another)" >&2; exit 1; }
+"$PY" -c 'import torch' 2>/dev/null || {
+  echo "node.sh: $PY lacks torch (the node's own image provides it; LONGDOC_PYTHON names another)" >&2; exit 1; }
+mkdir -p "$DEST" && DEST=$(cd "$DEST" && pwd)
 ID=$(sha256sum "$PACK/manifest.json" | cut -c1-16)
 if [ "$(cat "$DEST/.longdoc-pack" 2>/dev/null)" != "$ID" ]; then
   if [ -e "$DEST" ] && [ -n "$(ls -A "$DEST" 2>/dev/null)" ]; then
@@ -311,9 +321,11 @@ if [ "$(cat "$DEST/.longdoc-pack" 2>/dev/null)" != "$ID" ]; then
   echo "$ID" > "$DEST/.longdoc-pack"
   echo "node.sh: unpacked into $DEST"
 fi
+export PYTHONPATH="$DEST/.node-site:$DEST/lib${PYTHONPATH:+:$PYTHONPATH}"
+"$PY" -c 'import transformers' 2>/dev/null || {
+  echo "node.sh: $PY lacks transformers, and the pack did not carry it (the node's freeze listed it)" >&2; exit 1; }
 [ "$UNPACK_ONLY" = 0 ] || exit 0
 export LONGDOC_USE_ACTIVE_ENV=1 LONGDOC_PYTHON="$PY" LONGDOC_NOTEBOOK_RUNNER="${LONGDOC_NOTEBOOK_RUNNER:-in-process}"
-export PYTHONPATH="$DEST/.node-site:$DEST/lib${PYTHONPATH:+:$PYTHONPATH}"
 [ ! -d "$DEST/weights" ] || export LONGDOC_WEIGHTS="$DEST/weights"
 cd "$DEST"
 exec ./run_all.sh "$@"
@@ -341,6 +353,18 @@ def build(
         raise PackError(f"{destination}: exists and is not an empty folder (the pack writes a new one)")
     if weights not in ("fp16", "fp32", "none"):
         raise PackError(f"--weights {weights}: expected fp16, fp32 or none")
+    source = None
+    if weights != "none":
+        from longdoc.models.backbone import BackboneNotFoundError, resolve_backbone
+
+        if "/" in backbone or backbone in (".", ".."):
+            raise PackError(
+                f"--backbone {backbone!r}: a name the node resolves in LONGDOC_WEIGHTS (e.g. minilm), not a path"
+            )
+        try:
+            source = Path(resolve_backbone(backbone))
+        except BackboneNotFoundError as error:
+            raise PackError(f"--backbone {backbone!r}: {error}") from None
     node = read_freeze(node_freeze)
     if "torch" not in node:
         raise PackError(f"{node_freeze}: lists no torch (the pack never carries torch: the node's own build runs)")
@@ -364,7 +388,7 @@ def build(
             write_tar_xz(parts / "packages.tar.xz", tree(work / "site"))
         provenance = None
         if weights != "none":
-            provenance = write_weights(backbone, weights, work / "weights" / backbone)
+            provenance = write_weights(backbone, source, weights, work / "weights" / backbone)
             write_tar_xz(parts / "weights.tar.xz", tree(work / "weights"))
         if benchmark:
             write_tar_xz(parts / "benchmark.tar.xz", tree(data, prefix=f"{data.name}/"))  # unpacked into data/
@@ -397,7 +421,6 @@ def build(
         if destination.exists():
             destination.rmdir()
         shutil.move(str(parts), destination)
-    manifest["total_bytes"] = total
     return manifest
 
 

@@ -54,6 +54,19 @@ def test_test_outcomes_are_counted_as_they_come_and_a_slow_run_is_stopped(tmp_pa
     assert result["stopped_after_seconds"] == 8 and result["counts"] == {"passed": 1}  # what finished is kept
 
 
+def test_problems_name_failed_tests_an_aborted_pytest_and_a_broken_fit():
+    tests = {"failures": [{"test": "t.py::a"}], "pytest_exit_code": 1, "stopped_after_seconds": None}
+    rows = [{"job": "nci", "error": "RuntimeError: x"}, {"job": "encode:MaxP", "oom": True}, {"job": "x"}]
+    found = node_check.problems({"tests": tests, "runs": [{"rows": rows}]})
+    assert found == [
+        "1 tests failed or could not be collected: t.py::a",
+        "fit nci: RuntimeError: x",
+        "fit encode:MaxP: out of memory",
+    ]
+    aborted = {"failures": [], "pytest_exit_code": 1, "stopped_after_seconds": None}  # as the H200 xdist run
+    assert node_check.problems({"tests": aborted}) == ["pytest stopped with exit code 1 (see node-check.log)"]
+
+
 def test_the_estimate_beside_a_measured_step_is_the_price_of_its_items():
     prices = gpu_hours.load_prices(gpu_hours.MEASUREMENTS, gpu_hours.MINILM_HIDDEN)
     shape = {"block": 128, "blocks": 4, "batch": 64, "pair_batch": 64, "pretrain_batch": 32, "nci_batch": 128}
@@ -80,6 +93,9 @@ def test_the_check_writes_its_json_and_log_and_the_estimator_reads_its_fits(tmp_
     assert "not_compared" in written["estimate"]  # a tiny backbone's width was never measured
     assert "fit nci" in (out / "node-check.log").read_text()
     assert gpu_hours.load_prices(out / "node-check.json", hidden=result["estimate"]["hidden"]).keys() == set(jobs)
+    assert result["problems"] == []
+    with pytest.raises(SystemExit, match="holds an earlier check"):  # the committed node's files are kept
+        node_check.main(tiny_arguments(out, tiny_backbone, "--tests", "--jobs", "nci"))
 
 
 def test_bad_input_is_refused_before_anything_runs_and_the_deadline_starts_no_fit(tmp_path, tiny_backbone):

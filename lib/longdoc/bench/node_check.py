@@ -17,7 +17,9 @@ stage so that a run cut short keeps what it measured:
 
 The fits are written as a measurement run in the format of ``results/bench/h100/training.json``, so the
 estimator recalibrates from this node: ``python -m longdoc.bench.gpu_hours --profile gpu --measurements
-results/gpu/node-check/node-check.json``.
+results/gpu/node-check/node-check.json``. The check exits 1 where it found a problem (:func:`problems`);
+an earlier check's files in ``--out`` are replaced only with ``--force``. A fit already running when the
+time is up runs to its end (no job is cut off).
 """
 
 from __future__ import annotations
@@ -265,6 +267,24 @@ def run_fits(args, jobs, deadline: float, log) -> tuple[dict, list[dict]]:
 # ---------------------------------------------------------------- the check
 
 
+def problems(result: dict) -> list[str]:
+    """What a user should look at before a long job: failed or uncollected tests, a test run that stopped
+    without counting its failures (pytest's own error), a fit that raised or ran out of memory."""
+    found = []
+    tests = result.get("tests")
+    if tests:
+        failed = [f["test"] for f in tests["failures"]]
+        if failed:
+            found.append(f"{len(failed)} tests failed or could not be collected: {', '.join(failed[:10])}")
+        elif tests["pytest_exit_code"] not in (0, 5) and tests["stopped_after_seconds"] is None:
+            found.append(f"pytest stopped with exit code {tests['pytest_exit_code']} (see node-check.log)")
+    for run in result.get("runs", []):
+        for row in run["rows"]:
+            if "error" in row or row.get("oom"):
+                found.append(f"fit {row['job']}: {row.get('error', 'out of memory')}")
+    return found
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m longdoc.bench.node_check", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder of node-check.json and node-check.log")
@@ -279,6 +299,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a training argument")
     p.add_argument("--backbone", default="", help="another backbone than the profile's (a name or directory)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu"))
+    p.add_argument("--force", action="store_true", help="replace an earlier check's files in --out")
     return p
 
 
@@ -303,6 +324,8 @@ def main(argv: list[str] | None = None) -> dict:
         if not hasattr(training.parser().parse_args([]), name) or not value:
             raise SystemExit(f"node_check: --set {item}: expected NAME=VALUE with a longdoc.bench.training argument")
         overrides[name] = yaml.safe_load(value)
+    if (args.out / "node-check.json").exists() and not args.force:
+        raise SystemExit(f"node_check: {args.out} holds an earlier check (another --out, or --force to replace it)")
     backbone = resolve_backbone(args.backbone or profile["backbone"])
     fit_args = training_arguments(
         profile, backbone, steps=args.steps, warmup=args.warmup, device=args.device, **overrides
@@ -347,10 +370,13 @@ def main(argv: list[str] | None = None) -> dict:
         ]
     for row in result["estimate"]["rows"]:
         log(f"estimate {row['job']}: ratio {row['ratio']}")
+    result["problems"] = problems(result)
     save()
+    for problem in result["problems"]:
+        log(f"problem: {problem}")
     log(f"done in {result['seconds']} s: {json_path}")
     return result
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(1 if main()["problems"] else 0)

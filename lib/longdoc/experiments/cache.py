@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from longdoc.data.registry import DATA_DIR
-from longdoc.io import atomic_directory, atomic_write, sweep_stale
+from longdoc.io import IMPORTED_MARKER, ConcurrentWriteError, atomic_directory, atomic_write, sweep_stale
 
 T = TypeVar("T")
 CACHE_DIR = Path(os.environ.get("LONGDOC_CACHE", DATA_DIR / "cache"))
@@ -36,6 +36,7 @@ PRESENTATION_ONLY = (
     "experiments/cache.py",
     "plots.py",
     "run_notebook.py",
+    "pack.py",
     "bench/gpu_hours.py",
     "analysis/",
     "experiments/study.py",
@@ -193,7 +194,7 @@ def portable(path: str | Path) -> str:
 CHECKPOINT = "model"  # an artefact's weights (some 87 MiB a fit): what an export leaves behind
 LEFT_BEHIND = (CHECKPOINT, "index.npz")  # and the dev-best corpus vectors (6.7 MB a gpu fit; only what loads
 # the model reads them: costs, segment-vector figures, the explorer)
-IMPORTED = "imported.json"  # in an imported artefact: where it came from, and that its checkpoint is missing
+IMPORTED = IMPORTED_MARKER  # in an imported artefact: where it came from, its key there, what it lacks
 EXPORT_MAX_MIB = 16.0  # one file back from a GPU node (8 files of 16 MiB come back from the lent ones)
 
 
@@ -216,6 +217,8 @@ def export_artefacts(archive: str | os.PathLike, since: float | None = None, max
     import tempfile
 
     archive = Path(archive)
+    if archive.exists():
+        raise TransferError(f"{archive}: exists (an export never replaces a file)")
     chosen = complete_artefacts(since)
     if not chosen:
         raise TransferError(f"{CACHE_DIR}: no complete artefact{' since then' if since else ''} to export")
@@ -247,15 +250,30 @@ def export_artefacts(archive: str | os.PathLike, since: float | None = None, max
 def _artefact_of(name: str, archive: Path) -> tuple[str, str]:
     """``(kind, key)`` of an archive member ``kind/key/file``; anything else is refused by name."""
     parts = Path(name).parts
-    if len(parts) < 3 or name.startswith("/") or ".." in parts or parts[2] in LEFT_BEHIND:
+    if len(parts) < 3 or name.startswith("/") or ".." in parts or parts[2] in LEFT_BEHIND or parts[2] == IMPORTED:
         raise TransferError(f"{archive}: member {name!r} is not an artefact's small file (kind/key/file)")
     return parts[0], parts[1]
 
 
+def _rekeyed(determinants: dict, renamed: dict[str, str]) -> dict:
+    """``determinants`` as this machine computes them: its package versions, and every cached path in
+    them (a warm start's, a pre-training's) renamed to the artefact's key here."""
+    text = json.dumps({**determinants, "packages": package_versions()}, sort_keys=True, default=str)
+    for there, here in renamed.items():
+        text = text.replace(f"cache:{there}/", f"cache:{here}/")
+    return json.loads(text)
+
+
 def import_artefacts(archive: str | os.PathLike) -> dict:
     """The artefacts of an :func:`export_artefacts` file added to this cache, each without its checkpoint
-    and marked so (:data:`IMPORTED`); an artefact the cache already holds is kept as it is. The archive is
-    checked whole before anything is written; each artefact lands complete or not at all."""
+    and marked so (:data:`IMPORTED`: the export, its key and package versions where it was made).
+
+    Made by the same code (the same code fingerprint, else refused), an artefact is filed under the key
+    this machine computes for it: this machine's package versions (a node's torch build and fp16-stored
+    weights are named in :data:`IMPORTED`, not in the key), and the cached paths in its determinants (a
+    warm start's, a pre-training's) renamed to their keys here, so the study finds it. An artefact the
+    cache already holds is kept as it is. The archive is checked whole before anything is written; each
+    artefact lands complete or not at all."""
     import tarfile
 
     archive = Path(archive)
@@ -264,28 +282,53 @@ def import_artefacts(archive: str | os.PathLike) -> dict:
     except (OSError, tarfile.TarError) as error:
         raise TransferError(f"{archive}: not an export of the cache ({error})") from None
     with tar:
-        by_artefact: dict[tuple[str, str], list] = {}
+        by_artefact: dict[str, list] = {}
+        keys: dict[str, dict] = {}
         for member in tar.getmembers():
             if not member.isfile():
                 raise TransferError(f"{archive}: member {member.name!r} is not a plain file")
-            by_artefact.setdefault(_artefact_of(member.name, archive), []).append(member)
-        missing_keys = [
-            f"{k}/{h}" for (k, h), ms in by_artefact.items() if not any(m.name.endswith("/key.json") for m in ms)
-        ]
+            kind, key = _artefact_of(member.name, archive)
+            by_artefact.setdefault(f"{kind}/{key}", []).append(member)
+            if Path(member.name).parts[2:] == ("key.json",):
+                try:
+                    keys[f"{kind}/{key}"] = json.loads(tar.extractfile(member).read())
+                except ValueError:
+                    raise TransferError(f"{archive}: {member.name} is not JSON") from None
+        missing_keys = sorted(set(by_artefact) - set(keys))
         if missing_keys:
             raise TransferError(f"{archive}: no key.json for {', '.join(missing_keys)}")
+        other_code = sorted({d.get("code") for d in keys.values()} - {code_fingerprint()})
+        if other_code:
+            raise TransferError(
+                f"{archive}: made by code {', '.join(map(str, other_code))}, this checkout's is {code_fingerprint()} "
+                "(check out the commit the node ran: its pack's manifest names it)"
+            )
+        renamed = {name: name for name in keys}
+        for _ in range(len(keys) + 1):  # a path in a key names another artefact's key: rename until stable
+            before = dict(renamed)
+            for name, determinants in keys.items():
+                renamed[name] = f"{name.split('/')[0]}/{cache_key(**_rekeyed(determinants, before))}"
+            if renamed == before:
+                break
         added, kept = [], []
-        for (kind, key), members in sorted(by_artefact.items()):
-            if (CACHE_DIR / kind / key / "key.json").exists():
-                kept.append(f"{kind}/{key}")
+        for name, members in sorted(by_artefact.items()):
+            here = CACHE_DIR / renamed[name]
+            if (here / "key.json").exists():
+                kept.append(renamed[name])
                 continue
-            with atomic_directory(CACHE_DIR / kind / key) as tmp:
-                for member in members:
-                    target = tmp / Path(member.name).relative_to(Path(kind) / key)
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(tar.extractfile(member).read())
-                (tmp / IMPORTED).write_text(json.dumps({"from": archive.name, "without": list(LEFT_BEHIND)}) + "\n")
-            added.append(f"{kind}/{key}")
+            try:
+                with atomic_directory(here, refuse_if_changed=True) as tmp:
+                    for member in members:
+                        target = tmp / Path(member.name).relative_to(name)
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        target.write_bytes(tar.extractfile(member).read())
+                    (tmp / "key.json").write_text(json.dumps(_rekeyed(keys[name], renamed), indent=2, sort_keys=True))
+                    origin = {"from": archive.name, "key_there": name, "packages_there": keys[name].get("packages")}
+                    (tmp / IMPORTED).write_text(json.dumps({**origin, "without": list(LEFT_BEHIND)}) + "\n")
+            except ConcurrentWriteError:  # made here meanwhile: the cache's own is kept
+                kept.append(renamed[name])
+                continue
+            added.append(renamed[name])
     return {"added": added, "kept": kept}
 
 

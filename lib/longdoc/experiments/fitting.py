@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from longdoc.experiments.cache import IMPORTED, cached_directory
+from longdoc.experiments.cache import cached_directory
+from longdoc.io import missing_checkpoint
 
 
 class CheckpointMissing(FileNotFoundError):
@@ -62,11 +63,7 @@ class FineTuned:
         """The fitted model; a fit imported without its checkpoint (``python -m longdoc.experiments.cache
         import``) serves its history and outputs only, and this says so by name."""
         if not (self.directory / "model").exists():
-            raise CheckpointMissing(
-                f"{self.directory}: this fit was imported without its checkpoint ({self.directory / IMPORTED} "
-                "names the export); what asks for its model (a warm start, a timing, a figure of its vectors) "
-                "needs the fit made here: move the folder away and rerun the notebook"
-            )
+            raise CheckpointMissing(missing_checkpoint(self.directory / "model") or f"{self.directory}: no model")
         return self.loader(self.directory / "model")
 
     @property

