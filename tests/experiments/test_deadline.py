@@ -58,6 +58,34 @@ def test_each_fit_is_priced_to_the_end_of_its_chain(tiny_dataset, tiny_backbone,
     assert len({tuple(chain) for chain in walked}) == 2 and all(len(chain) == 1 for chain in walked)
 
 
+def test_a_warm_start_is_priced_to_the_end_of_the_chains_that_start_from_it(tiny_dataset, tiny_backbone, tiny_study):
+    """An export carries no model: a deadline must not build FirstP and leave MaxP-from-FirstP, which
+    needs FirstP's model, for a piece where that model is not."""
+    from longdoc.bench.gpu_hours import Plan, Work, load_prices
+
+    study = tiny_study(tiny_dataset, tiny_backbone, seeds=[0], learning_rates=[1e-3])
+    first = rows(study)[1]
+    warm = System("MaxP from FirstP", Dense("MaxP", study.settings(EncoderSettings).encoder("MaxP"), warm_start=first))
+    planner = Planner(study, Scale("tiny", documents=10, pretrain_documents=0, source="test"))
+    planner.run(first)
+    planner.run(warm)
+    (first_key,) = {key for chain in planner.plan.chains for key in chain if key[1].startswith("Dense(model='FirstP'")}
+    (warm_key,) = {key for chain in planner.plan.chains for key in chain if key[1].startswith("Dense(model='MaxP'")}
+    assert [first_key, warm_key] in planner.plan.chains  # the dependent chain holds its warm start first
+    plan = Plan(
+        "x",
+        works={
+            first_key: [Work("fine-tuning", "retrieval:FirstP", 10, 16)],
+            warm_key: [Work("fine-tuning", "retrieval:MaxP", 1000, 32)],
+        },
+    )
+    plan.chains = planner.plan.chains
+    prices = load_prices(hidden=384)
+    found = chain_seconds(plan, prices)
+    both = 10 * prices["retrieval:FirstP"].per_item(16) + 1000 * prices["retrieval:MaxP"].per_item(32)
+    assert found[deadline.price_key(first_key)] == pytest.approx(both)
+
+
 def priced_prices(study, tmp_path, expensive: str) -> str:
     """A price file: the chains of the row named ``expensive`` cost a day, the others a second."""
     seconds = {
@@ -114,4 +142,7 @@ def test_past_the_deadline_a_cached_chain_still_serves_and_an_uncached_one_does_
     assert study.fit(first).directory == fitted.directory  # built before: served
     with pytest.raises(deadline.DeadlineReached, match="0 s are left"):
         rows(study)[2].spec.fit(study, 1e-3, 0)
-    assert len(cache.complete_artefacts()) == 1
+    assert [a.parent.name for a in cache.complete_artefacts()] == [
+        "costs",
+        "finetune",
+    ]  # FirstP's, measured at fit time

@@ -247,7 +247,9 @@ class Planner:
         self._open: list[list[tuple]] = []  # the chains being walked (a warm start's inside its row's)
 
     def _walk(self, spec, rate: float, seed: int) -> None:
-        """One fit plan (a chain: :mod:`longdoc.experiments.deadline`), its keys kept in order."""
+        """One fit plan (a chain: :mod:`longdoc.experiments.deadline`), its keys kept in order, those of the
+        warm starts it needs first (a chain that needs another fit's model is priced with it, so that a
+        deadline never leaves a model built whose dependent chain was not: an export carries no model)."""
         self._open.append([])
         try:
             spec.fits(self, rate, seed)
@@ -284,8 +286,8 @@ class Planner:
         """One cached fit (``key``: its cache determinants) and its work (``run``, what executes it, is not
         called); a fit seen before costs nothing."""
         self.plan.works.setdefault(key, works)
-        if self._open:
-            self._open[-1].append(key)
+        for chain in self._open:  # a warm start's fits belong to every chain that needs its model too
+            chain.append(key)
 
     def needs(self, system, seed: int) -> float:
         """Another row's fit at its chosen rate with ``seed`` (a warm start), with its selection; that rate."""
@@ -409,8 +411,9 @@ def priced(
 
 def chain_seconds(plan: Plan, prices: dict[str, Price]) -> dict[str, float]:
     """For each fit of ``plan`` (by :func:`~longdoc.experiments.deadline.price_key`), the priced GPU-seconds
-    from it to the end of its chain (the largest where several chains share it): what a deadline asks of
-    the time left before the chain builds its first artefact. Unpriced work counts as nothing."""
+    from it to the end of its chain (the largest where several chains share it: a warm start's fit is
+    priced to the end of the chains that start from it): what a deadline asks of the time left before
+    the chain builds its first artefact. Unpriced work counts as nothing."""
     seconds = {key: 3600 * sum(priced(works, prices, set()).values()) for key, works in plan.works.items()}
     found: dict[str, float] = {}
     for chain in plan.chains:

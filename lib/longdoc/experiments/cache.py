@@ -17,7 +17,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from longdoc.data.registry import DATA_DIR
 from longdoc.io import IMPORTED_MARKER, ConcurrentWriteError, atomic_directory, atomic_write, sweep_stale
@@ -167,6 +167,24 @@ def cached_directory(kind: str, build, **determinants) -> Path:
     return directory
 
 
+def cached_json(kind: str, compute: Callable[[], Any], **determinants) -> Any:
+    """``compute()``'s JSON value, cached under ``kind`` and the key of ``determinants`` (what a table reads
+    of a fit's model: a probe, a parameter count, a timing), so it travels with the fit's small files and
+    serves where the checkpoint did not go. The value is read back from JSON also when just computed."""
+
+    def build(directory: Path) -> None:
+        (directory / "value.json").write_text(json.dumps(compute(), default=_plain))
+
+    return json.loads((cached_directory(kind, build, **determinants) / "value.json").read_text())
+
+
+def _plain(value):
+    """A numpy scalar as a Python number (JSON)."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
 def dataset_key(dataset) -> dict:
     """A dataset's part of a cache key (its name, content checksum and subsample), as keyword arguments
     of :func:`cached_directory`."""
@@ -179,6 +197,14 @@ def dataset_view(dataset, key: tuple, build: Callable[[], T]) -> T:
     if key not in dataset.views:
         dataset.views[key] = build()
     return dataset.views[key]
+
+
+def portable_backbone(backbone: str) -> str:
+    """A backbone as a cache determinant: a folder inside the cache (a warm start's) by its portable path,
+    also where an import left it behind (so the key is the one computed where it was made); a name as it is."""
+    if Path(backbone).is_dir() or Path(backbone).is_absolute():
+        return portable(backbone)
+    return backbone
 
 
 def portable(path: str | Path) -> str:
@@ -258,9 +284,11 @@ def _artefact_of(name: str, archive: Path) -> tuple[str, str]:
 def _rekeyed(determinants: dict, renamed: dict[str, str]) -> dict:
     """``determinants`` as this machine computes them: its package versions, and every cached path in
     them (a warm start's, a pre-training's) renamed to the artefact's key here."""
+    import re
+
     text = json.dumps({**determinants, "packages": package_versions()}, sort_keys=True, default=str)
-    for there, here in renamed.items():
-        text = text.replace(f"cache:{there}/", f"cache:{here}/")
+    for there, here in renamed.items():  # "cache:kind/key" alone or followed by a path inside it
+        text = re.sub(rf"cache:{re.escape(there)}(?=[/\"])", f"cache:{here}", text)
     return json.loads(text)
 
 

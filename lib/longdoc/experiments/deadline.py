@@ -1,7 +1,9 @@
 """A deadline for a study run in pieces: no fit chain starts that the estimate says cannot finish in time.
 
 A chain is one row's fit plan at one learning rate and seed (:meth:`~longdoc.experiments.systems.Spec.fits`:
-its pre-training, its iterations, a miner's negatives; a warm start is a chain of its own, run first).
+its pre-training, its iterations, a miner's negatives; a warm start is a chain of its own, run first,
+and priced to the end of every chain that starts from it, since an export carries no model: a deadline
+never leaves a warm start built whose dependent fits were not started for lack of time).
 ``LONGDOC_DEADLINE`` (a Unix time, or an ISO 8601 time with its zone) sets the deadline; ``run_all.sh
 --deadline MINUTES`` sets it and, before each notebook, writes the notebook's fit prices
 (``python -m longdoc.bench.gpu_hours --fit-prices``: for each fit, the priced seconds from it to the end

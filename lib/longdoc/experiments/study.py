@@ -34,9 +34,9 @@ import pandas as pd
 
 from longdoc.data.registry import REPO_ROOT
 from longdoc.eval.significance import seed_query_bootstrap, seed_query_interval
-from longdoc.experiments.cache import build_guard, code_fingerprint
+from longdoc.experiments.cache import build_guard, cached_json, code_fingerprint, dataset_key
 from longdoc.experiments.deadline import ChainGuard
-from longdoc.experiments.fitting import FineTuned
+from longdoc.experiments.fitting import CheckpointMissing, FineTuned
 from longdoc.experiments.paper import paper_beside
 from longdoc.experiments.parameters import PARAMETERS, check_parameters
 from longdoc.experiments.preconditions import above_chance, pretraining_works, reached_plateau
@@ -259,6 +259,10 @@ class Study:
         spec.fits(execution, learning_rate, seed)
         if execution.fitted is None:
             raise TypeError(f"{type(spec).__name__}: its fit plan runs no fit")
+        try:
+            spec.measure(self, execution.fitted)
+        except CheckpointMissing:  # imported without its model and its measures: a table reading them says so
+            pass
         return execution.fitted
 
     def run(self, system: System, seeds: list[int] | None = None) -> Result:
@@ -271,13 +275,16 @@ class Study:
             result = Result(system, ran, outcomes)
         else:
             selection = self.selection(system)
-            fits = [spec.fit(self, selection["learning_rate"], seed) for seed in seeds]
+            fits, outcomes = [], []
+            for seed in seeds:  # each outcome right after its fit: what reads the model runs while it is here
+                fits.append(spec.fit(self, selection["learning_rate"], seed))
+                outcomes.append(spec.outcome(self, fits[-1]))
             summaries = [spec.summary(fit, seed) for seed, fit in zip(seeds, fits)]
             training = [summary for summary in summaries if summary is not None]  # None: another row's training
             result = Result(
                 system,
                 seeds,
-                [spec.outcome(self, fit) for fit in fits],
+                outcomes,
                 selection,
                 training,
                 spec.pretraining(self),
@@ -312,8 +319,15 @@ class Study:
     def start_probe(self, spec: Spec) -> dict | None:
         """The dev probe of a row's start (:meth:`Spec.start_probe`), once per start in the study."""
         key = spec.start_key()
-        if key not in self._probes:
-            self._probes[key] = spec.start_probe(self)
+        if key not in self._probes:  # cached with what pins the start (a warm start's fit, a pre-training)
+            self._probes[key] = cached_json(
+                "start_probe",
+                lambda: spec.start_probe(self),
+                start=key,
+                origin=spec.start_origin(self),
+                seed=self.seeds[0],
+                **dataset_key(self.data),
+            )
         return self._probes[key]
 
     def preconditions(self, name: str, measure: str) -> list[Precondition]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from longdoc.experiments.cache import portable
 from longdoc.experiments.fitting import FineTuned
 
 
@@ -158,6 +159,17 @@ class Spec:
         """The model before fine-tuning, probed on dev: ``{"score": higher is better, "loss": lower is
         better (optional), "probe": what was measured, ...}``; None: the family has no probe."""
         return None
+
+    def measure(self, study, fit: FineTuned) -> None:
+        """What a table reads of ``fit``'s model (a cost, a parameter count), measured right after the fit
+        is made, while the model is on this machine, into small cached files that travel with the fit
+        (:func:`longdoc.experiments.cache.cached_json`); nothing by default."""
+
+    def start_origin(self, study) -> dict:
+        """What pins the start beyond :meth:`start_key` (the cached probe's key): the pre-trained
+        checkpoint it loads (its cache path)."""
+        start = self.start(study)
+        return {"pretrained": portable(start) if start is not None else None}
 
     def describe(self) -> dict:
         """Every field, for the record; systems by their names, configs as dicts."""

@@ -37,7 +37,7 @@ import numpy as np
 
 from longdoc.data.beir import RetrievalDataset
 from longdoc.eval.metrics import evaluate, ranking
-from longdoc.experiments.cache import cached_directory, dataset_key, portable
+from longdoc.experiments.cache import cached_directory, dataset_key, portable, portable_backbone
 from longdoc.experiments.families.retrieval import (
     DATASET_LOADER,
     RETRIEVAL,
@@ -232,7 +232,7 @@ def generated_queries(
         build,
         **dataset_key(dataset),
         generation=asdict(config),
-        backbone=portable(backbone) if Path(backbone).is_dir() else backbone,
+        backbone=portable_backbone(backbone),
         **({"processes": n_devices} if n_devices > 1 else {}),
     )
     return (json.loads((directory / "queries.json").read_text()), json.loads((directory / "history.json").read_text()))
@@ -393,7 +393,7 @@ def finetune_nci(
         train=asdict(train),
         decoding=asdict(decoding),
         pooling=pooling,
-        backbone=portable(backbone) if Path(backbone).is_dir() else backbone,
+        backbone=portable_backbone(backbone),
         **({"processes": n_devices} if n_devices > 1 else {}),
     )
 

@@ -30,7 +30,7 @@ from longdoc.eval.chance import random_ranking_value
 from longdoc.eval.classification import accuracy_threshold, classification_metrics, pair_outcomes
 from longdoc.eval.metrics import Run, evaluate, per_query
 from longdoc.eval.run_files import write_run
-from longdoc.experiments.cache import dataset_key, dataset_view, portable
+from longdoc.experiments.cache import cached_json, dataset_key, dataset_view, portable
 from longdoc.experiments.families.pretraining import Documents, PretrainedStart
 from longdoc.experiments.families.retrieval import encoder_key
 from longdoc.experiments.families.worker import dataset_reference, launch
@@ -363,6 +363,13 @@ def finetune_matcher(
 
 
 # -- rows ------------------------------------------------------------------------------------------
+def fit_parameters(fit: FineTuned) -> int:
+    """The parameters of a fit's model, cached with its small files (counted once where the model is)."""
+    return cached_json(
+        "parameters", lambda: sum(p.numel() for p in fit.model().parameters()), fit=portable(fit.directory)
+    )
+
+
 @dataclass(frozen=True)
 class Matcher(PretrainedStart, Spec):
     """A siamese matcher over registry model ``model``, fine-tuned on the train pairs; pre-trained first
@@ -380,6 +387,10 @@ class Matcher(PretrainedStart, Spec):
 
     def pretraining_input(self, study) -> tuple:
         return pretraining_documents(study.data), self.pretrain_encoder or self.encoder, None
+
+    def measure(self, study, fit: FineTuned) -> None:
+        """The fit's parameter count (SMITH's cost table), counted where its model is."""
+        fit_parameters(fit)
 
     def start_probe(self, study) -> dict:
         """The start (as fine-tuning would begin: weights, seed, block-head rule) on the dev pairs,

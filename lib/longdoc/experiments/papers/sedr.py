@@ -20,20 +20,17 @@ of the study.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pandas as pd
 
 from longdoc.experiments.families.retrieval import (
     BM25,
+    COST_REPEATS,
     RETRIEVAL,
-    RUN_DEPTH,
     Dense,
     Protocol,
-    index_info,
-    segment_corpus,
-    stored_index,
+    fit_costs,
+    fit_index,
 )
 from longdoc.experiments.paper import paper_value as reported
 from longdoc.experiments.papers.longtriever import longtriever
@@ -328,42 +325,13 @@ def sweep_claims(study: Study) -> list[Claim]:
 
 
 # -- Table 1's and Table 2's cost columns --------------------------------------------------------
-def costs(study: Study, system: System, repeats: int = 3) -> dict:
+def costs(study: Study, system: System, repeats: int = COST_REPEATS) -> dict:
     """Parameters, training time per epoch (the optimizer steps of the first seed's run, scaled to one
     pass over the training queries), index size (vectors, bytes of float32), indexing time (encoding
     the corpus, timed at the dev-best evaluation) and per-query search latency (test queries in one
-    batch, top 100 documents, median of ``repeats``) of a fine-tuned system's first-seed run."""
-    fit = study.fit(system)
-    model = fit.model()
-    vectors, owners, indexing = fit_index(study, fit, model)
-    queries = model.encode_queries(list(study.split("test")[0].values()))
-    index = DenseIndex(vectors.shape[1])
-    index.add(vectors, owners)
-    latencies = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        index.search(queries, RUN_DEPTH)
-        latencies.append((time.perf_counter() - started) / len(queries))
-    last = fit.last
-    return {
-        "parameters (M)": sum(p.numel() for p in model.parameters()) / 1e6,
-        "training s / epoch": last["train_seconds"] / max(1, last["history"][-1]["step"]) * last["steps_per_epoch"],
-        "vectors": int(len(vectors)),
-        "index MB": vectors.nbytes / 2**20,
-        "indexing s": indexing,
-        "latency ms / query": 1000 * float(np.median(latencies)),
-    }
-
-
-def fit_index(study: Study, fit, model) -> tuple:
-    """A run's corpus vectors, owners and encoding seconds: those kept at its dev-best evaluation, or
-    encoded again (and timed) where they were not kept."""
-    kept = stored_index(fit)
-    if kept is not None:
-        return *kept, index_info(fit)["encode_seconds"]
-    started = time.perf_counter()
-    vectors, owners = model.encode_corpus(segment_corpus(model, study.data), progress=False)
-    return vectors, owners, time.perf_counter() - started
+    batch, top 100 documents, median of ``repeats``) of a fine-tuned system's first-seed run: measured
+    when the fit was made, where its model was (:func:`fit_costs`)."""
+    return fit_costs(study, study.fit(system), repeats)
 
 
 def cost_table(study: Study, systems: list[System]) -> pd.DataFrame:

@@ -27,7 +27,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from longdoc.experiments.families.matching import MATCHING, Matcher
+from longdoc.experiments.families.matching import MATCHING, Matcher, fit_parameters
 from longdoc.experiments.families.pretraining import PretrainingSettings
 from longdoc.experiments.paper import paper_beside_by_collection
 from longdoc.experiments.paper import paper_value as reported
@@ -334,7 +334,7 @@ def costs(study: Study) -> pd.DataFrame:
         fit = result.fits[0]
         steps = max(1, fit.last["config"]["steps"])
         rows[name] = {
-            "parameters (M)": sum(p.numel() for p in fit.model().parameters()) / 1e6,
+            "parameters (M)": fit_parameters(fit) / 1e6,
             "training s/step": fit.last["train_seconds"] / steps,
             "corpus encoding s": fit.history.get("encode_seconds"),
         }

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from longdoc.eval.probes import in_batch_probe
+from longdoc.experiments.cache import cached_json, dataset_key
 from longdoc.experiments.families.retrieval import PROBE_QUERIES, Dense, segment_corpus
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import System
@@ -56,10 +57,22 @@ ALTERNATIVES: dict[str, dict[str, Callable[[BiEncoder], None]]] = {
 }
 
 
+def alternative_probes(study: Study, spec: Dense) -> dict[str, dict]:
+    """The dev probe of each alternative start of ``spec``'s new parameters (:data:`ALTERNATIVES`)."""
+    dev_queries, dev_qrels = study.split("dev")
+    corpus = segment_corpus(spec.starting_model(study), study.data)
+    found = {}
+    for label, change in ALTERNATIVES.get(spec.model, {}).items():
+        variant = spec.starting_model(study)
+        with seeded(study.seeds[0]), torch.no_grad():
+            change(variant)
+        found[label] = in_batch_probe(variant, corpus, dev_queries, dev_qrels, size=PROBE_QUERIES)
+    return found
+
+
 def start_probes(study: Study, systems: list[System], alternatives: bool = True) -> pd.DataFrame:
     """The probe of every system's start point and (``alternatives``) of each alternative start of
     its new parameters, for the systems that have them and are not pre-trained."""
-    dev_queries, dev_qrels = study.split("dev")
     rows, probed = {}, {}
     for system in systems:
         spec = system.spec
@@ -71,18 +84,18 @@ def start_probes(study: Study, systems: list[System], alternatives: bool = True)
             continue
         probed[start] = system.name
         rows[system.name] = {"start": "ours", **study.start_probe(spec)}
-        if spec.pretrain is not None or not alternatives:
+        if spec.pretrain is not None or not alternatives or not ALTERNATIVES.get(spec.model):
             continue  # alternatives concern the untrained new parameters
-        model = spec.starting_model(study)
-        corpus = segment_corpus(model, study.data)
-        for label, change in ALTERNATIVES.get(spec.model, {}).items():
-            variant = spec.starting_model(study)
-            with seeded(study.seeds[0]), torch.no_grad():
-                change(variant)
-            rows[f"{system.name}: {label}"] = {
-                "start": label,
-                **in_batch_probe(variant, corpus, dev_queries, dev_qrels, size=PROBE_QUERIES),
-            }
+        probes = cached_json(  # probed where the start's weights are; travels with the small files
+            "start_alternatives",
+            lambda spec=spec: alternative_probes(study, spec),
+            start=start,
+            origin=spec.start_origin(study),
+            seed=study.seeds[0],
+            **dataset_key(study.data),
+        )
+        for label, probe in probes.items():
+            rows[f"{system.name}: {label}"] = {"start": label, **probe}
     table = pd.DataFrame(rows).T
     table["chance"] = 1.0 / table["queries"].astype(float)
     return table[["start", "queries", "accuracy", "chance", "loss", "cosine"]]

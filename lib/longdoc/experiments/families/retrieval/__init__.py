@@ -36,10 +36,13 @@ from longdoc.experiments.families.retrieval.family import (
     load_retrieval_dataset,
 )
 from longdoc.experiments.families.retrieval.fitting import (
+    COST_REPEATS,
     RUNNER,
     FinetuneJob,
     RetrievalEvaluation,
     finetune,
+    fit_costs,
+    fit_index,
     index_info,
     run_finetune_job,
     stored_index,
@@ -60,6 +63,9 @@ from longdoc.experiments.families.retrieval.specs import BM25, IN_BATCH, Dense, 
 
 __all__ = [
     "BM25",
+    "COST_REPEATS",
+    "fit_costs",
+    "fit_index",
     "DATASET_LOADER",
     "EVALUATION_SPLITS",
     "FITTING_SPLITS",

@@ -12,7 +12,7 @@ import numpy as np
 
 from longdoc.data.beir import RetrievalDataset
 from longdoc.eval.metrics import evaluate
-from longdoc.experiments.cache import dataset_key, portable
+from longdoc.experiments.cache import cached_json, dataset_key, portable
 from longdoc.experiments.families.retrieval.family import (
     DATASET_LOADER,
     NEGATIVES,
@@ -33,6 +33,7 @@ from longdoc.experiments.families.retrieval.runs import (
 )
 from longdoc.experiments.families.worker import dataset_reference, launch
 from longdoc.experiments.fitting import DevEvaluation, FineTuned, fine_tune, save_fit, train_key
+from longdoc.index.dense import DenseIndex
 from longdoc.models.biencoder import BiEncoder, EncoderConfig
 from longdoc.models.registry import build_encoder, encoder_class, load_encoder
 from longdoc.sharding import from_first, rank, world_size
@@ -297,3 +298,51 @@ def index_info(fit: FineTuned) -> dict:
     multi-process run did not record them)."""
     path = fit.directory / "index.json"
     return json.loads(path.read_text()) if path.exists() else {}
+
+
+# -- what a cost table reads of a fit's model, measured where the model is -------------------------------
+COST_REPEATS = 3  # timed searches per fit (their median)
+
+
+def fit_costs(study, fit: FineTuned, repeats: int = COST_REPEATS) -> dict:
+    """A fit's parameters, training seconds per epoch, index size, indexing seconds and search latency
+    (SeDR's Tables 1-2 columns), cached with its small files: measured once where its model is (at fit
+    time: :meth:`~longdoc.experiments.families.retrieval.specs.Dense.measure`), so it travels."""
+    return cached_json(
+        "costs", lambda: measured_costs(study, fit, repeats), fit=portable(fit.directory), repeats=repeats,
+        **dataset_key(study.data),
+    )  # fmt: skip
+
+
+def measured_costs(study, fit: FineTuned, repeats: int) -> dict:
+    """:func:`fit_costs`, measured on this machine (the model loaded)."""
+    model = fit.model()
+    vectors, owners, indexing = fit_index(study, fit, model)
+    queries = model.encode_queries(list(study.split("test")[0].values()))
+    index = DenseIndex(vectors.shape[1])
+    index.add(vectors, owners)
+    latencies = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        index.search(queries, RUN_DEPTH)
+        latencies.append((time.perf_counter() - started) / len(queries))
+    last = fit.last
+    return {
+        "parameters (M)": sum(p.numel() for p in model.parameters()) / 1e6,
+        "training s / epoch": last["train_seconds"] / max(1, last["history"][-1]["step"]) * last["steps_per_epoch"],
+        "vectors": int(len(vectors)),
+        "index MB": vectors.nbytes / 2**20,
+        "indexing s": indexing,
+        "latency ms / query": 1000 * float(np.median(latencies)),
+    }
+
+
+def fit_index(study, fit: FineTuned, model) -> tuple:
+    """A run's corpus vectors, owners and encoding seconds: those kept at its dev-best evaluation, or
+    encoded again (and timed) where they were not kept."""
+    kept = stored_index(fit)
+    if kept is not None:
+        return *kept, index_info(fit)["encode_seconds"]
+    started = time.perf_counter()
+    vectors, owners = model.encode_corpus(segment_corpus(model, study.data), progress=False)
+    return vectors, owners, time.perf_counter() - started

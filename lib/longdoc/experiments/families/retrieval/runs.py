@@ -11,7 +11,7 @@ import numpy as np
 
 from longdoc.data.beir import RetrievalDataset
 from longdoc.eval.metrics import Run
-from longdoc.experiments.cache import cached_directory, dataset_key, dataset_view, portable
+from longdoc.experiments.cache import cached_directory, dataset_key, dataset_view, portable, portable_backbone
 from longdoc.experiments.families.retrieval.family import RUN_DEPTH, evaluation_queries
 from longdoc.experiments.fitting import FineTuned
 from longdoc.index.bm25 import BM25Retriever
@@ -122,8 +122,7 @@ def miner_run(miner: FineTuned, dataset: RetrievalDataset, depth: int = MINING_D
 def encoder_key(encoder: EncoderConfig) -> dict:
     """An encoder config as a cache determinant (a backbone inside the cache by its portable path)."""
     fields = asdict(encoder)
-    if Path(fields["backbone"]).is_dir():
-        fields["backbone"] = portable(fields["backbone"])
+    fields["backbone"] = portable_backbone(fields["backbone"])
     return {"class": type(encoder).__name__, **fields}
 
 

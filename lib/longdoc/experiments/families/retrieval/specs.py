@@ -9,9 +9,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from longdoc.eval.probes import in_batch_probe
+from longdoc.experiments.cache import portable
 from longdoc.experiments.families.pretraining import PretrainedStart
 from longdoc.experiments.families.retrieval.family import PROBE_QUERIES, RETRIEVAL, RunOutcome, evaluation_queries
-from longdoc.experiments.families.retrieval.fitting import finetune, order_end, stored_index
+from longdoc.experiments.families.retrieval.fitting import finetune, fit_costs, order_end, stored_index
 from longdoc.experiments.families.retrieval.runs import bm25_run, exact_cosine_run, segment_corpus, zero_shot
 from longdoc.experiments.fitting import FineTuned
 from longdoc.experiments.settings import BudgetSettings
@@ -80,6 +81,15 @@ class Dense(PretrainedStart, Spec):
     def start_key(self) -> str:
         warm = self.warm_start.spec.start_key() if self.warm_start is not None else None
         return repr((self.model, self.encoder, self.pretrain, self.pretrain_corpus, warm))
+
+    def measure(self, study, fit: FineTuned) -> None:
+        """The fit's costs (:func:`fit_costs`: SeDR's cost columns), measured where its model is."""
+        fit_costs(study, fit)
+
+    def start_origin(self, study) -> dict:
+        """The pre-training, and the warm start's fit (at its chosen rate, first seed), the start loads."""
+        warm = self.warm_start_fit(study)
+        return {**super().start_origin(study), "warm_start": portable(warm.directory) if warm is not None else None}
 
     def start_probe(self, study) -> dict:
         """The in-batch probe of the start on dev queries (:func:`~longdoc.eval.probes.in_batch_probe`):
