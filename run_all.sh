@@ -257,8 +257,11 @@ run_study() {
       fi
       # each fit's priced seconds to the end of its chain, at this notebook's values (not for 00 and 90)
       if "$PY" -m longdoc.bench.gpu_hours --profile "$PROFILE" --only "${name:0:2}" --parameters "$work/$name.yaml" \
-           ${LONGDOC_MEASUREMENTS:+--measurements "$LONGDOC_MEASUREMENTS"} --fit-prices "$work/$name.prices.json" 2>/dev/null; then
+           ${LONGDOC_MEASUREMENTS:+--measurements "$LONGDOC_MEASUREMENTS"} --fit-prices "$work/$name.prices.json" \
+           2> "$work/$name.prices.err"; then
         export LONGDOC_FIT_PRICES="$work/$name.prices.json"
+      else
+        log "[$i/${#notebooks[@]}] no fit prices for $name (only a passed deadline stops its fits): $(tail -1 "$work/$name.prices.err")"
       fi
     fi
     if execute_notebook "$nb" "$work/$name.ipynb" "$work/$name.yaml"; then
@@ -279,7 +282,8 @@ run_study() {
     seconds=$(( $(date +%s) - start ))
     mkdir -p "results/$PROFILE"
     # artefacts (fits, pre-trainings) this run built; the others it used came from the cache
-    built=$(find "$cache" -mindepth 3 -maxdepth 3 -name key.json -newer "$work/started" 2>/dev/null | wc -l)
+    # (fits and pre-trainings: not the small values cached beside them, a probe or a cost, which hold value.json)
+    built=$(find "$cache" -mindepth 3 -maxdepth 3 -name key.json -newer "$work/started" -execdir test ! -e value.json \; -print 2>/dev/null | wc -l)
     printf '%s\t%s\t%s\t%s\t%s\n' "${own:+$own/}$name" "$seconds" "$status" "$(date -u +%FT%TZ)" "$built" >> "$timings"
     log "[$i/${#notebooks[@]}] $nb $status after ${seconds}s ($built artefacts trained, the rest from the cache)"
     if [ "$status" = ok ] && [ -f "$work/$name.replaced" ]; then log "[$i/${#notebooks[@]}] $(cat "$work/$name.replaced")"; fi

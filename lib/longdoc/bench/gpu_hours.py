@@ -240,8 +240,10 @@ class Planner:
     row's spec states its fit plan (:meth:`~longdoc.experiments.systems.Spec.fits`, which the study
     executes); the planner keeps the work under each fit's key, runs nothing and prices nothing itself."""
 
-    def __init__(self, study, scale: Scale):
+    def __init__(self, study, scale: Scale, every_rate: bool = False):
         self.study, self.scale = study, scale
+        self.every_rate = every_rate  # walk each seed at every rate of the grid (a deadline's prices: the
+        # study's chosen rate is not known before it runs, and a fit's key holds it)
         self.plan = Plan(study.notebook)
         self.chosen: dict[str, float] = {}
         self._open: list[list[tuple]] = []  # the chains being walked (a warm start's inside its row's)
@@ -265,9 +267,17 @@ class Planner:
             spec.untrained_cost(self, seeds)
             return
         self.plan.rows[system.name] = seeds
-        rate = self.selection(system)
-        for seed in seeds:
-            self._walk(spec, rate, seed)
+        chosen = self.selection(system)
+        for rate in self.rates(system) if self.every_rate else [chosen]:
+            for seed in seeds:
+                self._walk(spec, rate, seed)
+
+    def rates(self, system) -> list[float]:
+        """The rates the row may be fitted at: its grid, or its settings source's."""
+        source = system
+        while source.settings_from is not None:
+            source = source.settings_from
+        return source.learning_rate_grid(self.study)
 
     def selection(self, system) -> float:
         """The row's learning rate: its grid fitted with the first seed (``settings_from``: its source's)."""
@@ -292,7 +302,8 @@ class Planner:
     def needs(self, system, seed: int) -> float:
         """Another row's fit at its chosen rate with ``seed`` (a warm start), with its selection; that rate."""
         rate = self.selection(system)
-        self._walk(system.spec, rate, seed)
+        for each in self.rates(system) if self.every_rate else [rate]:
+            self._walk(system.spec, each, seed)
         return rate
 
     def not_priced(self, what: str) -> None:
@@ -345,11 +356,13 @@ def notebook_plan(
     backbone: str | None = None,
     scale: Scale | str | None = None,
     params: dict | None = None,
+    every_rate: bool = False,
 ) -> Plan:
     """The work ``notebook`` does under ``profile`` (its rows built, nothing read or trained). ``backbone``
     replaces the profile's (the rows' shapes do not depend on it; the papers' bert-base-uncased need not
     be on this machine). ``scale``: a :class:`Scale`, or ``"paper"`` / ``"benchmark"`` (default paper).
-    ``params``: the notebook's values as given to it (``run_all.sh``'s), instead of the profile's."""
+    ``params``: the notebook's values as given to it (``run_all.sh``'s), instead of the profile's.
+    ``every_rate``: each seed walked at every rate of its row's grid (:class:`Planner`; a deadline's prices)."""
     overrides = {"backbone": backbone} if backbone else None  # as --backbone: the ladder's rungs get it too
     if params is None:
         params = parameters_for(profile_path(profile), NOTEBOOKS / f"{notebook}.ipynb", overrides)
@@ -357,7 +370,7 @@ def notebook_plan(
         return ladder_plan(params, scale)
     table = TABLES[notebook]
     study = Study(notebook, params, table.family, progress=False)
-    planner = Planner(study, _scale(scale, table.family.role, params))
+    planner = Planner(study, _scale(scale, table.family.role, params), every_rate)
     for system, seeds in table.runs(study):  # the rows and seeds Study.run_table fits
         planner.run(system, seeds)
     return planner.plan
@@ -412,8 +425,8 @@ def priced(
 def chain_seconds(plan: Plan, prices: dict[str, Price]) -> dict[str, float]:
     """For each fit of ``plan`` (by :func:`~longdoc.experiments.deadline.price_key`), the priced GPU-seconds
     from it to the end of its chain (the largest where several chains share it: a warm start's fit is
-    priced to the end of the chains that start from it): what a deadline asks of the time left before
-    the chain builds its first artefact. Unpriced work counts as nothing."""
+    priced to the end of the longest chain that starts from it, not of all of them): what a deadline
+    asks of the time left before the chain builds its first artefact. Unpriced work counts as nothing."""
     seconds = {key: 3600 * sum(priced(works, prices, set()).values()) for key, works in plan.works.items()}
     found: dict[str, float] = {}
     for chain in plan.chains:
@@ -520,7 +533,7 @@ def write_fit_prices(args) -> None:
     values = params or load_profile(profile_path(args.profile))
     scale = args.scale or ("paper" if values.get("profile") == "paper" else "benchmark")
     hidden = args.hidden or (MINILM_HIDDEN if values.get("backbone") == "minilm" else 768)
-    plan = notebook_plan(args.profile, notebook, scale=scale, params=params)
+    plan = notebook_plan(args.profile, notebook, scale=scale, params=params, every_rate=True)
     found = {
         "notebook": notebook,
         "measurements": str(args.measurements),

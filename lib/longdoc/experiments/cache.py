@@ -257,7 +257,7 @@ def export_artefacts(archive: str | os.PathLike, since: float | None = None, max
             for directory in chosen:
                 for path in sorted(directory.rglob("*")):
                     relative = path.relative_to(directory)
-                    if path.is_file() and not path.is_symlink() and relative.parts[0] not in LEFT_BEHIND:
+                    if path.is_file() and not path.is_symlink() and relative.parts[0] not in (*LEFT_BEHIND, IMPORTED):
                         name = path.relative_to(CACHE_DIR).as_posix()
                         tar.add(path, arcname=name, recursive=False)
                         members.append(name)
@@ -331,7 +331,12 @@ def import_artefacts(archive: str | os.PathLike) -> dict:
                 f"{archive}: made by code {', '.join(map(str, other_code))}, this checkout's is {code_fingerprint()} "
                 "(check out the commit the node ran: its pack's manifest names it)"
             )
-        renamed = {name: name for name in keys}
+        earlier = {}  # artefacts an earlier import filed here: their key there -> here (an export --since
+        for marker in CACHE_DIR.glob(f"*/*/{IMPORTED}"):  # refers to what an earlier one carried)
+            there = json.loads(marker.read_text()).get("key_there")
+            if there:
+                earlier[there] = marker.parent.relative_to(CACHE_DIR).as_posix()
+        renamed = {**earlier, **{name: name for name in keys}}
         for _ in range(len(keys) + 1):  # a path in a key names another artefact's key: rename until stable
             before = dict(renamed)
             for name, determinants in keys.items():

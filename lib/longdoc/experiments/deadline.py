@@ -2,8 +2,9 @@
 
 A chain is one row's fit plan at one learning rate and seed (:meth:`~longdoc.experiments.systems.Spec.fits`:
 its pre-training, its iterations, a miner's negatives; a warm start is a chain of its own, run first,
-and priced to the end of every chain that starts from it, since an export carries no model: a deadline
-never leaves a warm start built whose dependent fits were not started for lack of time).
+and priced to the end of the longest chain that starts from it, since an export carries no model; a
+later dependent chain can still be refused, and then the next piece needs that warm start's model:
+it stops with :class:`~longdoc.experiments.fitting.CheckpointMissing` naming it).
 ``LONGDOC_DEADLINE`` (a Unix time, or an ISO 8601 time with its zone) sets the deadline; ``run_all.sh
 --deadline MINUTES`` sets it and, before each notebook, writes the notebook's fit prices
 (``python -m longdoc.bench.gpu_hours --fit-prices``: for each fit, the priced seconds from it to the end
@@ -63,14 +64,28 @@ def _read_prices(path: str, modified: float) -> dict[str, float]:
         ) from None
 
 
-def fit_prices() -> dict[str, float]:
-    """``price_key(fit) -> seconds`` from that fit to the end of its chain ({}: no price file)."""
+def fit_prices(notebook: str | None = None) -> dict[str, float]:
+    """``price_key(fit) -> seconds`` from that fit to the end of its chain ({}: no price file); a file
+    written for another notebook than ``notebook`` is refused."""
     path = os.environ.get(PRICES_VARIABLE, "").strip()
     if not path:
         return {}
     if not Path(path).is_file():
         raise ValueError(f"{PRICES_VARIABLE}={path}: no such file")
+    written_for = _notebook_of(path, Path(path).stat().st_mtime)
+    if notebook is not None and written_for not in (None, notebook):
+        raise ValueError(f"{PRICES_VARIABLE}={path}: the prices of {written_for}, not of {notebook}")
     return _read_prices(path, Path(path).stat().st_mtime)
+
+
+@functools.lru_cache(maxsize=4)
+def _notebook_of(path: str, modified: float) -> str | None:
+    try:
+        return json.loads(Path(path).read_text()).get("notebook")
+    except (OSError, ValueError, AttributeError) as error:
+        raise ValueError(
+            f"{PRICES_VARIABLE}={path}: not a fit-price file of longdoc.bench.gpu_hours ({error})"
+        ) from None
 
 
 def price_key(key: tuple) -> str:
@@ -91,7 +106,7 @@ class ChainGuard:
         ends = deadline()
         if ends is not None:
             left = ends - time.time()
-            needs = fit_prices().get(price_key(key), 0.0)
+            needs = fit_prices(self.notebook).get(price_key(key), 0.0)
             if needs > left or left <= 0:
                 raise DeadlineReached(
                     f"{self.notebook}: the fit chain from {key!r} was not started: it is priced at {needs:,.0f} s "

@@ -68,9 +68,11 @@ class Execution:
         self.study = study
         self.fitted: FineTuned | None = None
         self.chain = ChainGuard(study.notebook)  # a deadline stops the chain before its first build
+        self.pending: tuple | None = None  # the first step another step's run makes within (its price covers both)
 
     def _run(self, key: tuple, run):
-        with build_guard(lambda kind: self.chain.check(key)):
+        first, self.pending = self.pending or key, None
+        with build_guard(lambda kind: self.chain.check(first)):
             return run(self.study)
 
     def budget(self) -> BudgetSettings:
@@ -86,7 +88,9 @@ class Execution:
             self._run(pretraining_key(model, encoder, pretrain), run)
 
     def fit(self, key: tuple, works: list, run=None) -> None:
-        if run is not None:  # None: another step's run makes it within
+        if run is None:  # another step's run makes it within: that run's build starts here
+            self.pending = self.pending or key
+        else:
             self.fitted = self._run(key, run)
 
     def work(self, *description, **details) -> None:  # the planner's; nothing to execute
@@ -259,11 +263,13 @@ class Study:
         spec.fits(execution, learning_rate, seed)
         if execution.fitted is None:
             raise TypeError(f"{type(spec).__name__}: its fit plan runs no fit")
+        return execution.fitted
+
+    def _measure(self, spec: Spec, fit: FineTuned) -> None:
         try:
-            spec.measure(self, execution.fitted)
+            spec.measure(self, fit)
         except CheckpointMissing:  # imported without its model and its measures: a table reading them says so
             pass
-        return execution.fitted
 
     def run(self, system: System, seeds: list[int] | None = None) -> Result:
         """The system's outcomes on dev and test: one fit per seed (``seeds``, default the study's) at the
@@ -279,6 +285,8 @@ class Study:
             for seed in seeds:  # each outcome right after its fit: what reads the model runs while it is here
                 fits.append(spec.fit(self, selection["learning_rate"], seed))
                 outcomes.append(spec.outcome(self, fits[-1]))
+                if seed == self.seeds[0]:  # what tables read of the first seed's model (its costs)
+                    self._measure(spec, fits[-1])
             summaries = [spec.summary(fit, seed) for seed, fit in zip(seeds, fits)]
             training = [summary for summary in summaries if summary is not None]  # None: another row's training
             result = Result(
@@ -318,6 +326,8 @@ class Study:
     # -- what a claim needs ----------------------------------------------------------------------
     def start_probe(self, spec: Spec) -> dict | None:
         """The dev probe of a row's start (:meth:`Spec.start_probe`), once per start in the study."""
+        if type(spec).start_probe is Spec.start_probe:
+            return None  # the family has no probe
         key = spec.start_key()
         if key not in self._probes:  # cached with what pins the start (a warm start's fit, a pre-training)
             self._probes[key] = cached_json(

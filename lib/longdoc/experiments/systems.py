@@ -161,9 +161,10 @@ class Spec:
         return None
 
     def measure(self, study, fit: FineTuned) -> None:
-        """What a table reads of ``fit``'s model (a cost, a parameter count), measured right after the fit
-        is made, while the model is on this machine, into small cached files that travel with the fit
-        (:func:`longdoc.experiments.cache.cached_json`); nothing by default."""
+        """What a table reads of ``fit``'s model (a cost, a parameter count), measured right after the
+        row's first-seed fit at its chosen rate (the fit a cost table reads), while the model is on this
+        machine, into small cached files that travel with it (:func:`longdoc.experiments.cache.cached_json`);
+        nothing by default."""
 
     def start_origin(self, study) -> dict:
         """What pins the start beyond :meth:`start_key` (the cached probe's key): the pre-trained
