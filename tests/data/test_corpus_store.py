@@ -109,3 +109,47 @@ def test_load_dataset_maps_a_large_corpus_when_given_a_store_folder(tiny_dataset
     assert not isinstance(load_dataset(str(tiny_dataset), store_dir=tmp_path, mapped=False).corpus, CorpusStore)
     with pytest.raises(ValueError, match="needs store_dir"):
         load_dataset(str(tiny_dataset), mapped=True)
+
+
+def truncate(path, keep):
+    with open(path, "r+b") as handle:
+        handle.truncate(keep)
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda d: truncate(d / "text.bin", 20), r"text.bin: is 20 bytes, store.json says [\d,]+ \(truncated\)"),
+        (lambda d: truncate(d / "bounds.npy", 100), r"bounds.npy: is 100 bytes, store.json says [\d,]+ \(truncated\)"),
+        (lambda d: (d / "store.json").write_text("{not json"), r"store.json: is not the JSON its builder wrote"),
+        (lambda d: (d / "ids.npy").unlink(), r"ids.npy: missing: the store is damaged"),
+    ],
+    ids=["text.bin truncated", "bounds.npy truncated", "store.json not JSON", "ids.npy missing"],
+)
+def test_a_damaged_store_is_refused_naming_its_file_and_rebuilt_from_its_source(tmp_path, capsys, damage, message):
+    corpus = write_rows(tmp_path / "corpus.jsonl", ROWS)
+    store = write_corpus_store(corpus, tmp_path / "store")
+    damage(store)
+    with pytest.raises(DataFormatError, match=message):
+        CorpusStore(store)
+    rebuilt = open_corpus_store(corpus, store)
+    assert re.search(message + r".*; rebuilding it from .*corpus.jsonl\n\Z", capsys.readouterr().err)
+    assert dict(rebuilt) == read_corpus(corpus)  # never a document cut short
+    rebuilt.verify()
+
+
+def test_verify_finds_a_changed_byte_that_keeps_the_size(tmp_path):
+    store = write_corpus_store(write_rows(tmp_path / "corpus.jsonl", ROWS), tmp_path / "store")
+    raw = bytearray((store / "text.bin").read_bytes())
+    raw[0] ^= 1
+    (store / "text.bin").write_bytes(raw)
+    opened = CorpusStore(store)  # sizes match: opening is cheap and passes
+    with pytest.raises(DataFormatError, match=r"text.bin: its SHA-256 differs from the one in store.json"):
+        opened.verify()
+
+
+def test_a_file_cut_short_after_opening_is_an_error_not_a_short_document(tmp_path):
+    store = CorpusStore(write_corpus_store(write_rows(tmp_path / "corpus.jsonl", ROWS), tmp_path / "store"))
+    truncate(store.directory / "text.bin", 10)
+    with pytest.raises(DataFormatError, match=r"text.bin: read \d+ of \d+ bytes"):
+        list(store.full_texts)

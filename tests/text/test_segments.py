@@ -94,3 +94,18 @@ def test_token_batches_keep_the_order_of_sorting_documents_by_width_then_blocks(
     batches = model.token_batches(corpus, max_tokens=40)
     assert [i for batch in batches for i in batch] == order
     assert all(len(b) == 1 or sum(extent(i)[1] for i in b) * max(extent(i)[0] for i in b) <= 40 for b in batches)
+
+
+def test_a_damaged_token_store_is_refused_and_rebuilt_with_a_line_saying_so(tokenizer, tmp_path, capsys):
+    from longdoc.data.errors import DataFormatError
+
+    ids = [f"d{i}" for i in range(len(TEXTS))]
+    built = SegmentedCorpus.build(tokenizer, ids, TEXTS, 12, 3, directory=tmp_path / "tokens")
+    expected = [built.segments[i] for i in range(len(ids))]
+    with open(tmp_path / "tokens" / "tokens.bin", "r+b") as handle:
+        handle.truncate(6)
+    with pytest.raises(DataFormatError, match=r"tokens.bin: is 6 bytes, store.json says [\d,]+ \(truncated\)"):
+        MappedSegments(tmp_path / "tokens")
+    again = SegmentedCorpus.build(tokenizer, ids, TEXTS, 12, 3, directory=tmp_path / "tokens")
+    assert "tokens.bin: is 6 bytes" in capsys.readouterr().err
+    assert [again.segments[i] for i in range(len(ids))] == expected

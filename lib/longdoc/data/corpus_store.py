@@ -15,11 +15,14 @@ in memory):
 :class:`~longdoc.data.beir.RetrievalDataset` holds it where it would hold a dict, and its ``doc_ids``
 and ``texts`` are lazy sequences. Texts are read with ``pread`` (the kernel's page cache keeps what is
 read often; the process holds only the offsets, memory-mapped), so resident memory does not grow with
-the corpus.
+the corpus. ``store.json`` holds every file's size and SHA-256 (:mod:`longdoc.data.store_files`): each
+open checks the sizes, a build checks the checksums, :meth:`CorpusStore.verify` does when asked, and
+:func:`open_corpus_store` rebuilds a damaged store from ``corpus.jsonl``, saying so.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from array import array
@@ -30,9 +33,19 @@ import numpy as np
 
 from longdoc.data.errors import DataFormatError, check_id, visible
 from longdoc.data.jsonl import Document, jsonl_rows, text_field
+from longdoc.data.store_files import (
+    MANIFEST,
+    StoreDamaged,
+    check_sizes,
+    file_facts,
+    read_manifest,
+    rebuilding,
+    short_read,
+    verify,
+)
 from longdoc.io import atomic_directory
 
-STORE_VERSION = 1
+STORE_VERSION = 2  # 2: store.json records each file's size and SHA-256
 MAPPED_FROM_BYTES = 1 << 30  # load_dataset's default: corpora of 1 GiB or more are read through a store
 
 
@@ -41,6 +54,7 @@ def write_corpus_store(corpus_path: str | Path, directory: str | Path, on_empty:
     name, so a killed build leaves nothing a later run opens). Returns ``directory``."""
 
     corpus_path, directory = Path(corpus_path), Path(directory)
+    text_digest = hashlib.sha256()
     with atomic_directory(directory) as tmp:
         ids, lines, bounds, position, skipped = [], array("q"), array("q"), 0, 0
         with open(tmp / "text.bin", "wb") as text_file:
@@ -54,8 +68,9 @@ def write_corpus_store(corpus_path: str | Path, directory: str | Path, on_empty:
                         continue
                     raise DataFormatError(corpus_path, f"document {doc_id!r} is empty (no title and no text)", number)
                 title_bytes, text_bytes = title.encode("utf-8"), text.encode("utf-8")
-                text_file.write(title_bytes)
-                text_file.write(text_bytes)
+                for part in (title_bytes, text_bytes):
+                    text_file.write(part)
+                    text_digest.update(part)
                 start = position
                 position += len(title_bytes) + len(text_bytes)
                 bounds.extend((start, start + len(title_bytes), position))
@@ -81,7 +96,9 @@ def write_corpus_store(corpus_path: str | Path, directory: str | Path, on_empty:
         np.save(tmp / "ids.npy", id_array)
         np.save(tmp / "lookup.npy", lookup)
         np.save(tmp / "bounds.npy", np.frombuffer(bounds, dtype=np.int64).reshape(-1, 3))
-        (tmp / "store.json").write_text(
+        files = file_facts(tmp, ["ids.npy", "lookup.npy", "bounds.npy"])
+        files["text.bin"] = {"bytes": position, "sha256": text_digest.hexdigest()}
+        (tmp / MANIFEST).write_text(
             json.dumps(
                 {
                     "version": STORE_VERSION,
@@ -89,28 +106,34 @@ def write_corpus_store(corpus_path: str | Path, directory: str | Path, on_empty:
                     "documents": len(lookup),
                     "text_bytes": position,
                     "skipped_empty": skipped,
+                    "files": files,
                 },
                 indent=2,
             )
         )
+    verify(directory)  # what landed on disk is what was written (a full disk, a failing device)
     return directory
 
 
 def store_is_current(directory: str | Path) -> bool:
-    """Whether ``directory`` holds a complete store of this version."""
-    manifest = Path(directory) / "store.json"
-    return manifest.is_file() and json.loads(manifest.read_text()).get("version") == STORE_VERSION
+    """Whether ``directory`` holds a store of this version (:class:`StoreDamaged` when its manifest is)."""
+    manifest = read_manifest(Path(directory))
+    return manifest is not None and manifest.get("version") == STORE_VERSION
 
 
 def open_corpus_store(corpus_path: str | Path, directory: str | Path, on_empty: str = "error") -> CorpusStore:
-    """The store of ``corpus_path`` at ``directory``, built first when missing or of an older version
-    (temporaries of killed builds beside it are swept)."""
+    """The store of ``corpus_path`` at ``directory``, built first when missing or of an older version,
+    and rebuilt, with one line saying why, when damaged (temporaries of killed builds beside it are swept)."""
     from longdoc.io import sweep_stale
 
     directory = Path(directory)
-    if not store_is_current(directory):
-        sweep_stale(directory.parent)
-        write_corpus_store(corpus_path, directory, on_empty)
+    try:
+        if store_is_current(directory):
+            return CorpusStore(directory)
+    except StoreDamaged as problem:
+        rebuilding(problem, corpus_path)
+    sweep_stale(directory.parent)
+    write_corpus_store(corpus_path, directory, on_empty)
     return CorpusStore(directory)
 
 
@@ -161,14 +184,36 @@ class CorpusStore(Mapping):
         self.directory = Path(directory)
         if not store_is_current(self.directory):
             raise FileNotFoundError(f"{self.directory}: no complete corpus store (build it with write_corpus_store)")
-        self._ids = np.load(self.directory / "ids.npy", mmap_mode="r")
-        self._lookup = np.load(self.directory / "lookup.npy", mmap_mode="r")
-        self._bounds = np.load(self.directory / "bounds.npy", mmap_mode="r")
+        self.manifest = read_manifest(self.directory)
+        check_sizes(self.directory, self.manifest)
+        self._ids, self._lookup, self._bounds = (self._array(name) for name in ("ids.npy", "lookup.npy", "bounds.npy"))
+        documents, text_bytes = self.manifest.get("documents"), self.manifest.get("text_bytes")
+        if not (len(self._ids) == len(self._lookup) == len(self._bounds) == documents) or self._bounds.shape[1:] != (
+            3,
+        ):
+            raise StoreDamaged(
+                self.directory / MANIFEST, f"holds {documents} documents, its arrays do not: the store is damaged"
+            )
+        if documents and int(self._bounds[-1, 2]) != text_bytes:
+            raise StoreDamaged(self.directory / "bounds.npy", "does not end where text.bin ends: the store is damaged")
         self._text = open(
             self.directory / "text.bin", "rb"
         )  # read with pread: the page cache, not this process, holds it
         self.ids = _Column(self, self._id)
         self.full_texts = _Column(self, self._full_text)
+
+    def _array(self, name: str) -> np.ndarray:
+        try:
+            return np.load(self.directory / name, mmap_mode="r")
+        except (ValueError, OSError) as err:
+            raise StoreDamaged(
+                self.directory / name, f"is not the array its builder wrote ({err}): the store is damaged"
+            ) from None
+
+    def verify(self) -> None:
+        """Every file's size and SHA-256 against ``store.json`` (:class:`StoreDamaged` naming the first
+        that differs); reads the whole store."""
+        verify(self.directory, self.manifest)
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -180,7 +225,15 @@ class CorpusStore(Mapping):
         return self._ids[index].decode("utf-8")
 
     def _decode(self, start: int, end: int) -> str:
-        return os.pread(self._text.fileno(), end - start, start).decode("utf-8")
+        raw = os.pread(self._text.fileno(), end - start, start)
+        if len(raw) != end - start:
+            raise short_read(self.directory / "text.bin", end - start, len(raw))
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise StoreDamaged(
+                self.directory / "text.bin", f"bytes {start}-{end} are not UTF-8: the store is damaged"
+            ) from None
 
     def _fields(self, index: int) -> tuple[str, str]:
         start, middle, end = (int(v) for v in self._bounds[index])

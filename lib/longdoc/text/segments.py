@@ -120,6 +120,8 @@ def write_token_store(directory: str | Path, documents: Iterable[list[list[int]]
     name: ``tokens.bin`` (flat ids, uint16 when the vocabulary allows), ``segment_starts.npy`` (``[S+1]``
     token offsets) and ``document_starts.npy`` (``[D+1]`` segment offsets); ``spec`` is kept in
     ``store.json`` and must match when the store is opened again."""
+    from longdoc.data.store_files import file_facts, verify
+
     dtype = np.uint16 if vocabulary <= 1 << 16 else np.uint32
     with atomic_directory(directory) as tmp:
         lengths, counts = array("q"), array("q")
@@ -131,7 +133,9 @@ def write_token_store(directory: str | Path, documents: Iterable[list[list[int]]
                     handle.write(np.asarray(segment, dtype=dtype).tobytes())
         np.save(tmp / "segment_starts.npy", np.concatenate([[0], np.cumsum(np.frombuffer(lengths, np.int64))]))
         np.save(tmp / "document_starts.npy", np.concatenate([[0], np.cumsum(np.frombuffer(counts, np.int64))]))
-        (tmp / "store.json").write_text(json.dumps({**spec, "dtype": np.dtype(dtype).name}, indent=2))
+        files = file_facts(tmp, ["tokens.bin", "segment_starts.npy", "document_starts.npy"])
+        (tmp / "store.json").write_text(json.dumps({**spec, "dtype": np.dtype(dtype).name, "files": files}, indent=2))
+    verify(Path(directory))  # what landed on disk is what was written
     return Path(directory)
 
 
@@ -139,11 +143,28 @@ class MappedSegments(Sequence):
     """Per document, per segment: content token ids, read from a token store (:func:`write_token_store`)."""
 
     def __init__(self, directory: str | Path):
+        from longdoc.data.store_files import StoreDamaged, check_sizes, read_manifest
+
         self.directory = Path(directory)
-        self.spec = json.loads((self.directory / "store.json").read_text())
-        self.segment_starts = np.load(self.directory / "segment_starts.npy", mmap_mode="r")
-        self.document_starts = np.load(self.directory / "document_starts.npy", mmap_mode="r")
+        self.spec = read_manifest(self.directory)
+        if self.spec is None:
+            raise FileNotFoundError(f"{self.directory}: no token store (store.json missing)")
+        check_sizes(self.directory, self.spec)
+        arrays = []
+        for name in ("segment_starts.npy", "document_starts.npy"):
+            try:
+                arrays.append(np.load(self.directory / name, mmap_mode="r"))
+            except (ValueError, OSError) as err:
+                raise StoreDamaged(self.directory / name, f"is not the array its builder wrote ({err})") from None
+        self.segment_starts, self.document_starts = arrays
         self.dtype = np.dtype(self.spec["dtype"])
+        if (
+            int(self.segment_starts[-1]) * self.dtype.itemsize != self.spec["files"]["tokens.bin"]["bytes"]
+            or int(self.document_starts[-1]) != len(self.segment_starts) - 1
+        ):
+            raise StoreDamaged(
+                self.directory / "store.json", "its offsets and tokens.bin disagree: the store is damaged"
+            )
         self._tokens = open(self.directory / "tokens.bin", "rb")  # pread: the page cache holds it, not this process
 
     def __len__(self) -> int:
@@ -162,7 +183,12 @@ class MappedSegments(Sequence):
         first, last = int(self.document_starts[index]), int(self.document_starts[index + 1])
         bounds = self.segment_starts[first : last + 1]
         size = self.dtype.itemsize
-        raw = os.pread(self._tokens.fileno(), int(bounds[-1] - bounds[0]) * size, int(bounds[0]) * size)
+        wanted = int(bounds[-1] - bounds[0]) * size
+        raw = os.pread(self._tokens.fileno(), wanted, int(bounds[0]) * size)
+        if len(raw) != wanted:
+            from longdoc.data.store_files import short_read
+
+            raise short_read(self.directory / "tokens.bin", wanted, len(raw))
         ids = np.frombuffer(raw, self.dtype).tolist()
         return [ids[a - bounds[0] : b - bounds[0]] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
 
@@ -200,7 +226,8 @@ class SegmentedCorpus:
         blocks of whole sentences (SMITH, :func:`longdoc.text.sentences.sentence_blocks`) instead of
         consecutive windows. ``directory``: the segments go to a token store there, tokenized in batches
         as ``texts`` (any sequence, e.g. a corpus store's lazy texts) is read, and are read back memory-
-        mapped; a store already there with the same tokenizer and shape is opened as it is."""
+        mapped; a store already there with the same tokenizer and shape is opened as it is (its file sizes
+        checked; a damaged one is rebuilt, with one line saying why)."""
         if sentence_filling and document_tokens:
             raise ValueError("document_tokens is not defined for sentence-filled blocks (set max_segments)")
         doc_ids = doc_ids if isinstance(doc_ids, list) or directory is not None else list(doc_ids)
@@ -209,12 +236,18 @@ class SegmentedCorpus:
             spec["documents"] = len(texts)
 
             def write() -> None:
-                manifest = Path(directory) / "store.json"
-                if (
-                    manifest.is_file()
-                    and {k: v for k, v in json.loads(manifest.read_text()).items() if k != "dtype"} == spec
-                ):
-                    return
+                from longdoc.data.store_files import StoreDamaged, check_sizes, read_manifest, rebuilding
+
+                try:
+                    manifest = read_manifest(Path(directory))
+                    if (
+                        manifest is not None
+                        and {k: v for k, v in manifest.items() if k not in ("dtype", "files")} == spec
+                    ):
+                        check_sizes(Path(directory), manifest)
+                        return
+                except StoreDamaged as problem:
+                    rebuilding(problem, "the corpus's texts")
                 documents = _segment_batches(
                     tokenizer, texts, segment_length, max_segments, document_tokens, batch_size, sentence_filling
                 )
