@@ -12,6 +12,7 @@ holder dies).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import re
@@ -203,3 +204,59 @@ def missing_checkpoint(path: str | os.PathLike) -> str:
                 "artefact made here: move that folder away and rerun"
             )
     return ""
+
+
+_CAUSES = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ENOSPC: "no space left on the device: the disk is full",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large: a file-size limit (ulimit -f) or the file system's largest file",
+    errno.ELOOP: "a loop of symbolic links",
+    errno.EISDIR: "is a directory, not a file",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.EROFS: "the file system is read-only",
+    errno.ENOENT: "no such file or folder",
+    errno.EEXIST: "already exists",
+}
+
+
+def final_path(path: str | os.PathLike) -> Path:
+    """``path`` with every temporary name of :func:`atomic_write` / :func:`atomic_directory` in it replaced
+    by the name it becomes (a message names the user's file, not ``.x.host.123.abc.tmp``)."""
+    parts = []
+    for part in Path(path).parts:
+        match = _STALE.match(part)
+        parts.append(part[1 : part.rfind(f".{match['host']}.{match['pid']}.")] if match else part)
+    return Path(*parts)
+
+
+class FileSystemError(OSError):
+    """An operating-system error said in one line: the file, what was done, and the cause in words."""
+
+
+def file_system_error(err: OSError, doing: str, path: str | os.PathLike | None = None) -> FileSystemError:
+    """``err`` as :class:`FileSystemError`: ``<file>: cannot <doing> (<cause>)``, the file being the one
+    the error names (its final name, not a temporary one) or else ``path``."""
+    if isinstance(err, FileSystemError):
+        return err
+    where = err.filename if err.filename is not None else path
+    cause = _CAUSES.get(err.errno, err.strerror or str(err))
+    shown = final_path(os.fsdecode(where)) if where is not None else "?"
+    problem = FileSystemError(f"{shown}: cannot {doing} ({cause})")
+    problem.errno = err.errno  # str() stays the one line (OSError's two-argument form prefixes "[Errno N]")
+    return problem
+
+
+@contextlib.contextmanager
+def naming_files(doing: str, path: str | os.PathLike | None = None):
+    """Operating-system errors inside the block become :class:`FileSystemError` (see
+    :func:`file_system_error`); errors already saying their file pass unchanged."""
+    try:
+        yield
+    except FileSystemError:
+        raise
+    except OSError as err:
+        if type(err).__module__ != "builtins":
+            raise  # an OSError subclass of our own (ConcurrentWriteError): already a message
+        raise file_system_error(err, doing, path) from None

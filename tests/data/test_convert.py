@@ -98,9 +98,11 @@ def test_pairs_replace_the_whole_pairs_folder_and_need_force(fixtures, tmp_path,
     """A rerun without a dev split used to keep the old pairs/dev.tsv, loaded beside the new train and test."""
     wiki = tmp_path / "wiki"
     shutil.copytree(fixtures / "beir", wiki)
+    with open(wiki / "corpus.jsonl", "a") as corpus:
+        corpus.write('{"_id": "d3", "text": "A third page."}\n')
     train, test = tmp_path / "train.tsv", tmp_path / "test.tsv"
     train.write_text("1\td1\td2\n")
-    test.write_text("0\td2\td1\n")
+    test.write_text("0\td2\td3\n")
     first = ["pairs", "--format", "smash", "--split", f"train={train}", "--split", f"dev={test}", "--out", str(wiki)]
     assert main(first) == 0
     again = ["pairs", "--format", "smash", "--split", f"train={train}", "--split", f"test={test}", "--out", str(wiki)]

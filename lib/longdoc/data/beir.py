@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from longdoc.data.corpus_store import open_corpus_store
-from longdoc.data.errors import DataFormatError, ascii_integer, check_id, require_file, text_lines, visible
+from longdoc.data.errors import (
+    DataFormatError,
+    ascii_integer,
+    check_id,
+    require_file,
+    require_folder,
+    text_lines,
+    visible,
+)
 from longdoc.data.jsonl import Document, jsonl_rows, text_field
 from longdoc.data.splits import refuse_shared_queries
 from longdoc.io import atomic_write
@@ -188,9 +196,9 @@ def load_beir(
     with its files in one atomic step, may take the manifest's (``trust_manifest_checksum``).
     ``store_dir``: read the corpus through a memory-mapped store kept there under the dataset's checksum
     (:mod:`longdoc.data.corpus_store`; built on first use), not into a dict."""
-    directory = Path(directory)
+    directory = require_folder(directory, "dataset folder")
     for required in ("corpus.jsonl", "queries.jsonl", "qrels"):
-        if not (directory / required).exists():
+        if not (directory / required).exists() and not (directory / required).is_symlink():
             raise DataFormatError(directory / required, "missing (not a BEIR-layout dataset directory)")
     for required in ("corpus.jsonl", "queries.jsonl"):
         require_file(directory / required)
@@ -227,12 +235,14 @@ def qrels_files(directory: Path) -> list[Path]:
     folder = directory / "qrels"
     if not folder.is_dir():
         raise DataFormatError(folder, "expected a folder of qrels/<split>.tsv files")
-    files = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
-    stray = [p.name for p in files if p.suffix != ".tsv" or not p.is_file()]
+    files = sorted(p for p in require_folder(folder).iterdir() if not p.name.startswith("."))
+    stray = [p.name for p in files if p.suffix != ".tsv"]
     if stray:
         raise DataFormatError(folder, f"{stray} are not <split>.tsv files (rename them, e.g. test.tsv, or remove them)")
     if not files:
         raise DataFormatError(folder, "no qrels/<split>.tsv file")
+    for path in files:
+        require_file(path)  # qrels/test.tsv that is a folder or a loop of links says so
     return files
 
 

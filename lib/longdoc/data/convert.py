@@ -29,7 +29,13 @@ from pathlib import Path
 
 from longdoc.data.beir import RetrievalDataset, load_beir, read_corpus, save_beir
 from longdoc.data.errors import DataFormatError, bounded, require_file
-from longdoc.data.pairs import read_gwikimatch, read_pair_tsv, read_smash_pairs, write_pair_files
+from longdoc.data.pairs import (
+    read_gwikimatch,
+    read_pair_tsv,
+    read_smash_pairs,
+    refuse_shared_pairs,
+    write_pair_files,
+)
 from longdoc.data.splits import carve_splits
 from longdoc.io import atomic_directory, exclusive, sweep_stale
 
@@ -106,10 +112,13 @@ def convert_pairs(args, splits: dict, folder: Path) -> str:
     corpus = read_corpus(args.out / "corpus.jsonl")
     stats: dict = {}
     on_unknown = "skip" if args.skip_unknown_docs else "error"
-    pairs = {
-        name: PAIR_READERS[args.format](files[0], known_ids=corpus, on_unknown=on_unknown, stats=stats)
-        for name, files in splits.items()
-    }
+    pairs, lines = {}, {}
+    for name, files in splits.items():
+        lines[name] = (files[0], {})
+        pairs[name] = PAIR_READERS[args.format](
+            files[0], known_ids=corpus, on_unknown=on_unknown, stats=stats, lines=lines[name][1]
+        )
+    refuse_shared_pairs(lines)
     write_pair_files(pairs, folder)
     counts = ", ".join(f"{name} {len(rows)} pairs" for name, rows in sorted(pairs.items()))
     return f"{args.out}/pairs: {counts} ({stats.get('skipped_unknown', 0)} naming unknown documents skipped)"

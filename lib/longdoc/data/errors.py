@@ -42,45 +42,83 @@ PROGRESS_BYTES = 64 << 20  # files larger than this show a progress bar while re
 
 def require_file(path: str | Path) -> Path:
     """``path`` when it is a regular file that can be opened; otherwise an error saying what it is."""
+    import errno
+    import os
+    import stat
+
     path = Path(path)
-    if path.is_dir():
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        if err.errno == errno.ENOENT and path.is_symlink():
+            raise DataFormatError(path, f"a symbolic link to {os.readlink(path)}, which does not exist") from None
+        causes = {
+            errno.ENOENT: "no such file",
+            errno.ELOOP: "a loop of symbolic links, not a file",
+            errno.EACCES: "cannot be read (permission denied on a folder above it)",
+            errno.ENOTDIR: "no such file (a part of the path is a file, not a folder)",
+        }
+        raise DataFormatError(path, causes.get(err.errno, f"cannot be read ({err.strerror})")) from None
+    if stat.S_ISDIR(mode):
         raise DataFormatError(path, "is a directory, not a file")
-    if not path.exists():
-        raise DataFormatError(path, "no such file")
-    if not path.is_file():
+    if not stat.S_ISREG(mode):
         raise DataFormatError(path, "is not a regular file (a pipe or a device cannot be read twice)")
     try:
         with open(path, "rb"):
             pass
     except OSError as err:
-        raise DataFormatError(path, f"cannot be read ({err.strerror})") from None
+        cause = "permission denied" if err.errno in (errno.EACCES, errno.EPERM) else err.strerror
+        raise DataFormatError(path, f"cannot be read ({cause})") from None
+    return path
+
+
+def require_folder(path: str | Path, what: str = "folder") -> Path:
+    """``path`` when it is a folder whose entries can be listed and read; otherwise an error saying why."""
+    import errno
+    import os
+
+    path = Path(path)
+    try:
+        os.stat(path)
+    except OSError as err:
+        causes = {errno.ENOENT: "no such folder", errno.ELOOP: "a loop of symbolic links, not a folder"}
+        raise DataFormatError(path, causes.get(err.errno, f"cannot be read ({err.strerror})")) from None
+    if not path.is_dir():
+        raise DataFormatError(path, f"is a file, not a {what}")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise DataFormatError(path, f"cannot be read (permission denied: the {what} needs read and search permission)")
     return path
 
 
 def text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """``(line number, line)`` of a UTF-8 text file without its line ending; a byte-order mark at the
-    start is dropped, and a byte that is not UTF-8 (a Latin-1 export) is an error naming the line."""
+    """``(line number, line)`` of a UTF-8 text file without its line ending (LF, CRLF, or a lone CR, as
+    old Mac exports end lines); a byte-order mark at the start is dropped, and a byte that is not UTF-8 (a
+    Latin-1 export) is an error naming the line."""
     from longdoc.progress import tqdm
 
     path = require_file(path)
     size = path.stat().st_size
+    number = 0
     with (
         open(path, "rb") as handle,
         tqdm(total=size, desc=f"reading {path.name}", unit="B", unit_scale=True, disable=size < PROGRESS_BYTES) as bar,
     ):
-        for number, raw in enumerate(handle, start=1):
-            bar.update(len(raw))
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise DataFormatError(
-                    path,
-                    f"byte 0x{raw[err.start]:02x} at column {err.start + 1} is not UTF-8 (re-encode the file as UTF-8)",
-                    number,
-                ) from None
-            if number == 1:
-                line = line.removeprefix("\ufeff")
-            yield number, line.rstrip("\r\n")
+        for chunk in handle:
+            bar.update(len(chunk))
+            body = chunk.removesuffix(b"\n").removesuffix(b"\r")
+            for raw in body.split(b"\r") if b"\r" in body else (body,):
+                number += 1
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise DataFormatError(
+                        path,
+                        f"byte 0x{raw[err.start]:02x} at column {err.start + 1} is not UTF-8 (re-encode the file as UTF-8)",
+                        number,
+                    ) from None
+                if number == 1:
+                    line = line.removeprefix("\ufeff")
+                yield number, line
 
 
 _WHITESPACE = re.compile(r"\s")
@@ -139,4 +177,4 @@ def json_type(value) -> str:
         str: "string",
         list: "array",
         dict: "object",
-    }.get(type(value), type(value).__name__)
+    }.get(type(value), "number" if type(value).__name__ == "LongInteger" else type(value).__name__)

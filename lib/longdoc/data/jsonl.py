@@ -38,13 +38,22 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
     return row
 
 
+class LongInteger(str):
+    """A JSON integer of more digits than Python's ``int`` reads (4,300), kept as its text: a valid id."""
+
+
+def _integer(text: str) -> int | LongInteger:
+    return int(text) if len(text) <= 4000 else LongInteger(text)
+
+
 def jsonl_rows(path: Path) -> Iterator[tuple[int, dict]]:
-    """``(line number, object)`` of every non-blank line: valid JSON, an object with ``_id``, no key twice."""
+    """``(line number, object)`` of every non-blank line: valid JSON, an object with ``_id``, no key twice.
+    An integer id of any length is read (as its digits)."""
     for number, line in text_lines(path):
         if not line.strip():
             continue
         try:
-            row = json.loads(line, object_pairs_hook=_unique_keys)
+            row = json.loads(line, object_pairs_hook=_unique_keys, parse_int=_integer)
         except _RepeatedKey as err:
             raise DataFormatError(
                 path, f"the key {shown(err.args[0])} appears twice in one JSON object", number
@@ -62,6 +71,6 @@ def text_field(row: dict, name: str, path: Path, number: int) -> str:
     value = row.get(name)
     if value is None:
         return ""
-    if not isinstance(value, str):
+    if not isinstance(value, str) or isinstance(value, LongInteger):
         raise DataFormatError(path, f"field {name!r} must be a string, got {json_type(value)}", number)
     return value

@@ -31,13 +31,15 @@ def read_pair_tsv(
     stats: dict | None = None,
     labels: tuple[int, ...] = (0, 1),
     binarise: bool = False,
+    lines: dict | None = None,
 ) -> list[DocumentPair]:
     """Read tab-separated labelled pairs whose three columns are named by ``columns`` (a permutation of
     ``source-id``, ``target-id``, ``label``). A header line equal to the column names is skipped.
     A label outside ``labels``, a document paired with itself, a repeated pair and a pair whose
     reverse carries another label are errors naming the line. Pairs naming an id outside
     ``known_ids`` are an error, or with ``on_unknown='skip'`` skipped and counted in
-    ``stats['skipped_unknown']``. ``binarise``: labels > 0 become 1 (before the contradiction check)."""
+    ``stats['skipped_unknown']``. ``binarise``: labels > 0 become 1 (before the contradiction check). ``lines`` (when given)
+    receives each pair's line, for :func:`refuse_shared_pairs`."""
     if sorted(columns) != sorted(HEADER):
         raise ValueError(f"columns must be a permutation of {HEADER}, got {columns}")
     where = {name: columns.index(name) for name in HEADER}
@@ -79,8 +81,32 @@ def read_pair_tsv(
         seen[source, target] = (value, number)
         pairs.append(DocumentPair(source, target, value))
     if stats is not None:
-        stats["skipped_unknown"] = skipped
+        stats["skipped_unknown"] = stats.get("skipped_unknown", 0) + skipped
+    if lines is not None:
+        lines.update({pair: line for pair, (_, line) in seen.items()})
     return pairs
+
+
+def refuse_shared_pairs(splits: dict[str, tuple[Path, dict[tuple[str, str], int]]]) -> None:
+    """``splits``: per split, its pair file and each pair's line (``read_pair_tsv(lines=...)``). A pair of
+    documents in two splits, either way round and whatever its labels (SMITH's leakage: a matcher scored on
+    a pair it was trained or selected on; with other labels, a contradiction), is an error naming both
+    files and lines."""
+    seen: dict[frozenset, tuple[str, Path, int, tuple[str, str]]] = {}
+    for split, (path, lines) in splits.items():
+        for pair, line in sorted(lines.items(), key=lambda item: item[1]):
+            other = seen.get(frozenset(pair))
+            if other is not None and other[0] != split:
+                other_split, other_path, other_line, other_pair = other
+                raise DataFormatError(
+                    path,
+                    f"pair {pair} of split {split!r} is in split {other_split!r} too ({other_pair} at {other_path}, "
+                    f"line {other_line}): a pair belongs to one split (in two, a matcher would be scored on a pair "
+                    "it was trained or selected on, or taught two labels)",
+                    line,
+                )
+        for pair, line in lines.items():
+            seen.setdefault(frozenset(pair), (split, path, line, pair))
 
 
 def _label(text: str, allowed: tuple[int, ...], path: Path, number: int) -> int:
@@ -109,21 +135,38 @@ def write_pair_files(pairs: dict[str, list[DocumentPair]], folder: Path) -> None
 
 
 def load_pairs(directory: str | Path, known_ids: set[str] | dict | None = None) -> dict[str, list[DocumentPair]]:
+    """``pairs/<split>.tsv`` of ``directory``, each split's pairs; a pair in two splits is refused."""
     folder = Path(directory) / "pairs"
     if not folder.is_dir():
         raise DataFormatError(folder, "missing: this dataset has no document pairs")
-    return {p.stem: read_pair_tsv(p, known_ids=known_ids) for p in sorted(folder.glob("*.tsv"))}
+    pairs, lines = {}, {}
+    for path in sorted(folder.glob("*.tsv")):
+        lines[path.stem] = (path, {})
+        pairs[path.stem] = read_pair_tsv(path, known_ids=known_ids, lines=lines[path.stem][1])
+    refuse_shared_pairs(lines)
+    return pairs
 
 
-def read_gwikimatch(path: str | Path, known_ids=None, on_unknown: str = "error", stats=None) -> list[DocumentPair]:
+def read_gwikimatch(
+    path: str | Path, known_ids=None, on_unknown: str = "error", stats=None, lines=None
+) -> list[DocumentPair]:
     """GWikiMatch release TSV: ``source URL, target URL, label`` (labels 0/1/2; 1 and 2 count as a match,
     as in its README). Our label is binarised; the graded label is not kept."""
     return read_pair_tsv(
-        path, ("source-id", "target-id", "label"), known_ids, on_unknown, stats, labels=(0, 1, 2), binarise=True
+        path,
+        ("source-id", "target-id", "label"),
+        known_ids,
+        on_unknown,
+        stats,
+        labels=(0, 1, 2),
+        binarise=True,
+        lines=lines,
     )
 
 
-def read_smash_pairs(path: str | Path, known_ids=None, on_unknown: str = "error", stats=None) -> list[DocumentPair]:
+def read_smash_pairs(
+    path: str | Path, known_ids=None, on_unknown: str = "error", stats=None, lines=None
+) -> list[DocumentPair]:
     """Wiki65K / AAN104K pair files (Jiang et al. 2019, used by SMITH): ``label, source id, target id``
     per line, tab-separated. The documents themselves come as a BEIR corpus (``_id`` = the pair ids)."""
-    return read_pair_tsv(path, ("label", "source-id", "target-id"), known_ids, on_unknown, stats)
+    return read_pair_tsv(path, ("label", "source-id", "target-id"), known_ids, on_unknown, stats, lines=lines)

@@ -283,12 +283,17 @@ def command_line_value(item: str):
     if not text:
         return name, ""
     try:
-        return name, read_yaml(text)
+        value = read_yaml(text)
     except (yaml.YAMLError, ValueError) as err:
         problem = getattr(err, "problem", None) or shown(str(err).splitlines()[0])
         raise ProfileError(
             f"--set {shown(item)}: the value is not valid YAML ({problem}); quote a string, e.g. --set 'name=\"a: b\"'"
         ) from None
+    from longdoc.experiments.parameters import PARAMETERS
+
+    if name in PARAMETERS and PARAMETERS[name].kind is str and isinstance(value, (int, float, bool)):
+        return name, text.strip()  # a name or a path, as typed (--set dataset=2024: the folder 2024, not a number)
+    return name, value
 
 
 def _main(argv: list[str]) -> None:
@@ -320,10 +325,17 @@ def _main(argv: list[str]) -> None:
         role, sep, directory = item.partition("=")
         if not sep or not directory:
             sys.exit(f"profile error: --data {item!r}: expected ROLE=DIR")
-        overrides.setdefault("datasets", {})[role] = directory
+        roles = overrides.setdefault("datasets", {})
+        if role in roles:
+            sys.exit(
+                f"profile error: --data {role}= is given twice ({roles[role]} and {directory}): one dataset per role"
+            )
+        roles[role] = directory
     try:
         for item in args.set:
             name, value = command_line_value(item)
+            if name in overrides:
+                raise ProfileError(f"--set {name}= is given twice ({shown(overrides[name])} and {shown(value)})")
             overrides[name] = value
         yaml.safe_dump(parameters_for(args.profile, args.notebook, overrides), sys.stdout, sort_keys=False)
     except (ProfileError, ValueError, OSError) as err:
