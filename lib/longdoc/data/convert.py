@@ -37,7 +37,7 @@ from longdoc.data.pairs import (
     write_pair_files,
 )
 from longdoc.data.splits import carve_splits
-from longdoc.io import atomic_directory, exclusive, sweep_stale
+from longdoc.io import atomic_directory, exclusive, naming_files, sweep_stale
 
 PAIR_READERS = {"gwikimatch": read_gwikimatch, "smash": read_smash_pairs, "tsv": read_pair_tsv}
 
@@ -148,6 +148,19 @@ def _write(dataset, folder: Path, out: Path) -> str:
     if dataset.manifest:
         (folder / "manifest.json").write_text(json.dumps(dataset.manifest, indent=1) + "\n", encoding="utf-8")
     written = load_beir(folder)
+    for split in written.qrels:
+        try:
+            written.split(split)
+        except ValueError:
+            skipped = dataset.manifest.get("import_stats", {}).get(f"{split}_skipped_unknown")
+            why = (
+                f" (--skip-unknown-docs skipped its {skipped} judgements of documents the corpus lacks)"
+                if skipped
+                else ""
+            )
+            raise ValueError(
+                f"{out}: split {split!r} would hold no query with a relevant document{why}; nothing was written"
+            ) from None
     sizes = ", ".join(f"{split} {len(q)} queries" for split, q in sorted(written.qrels.items()))
     return (
         f"{out}: {len(written.corpus)} documents, {sizes}; checksum {written.checksum[:16]}\n"
@@ -163,6 +176,11 @@ def convert(args) -> str:
     """One conversion, whole or not at all: its output folder (``--out``, or ``--out/pairs``) is built
     under a temporary name while ``--out`` is locked against a second converter, then put in place, unless
     someone changed it meanwhile. Temporaries of converters killed earlier are swept first."""
+    for option, lowest in (("dev_fraction", "above"), ("dev_from_train", "at")):
+        value = getattr(args, option, None)
+        if value is not None and not (0 < value < 1 or (lowest == "at" and value == 0)):
+            allowed = "above 0 and below 1" if lowest == "above" else "0 (none) or above 0 and below 1"
+            raise ValueError(f"--{option.replace('_', '-')} {value}: a share of the train queries must be {allowed}")
     splits = _splits(args.split, SPLIT_FILES[args.command]) if args.command in SPLIT_FILES else {}
     if args.command in SPLIT_FILES and not splits:
         shape = "NAME=QUERIES,QRELS" if SPLIT_FILES[args.command] == 2 else "NAME=FILE"
@@ -236,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     args = parser.parse_args(argv)
     try:
-        print(convert(args))
+        with naming_files(f"convert into {args.out}", args.out):
+            print(convert(args))
     except (DataFormatError, ValueError, OSError) as err:
         print(f"convert: {bounded(str(err))}", file=sys.stderr)
         return 2

@@ -43,7 +43,7 @@ from longdoc.data.store_files import (
     short_read,
     verify,
 )
-from longdoc.io import atomic_directory
+from longdoc.io import atomic_directory, naming_files
 
 STORE_VERSION = 2  # 2: store.json records each file's size and SHA-256
 MAPPED_FROM_BYTES = 1 << 30  # load_dataset's default: corpora of 1 GiB or more are read through a store
@@ -55,7 +55,7 @@ def write_corpus_store(corpus_path: str | Path, directory: str | Path, on_empty:
 
     corpus_path, directory = Path(corpus_path), Path(directory)
     text_digest = hashlib.sha256()
-    with atomic_directory(directory) as tmp:
+    with naming_files("write the corpus store", directory / "text.bin"), atomic_directory(directory) as tmp:
         ids, lines, bounds, position, skipped = [], array("q"), array("q"), 0, 0
         with open(tmp / "text.bin", "wb") as text_file:
             for number, row in jsonl_rows(corpus_path):

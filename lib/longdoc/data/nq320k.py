@@ -91,6 +91,12 @@ def load_nq320k(directory: str | Path, dev_fraction: float = 0.05) -> RetrievalD
         "dev": {q: d for q, d in train_qrels.items() if in_share(q, dev_fraction)},
         "test": test_qrels,
     }
+    for split in ("train", "dev"):
+        if not qrels[split]:
+            raise ValueError(
+                f"--dev-fraction {dev_fraction} of the {len(train_qrels)} queries of "
+                f"{directory / 'nq_train_doc_newid.tsv'} leaves {split} empty; nothing was written"
+            )
     manifest = {
         "source": str(directory),
         "semantic_id_columns": max((len(v) for v in semantic_ids.values()), default=0),

@@ -122,8 +122,10 @@ def write_token_store(directory: str | Path, documents: Iterable[list[list[int]]
     ``store.json`` and must match when the store is opened again."""
     from longdoc.data.store_files import file_facts, verify
 
+    from longdoc.io import naming_files
+
     dtype = np.uint16 if vocabulary <= 1 << 16 else np.uint32
-    with atomic_directory(directory) as tmp:
+    with naming_files("write the token store", Path(directory) / "tokens.bin"), atomic_directory(directory) as tmp:
         lengths, counts = array("q"), array("q")
         with open(tmp / "tokens.bin", "wb") as handle:
             for segments in documents:
