@@ -121,7 +121,6 @@ def write_token_store(directory: str | Path, documents: Iterable[list[list[int]]
     token offsets) and ``document_starts.npy`` (``[D+1]`` segment offsets); ``spec`` is kept in
     ``store.json`` and must match when the store is opened again."""
     from longdoc.data.store_files import file_facts, verify
-
     from longdoc.io import naming_files
 
     dtype = np.uint16 if vocabulary <= 1 << 16 else np.uint32
