@@ -33,7 +33,9 @@
 # (python -m longdoc.run_notebook: same parameters cell, outputs and figures); LONGDOC_NOTEBOOK_RUNNER=
 # papermill or in-process chooses.
 set -uo pipefail
+CALLER_DIR=$PWD  # relative paths on the command line are the caller's, not the checkout's
 cd "$(dirname "$0")"
+from_caller() { case "$1" in /*) echo "$1" ;; *) echo "$CALLER_DIR/$1" ;; esac; }
 
 PROFILE=cpu
 ONLY=""
@@ -42,11 +44,14 @@ OVERRIDES=()
 PASS=()
 DATASET=""
 DEADLINE_MINUTES=""
+ROLES_GIVEN=()
 add_role_dataset() {  # --data ROLE=DIR: an existing directory, passed on as an absolute path
   local role="${1%%=*}" dir="${1#*=}"
   [[ "$1" == *=* && -n "$role" && -n "$dir" ]] || { echo "run_all.sh: --data ${1}: expected ROLE=DIR" >&2; exit 2; }
-  [ -d "$dir" ] || { echo "run_all.sh: --data $1: $dir is not a directory (expected a BEIR-layout directory)" >&2; exit 2; }
-  OVERRIDES+=(--data "$role=$(cd "$dir" && pwd)")
+  [ -d "$(from_caller "$dir")" ] || { echo "run_all.sh: --data $1: $dir is not a directory (expected a BEIR-layout directory)" >&2; exit 2; }
+  [[ " ${ROLES_GIVEN[*]} " != *" $role "* ]] || { echo "run_all.sh: --data $role= is given twice: one dataset per role" >&2; exit 2; }
+  ROLES_GIVEN+=("$role")
+  OVERRIDES+=(--data "$role=$(cd "$(from_caller "$dir")" && pwd)")
 }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -75,8 +80,8 @@ done
 
 if [ -n "$DATASET" ]; then
   if [ "$DATASET" != manpages ]; then
-    [ -d "$DATASET" ] || { echo "run_all.sh: --dataset $DATASET: not a directory (expected a BEIR-layout directory)" >&2; exit 2; }
-    DATASET=$(cd "$DATASET" && pwd)
+    [ -d "$(from_caller "$DATASET")" ] || { echo "run_all.sh: --dataset $DATASET: not a directory (expected a BEIR-layout directory)" >&2; exit 2; }
+    DATASET=$(cd "$(from_caller "$DATASET")" && pwd)
   fi
   OVERRIDES+=(--set "dataset=$DATASET")
 fi
@@ -210,6 +215,13 @@ run_study() {
   local params="notebooks/profiles/$PROFILE.yaml"
   [ -f "$params" ] || { echo "run_all.sh: no profile '$PROFILE' ($params missing)" >&2; exit 2; }
   local notebooks=() failed=() nb
+  if [ -n "$ONLY" ]; then
+    # --only '01, 10' is 01,10; an unknown or repeated notebook is refused, naming what exists
+    local selected
+    selected=$("$PY" -m longdoc.experiments.preflight --only "$ONLY") || exit 2
+    [ "$selected" = "$ONLY" ] || log "--only '$ONLY' read as $selected"
+    ONLY=$selected
+  fi
   for nb in notebooks/[0-9][0-9]_*.ipynb; do
     if [ -n "$ONLY" ] && ! [[ ",$ONLY," == *",$(basename "$nb" | cut -c1-2),"* ]]; then continue; fi
     notebooks+=("$nb")
@@ -226,6 +238,9 @@ run_study() {
   # where each record goes: a rerun of the profile as its file says replaces the profile's records (each
   # line says which); a run with other values never writes where they go (refused here, for every notebook)
   "$PY" -m longdoc.experiments.records --profile "$PROFILE" --notes "$work" "$work"/*.yaml > "$work/slots.txt" || exit 2
+  # every dataset, the cache folder and every pre-training corpus the selected notebooks read, before the first
+  local cache="${LONGDOC_CACHE:-${LONGDOC_DATA:-data}/cache}"
+  "$PY" -m longdoc.experiments.preflight --cache "$cache" "$work"/*.yaml || exit 2
   while read -r line; do log "$line"; done < "$work/slots.txt"
   print_device | while read -r line; do log "$line"; done
   log "notebooks run by: $RUNNER"
@@ -242,7 +257,7 @@ run_study() {
     log "deadline: $LONGDOC_DEADLINE (no fit chain starts that the estimate says cannot finish by then)"
   fi
   local i=0 start seconds status name own executed
-  local timings="results/$PROFILE/timings.tsv" built cache="${LONGDOC_CACHE:-${LONGDOC_DATA:-data}/cache}"
+  local timings="results/$PROFILE/timings.tsv" built
   for nb in "${notebooks[@]}"; do
     i=$((i + 1)); start=$(date +%s); name=$(basename "$nb" .ipynb)
     # a record outside the profile's own folder (other data) files its executed notebook and timing apart

@@ -11,7 +11,7 @@ top to bottom (a module may import its own layer and the ones below):
 - ``train``, ``index``, ``analysis``, ``plots``
 - ``eval``
 - ``models``, ``data``
-- ``losses``, ``text``, ``io``, ``types``, ``progress``, ``seeding``, ``sharding``, ``distributed`` (pure functions and plumbing)
+- ``losses``, ``text``, ``io``, ``store_files``, ``types``, ``progress``, ``seeding``, ``sharding``, ``distributed`` (pure functions and plumbing)
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ LAYERS = [
     {"train", "index", "analysis", "plots"},
     {"eval"},
     {"models", "data"},
-    {"losses", "text", "io", "types", "progress", "seeding", "sharding", "distributed"},
+    {"losses", "text", "io", "store_files", "types", "progress", "seeding", "sharding", "distributed"},
 ]
 
 

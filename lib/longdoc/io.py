@@ -260,3 +260,21 @@ def naming_files(doing: str, path: str | os.PathLike | None = None):
         if type(err).__module__ != "builtins":
             raise  # an OSError subclass of our own (ConcurrentWriteError): already a message
         raise file_system_error(err, doing, path) from None
+
+
+def unwritable_folder(folder: str | os.PathLike) -> str | None:
+    """Why files cannot be made in ``folder`` (a file, a loop of links, no permission, a read-only file
+    system), or None; a folder that does not exist yet is fine where its nearest existing parent is."""
+    folder = Path(folder)
+    existing = folder
+    while not existing.exists() and not existing.is_symlink() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "a loop of symbolic links" if existing.is_symlink() and not existing.exists() else "a file"
+        return f"{existing} is {what}, not a folder"
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".longdoc-write-check."):
+            pass
+    except OSError as err:
+        return f"{existing} cannot be written ({_CAUSES.get(err.errno, err.strerror)})"
+    return None

@@ -13,6 +13,7 @@ from longdoc.data.beir import load_beir, read_corpus
 from longdoc.data.corpus_store import CorpusStore, open_corpus_store, write_corpus_store
 from longdoc.data.errors import DataFormatError
 from longdoc.data.registry import load_dataset
+from longdoc.store_files import StoreDamaged
 
 ROWS = [
     {"_id": "d1", "title": "Pipe", "text": "pipe(2): create a pipe"},
@@ -127,10 +128,11 @@ def truncate(path, keep):
     ids=["text.bin truncated", "bounds.npy truncated", "store.json not JSON", "ids.npy missing"],
 )
 def test_a_damaged_store_is_refused_naming_its_file_and_rebuilt_from_its_source(tmp_path, capsys, damage, message):
+
     corpus = write_rows(tmp_path / "corpus.jsonl", ROWS)
     store = write_corpus_store(corpus, tmp_path / "store")
     damage(store)
-    with pytest.raises(DataFormatError, match=message):
+    with pytest.raises(StoreDamaged, match=message):
         CorpusStore(store)
     rebuilt = open_corpus_store(corpus, store)
     assert re.search(message + r".*; rebuilding it from .*corpus.jsonl\n\Z", capsys.readouterr().err)
@@ -143,13 +145,15 @@ def test_verify_finds_a_changed_byte_that_keeps_the_size(tmp_path):
     raw = bytearray((store / "text.bin").read_bytes())
     raw[0] ^= 1
     (store / "text.bin").write_bytes(raw)
+
     opened = CorpusStore(store)  # sizes match: opening is cheap and passes
-    with pytest.raises(DataFormatError, match=r"text.bin: its SHA-256 differs from the one in store.json"):
+    with pytest.raises(StoreDamaged, match=r"text.bin: its SHA-256 differs from the one in store.json"):
         opened.verify()
 
 
 def test_a_file_cut_short_after_opening_is_an_error_not_a_short_document(tmp_path):
+
     store = CorpusStore(write_corpus_store(write_rows(tmp_path / "corpus.jsonl", ROWS), tmp_path / "store"))
     truncate(store.directory / "text.bin", 10)
-    with pytest.raises(DataFormatError, match=r"text.bin: read \d+ of \d+ bytes"):
+    with pytest.raises(StoreDamaged, match=r"text.bin: read \d+ of \d+ bytes"):
         list(store.full_texts)

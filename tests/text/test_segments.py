@@ -1,5 +1,6 @@
 import pytest
 
+from longdoc.store_files import StoreDamaged
 from longdoc.text import segment_ids
 from longdoc.text.segments import MappedSegments, SegmentedCorpus, write_token_store
 
@@ -97,14 +98,13 @@ def test_token_batches_keep_the_order_of_sorting_documents_by_width_then_blocks(
 
 
 def test_a_damaged_token_store_is_refused_and_rebuilt_with_a_line_saying_so(tokenizer, tmp_path, capsys):
-    from longdoc.data.errors import DataFormatError
 
     ids = [f"d{i}" for i in range(len(TEXTS))]
     built = SegmentedCorpus.build(tokenizer, ids, TEXTS, 12, 3, directory=tmp_path / "tokens")
     expected = [built.segments[i] for i in range(len(ids))]
     with open(tmp_path / "tokens" / "tokens.bin", "r+b") as handle:
         handle.truncate(6)
-    with pytest.raises(DataFormatError, match=r"tokens.bin: is 6 bytes, store.json says [\d,]+ \(truncated\)"):
+    with pytest.raises(StoreDamaged, match=r"tokens.bin: is 6 bytes, store.json says [\d,]+ \(truncated\)"):
         MappedSegments(tmp_path / "tokens")
     again = SegmentedCorpus.build(tokenizer, ids, TEXTS, 12, 3, directory=tmp_path / "tokens")
     assert "tokens.bin: is 6 bytes" in capsys.readouterr().err

@@ -15,7 +15,7 @@ in memory):
 :class:`~longdoc.data.beir.RetrievalDataset` holds it where it would hold a dict, and its ``doc_ids``
 and ``texts`` are lazy sequences. Texts are read with ``pread`` (the kernel's page cache keeps what is
 read often; the process holds only the offsets, memory-mapped), so resident memory does not grow with
-the corpus. ``store.json`` holds every file's size and SHA-256 (:mod:`longdoc.data.store_files`): each
+the corpus. ``store.json`` holds every file's size and SHA-256 (:mod:`longdoc.store_files`): each
 open checks the sizes, a build checks the checksums, :meth:`CorpusStore.verify` does when asked, and
 :func:`open_corpus_store` rebuilds a damaged store from ``corpus.jsonl``, saying so.
 """
@@ -33,7 +33,8 @@ import numpy as np
 
 from longdoc.data.errors import DataFormatError, check_id, visible
 from longdoc.data.jsonl import Document, jsonl_rows, text_field
-from longdoc.data.store_files import (
+from longdoc.io import atomic_directory, naming_files
+from longdoc.store_files import (
     MANIFEST,
     StoreDamaged,
     check_sizes,
@@ -43,7 +44,6 @@ from longdoc.data.store_files import (
     short_read,
     verify,
 )
-from longdoc.io import atomic_directory, naming_files
 
 STORE_VERSION = 2  # 2: store.json records each file's size and SHA-256
 MAPPED_FROM_BYTES = 1 << 30  # load_dataset's default: corpora of 1 GiB or more are read through a store

@@ -131,25 +131,28 @@ def check_id(value, path: str | Path, line: int, what: str = "document id") -> s
         quoted = "" if value is None else f" {shown(value)}"
         raise DataFormatError(path, f"{what} must be a string, got {json_type(value)}{quoted}", line)
     text = str(value)
+    problem = id_problem(text, what)
+    if problem:
+        raise DataFormatError(path, problem, line)
+    return text
+
+
+def id_problem(text: str, what: str = "document id") -> str | None:
+    """What is wrong with ``text`` as an id (the corpus's rules, which run files and qrels follow too), or
+    None: empty, whitespace, not NFC, an invisible character."""
     if not text:
-        raise DataFormatError(path, f"{what} is empty", line)
+        return f"{what} is empty"
     if _WHITESPACE.search(text):
-        raise DataFormatError(path, f"{what} {shown(text)} contains whitespace (run files cannot hold it)", line)
+        return f"{what} {shown(text)} contains whitespace (run files cannot hold it)"
     if unicodedata.normalize("NFC", text) != text:  # the same visible id in NFD would be another document
-        raise DataFormatError(
-            path,
+        return (
             f"{what} {ascii(text)[:80]} is not in Unicode NFC form (its NFC form, which looks the same: "
-            f"{ascii(unicodedata.normalize('NFC', text))[:80]})",
-            line,
+            f"{ascii(unicodedata.normalize('NFC', text))[:80]})"
         )
     hidden = next((c for c in text if unicodedata.category(c) in ("Cc", "Cf", "Cs")), None)
     if hidden is not None:  # an id the user cannot see differs from the one they can
-        raise DataFormatError(
-            path,
-            f"{what} {ascii(text)[:80]} contains the invisible character U+{ord(hidden):04X} (a control or format character)",
-            line,
-        )
-    return text
+        return f"{what} {ascii(text)[:80]} contains the invisible character U+{ord(hidden):04X} (a control or format character)"
+    return None
 
 
 def visible(text: str) -> bool:

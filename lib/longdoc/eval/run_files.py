@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from longdoc.data.errors import DataFormatError, text_lines
+from longdoc.data.errors import DataFormatError, check_id, id_problem, text_lines
 from longdoc.eval.metrics import Run, ranking
 from longdoc.io import atomic_write
 
@@ -28,17 +28,23 @@ def distinct_scores(scores: dict[str, float], depth: int | None = None) -> list[
 
 
 def check_run(run: Run) -> None:
-    """Ids a run file can hold (non-empty, no whitespace) and finite scores, checked before writing."""
+    """Ids a run file can hold (the corpus's id rules: non-empty, no whitespace, NFC, nothing invisible) and
+    finite scores, checked before writing."""
     for qid, scores in run.items():
-        if not isinstance(qid, str) or not qid or any(c.isspace() for c in qid):
-            raise ValueError(f"query id {qid!r}: a run file needs non-empty ids without whitespace")
+        if not isinstance(qid, str) or id_problem(qid, "query id"):
+            raise ValueError(f"query id {qid!r}: a run file needs non-empty ids without whitespace ({_why(qid)})")
         for doc, score in scores.items():
-            if not isinstance(doc, str) or not doc or any(c.isspace() for c in doc):
+            if not isinstance(doc, str) or id_problem(doc):
                 raise ValueError(
-                    f"query {qid!r}: document id {doc!r}: a run file needs non-empty ids without whitespace"
+                    f"query {qid!r}: document id {doc!r}: a run file needs non-empty ids without whitespace "
+                    f"({_why(doc)})"
                 )
             if not math.isfinite(float(score)):
                 raise ValueError(f"query {qid!r}, document {doc!r}: score {score!r} is not finite")
+
+
+def _why(value) -> str:
+    return id_problem(value) if isinstance(value, str) else f"got {type(value).__name__}"
 
 
 def write_run(run: Run, path: str | Path, tag: str = "longdoc", depth: int | None = None) -> None:
@@ -61,6 +67,7 @@ def read_run(path: str | Path) -> Run:
         if len(fields) != 6:
             raise DataFormatError(path, f"expected 6 fields 'qid Q0 docid rank score tag', found {len(fields)}", number)
         qid, _, doc, _, score, _ = fields
+        qid, doc = check_id(qid, path, number, "query id"), check_id(doc, path, number)
         try:
             value = float(score)
         except ValueError:

@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from longdoc.data.registry import DATA_DIR
-from longdoc.io import IMPORTED_MARKER, ConcurrentWriteError, atomic_directory, atomic_write, sweep_stale
+from longdoc.io import (
+    IMPORTED_MARKER,
+    ConcurrentWriteError,
+    FileSystemError,
+    atomic_directory,
+    atomic_write,
+    sweep_stale,
+    unwritable_folder,
+)
 
 T = TypeVar("T")
 CACHE_DIR = Path(os.environ.get("LONGDOC_CACHE", DATA_DIR / "cache"))
@@ -137,6 +145,19 @@ def build_guard(guard: Callable[[str], None]):
         _BUILD_GUARDS.pop()
 
 
+_WRITABLE: set[Path] = set()  # cache folders found writable in this process
+
+
+def _require_writable_cache() -> None:
+    """Before the first build: the cache folder can take it (one line naming the folder and the cause)."""
+    if CACHE_DIR in _WRITABLE:
+        return
+    problem = unwritable_folder(CACHE_DIR)
+    if problem:
+        raise FileSystemError(f"the cache folder {CACHE_DIR} (LONGDOC_CACHE): {problem}; nothing was built")
+    _WRITABLE.add(CACHE_DIR)
+
+
 def cached_directory(kind: str, build, **determinants) -> Path:
     """``CACHE_DIR/kind/<key>``; calls ``build(tmp_dir)`` to create it when missing (atomically).
     The key covers ``determinants``, the code fingerprint (computed once per process) and the versions
@@ -153,6 +174,7 @@ def cached_directory(kind: str, build, **determinants) -> Path:
             raise NotCached(kind)
         if _BUILD_GUARDS:
             _BUILD_GUARDS[-1](kind)
+        _require_writable_cache()
         sweep_stale(CACHE_DIR / kind)
         resume = CACHE_DIR / kind / f"{key}.resume"
         with atomic_directory(directory) as tmp:

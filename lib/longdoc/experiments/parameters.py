@@ -14,6 +14,8 @@ from typing import Any
 
 from longdoc.data.errors import shown
 
+UNJUDGED = "unjudged"  # the pretrain_corpus of the documents no dev or test query judges
+
 MOST_STEPS = 10_000_000  # a step count beyond this is a typo (the papers' longest runs: a few hundred thousand)
 LARGEST_INT = 2**31 - 1  # any other count: what a seed or a tensor size can hold
 QG_BATCH = 8  # the query generator's pairs per step (QueryGenerationConfig.batch_size; a test holds them equal)

@@ -49,11 +49,14 @@ class ProfileLoader(yaml.SafeLoader):
     """YAML with the 1.2 core schema's scalars, and duplicate keys refused. PyYAML reads YAML 1.1, where
     ``010`` is 8, ``1:30`` is 90, ``1_000`` is 1000, ``yes`` is True and ``1e-4`` a string; here ``010`` is
     10, ``0o10`` is 8, ``1e-4`` is a float, and the other forms stay strings (the parameter check names
-    them). PyYAML also keeps the last of two equal keys silently."""
+    them). PyYAML also keeps the last of two equal keys silently. A merge key (``<<: *defaults``) merges
+    as YAML defines it: the mapping's own keys win."""
 
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # ``<<: *defaults``: merged below, where the mapping's own keys win (YAML's merge key)
             key = self.construct_object(key_node, deep=deep)
             if not isinstance(key, (str, int, float, bool)) and key is not None:
                 raise ProfileError(
@@ -62,6 +65,8 @@ class ProfileLoader(yaml.SafeLoader):
             if key in seen:
                 raise ProfileError(f"duplicate key {key!r} (line {key_node.start_mark.line + 1})")
             seen.add(key)
+        if isinstance(node, yaml.MappingNode):
+            self.flatten_mapping(node)
         return super().construct_mapping(node, deep)
 
     def construct_core_int(self, node) -> int:

@@ -120,8 +120,8 @@ def write_token_store(directory: str | Path, documents: Iterable[list[list[int]]
     name: ``tokens.bin`` (flat ids, uint16 when the vocabulary allows), ``segment_starts.npy`` (``[S+1]``
     token offsets) and ``document_starts.npy`` (``[D+1]`` segment offsets); ``spec`` is kept in
     ``store.json`` and must match when the store is opened again."""
-    from longdoc.data.store_files import file_facts, verify
     from longdoc.io import naming_files
+    from longdoc.store_files import file_facts, verify
 
     dtype = np.uint16 if vocabulary <= 1 << 16 else np.uint32
     with naming_files("write the token store", Path(directory) / "tokens.bin"), atomic_directory(directory) as tmp:
@@ -144,7 +144,7 @@ class MappedSegments(Sequence):
     """Per document, per segment: content token ids, read from a token store (:func:`write_token_store`)."""
 
     def __init__(self, directory: str | Path):
-        from longdoc.data.store_files import StoreDamaged, check_sizes, read_manifest
+        from longdoc.store_files import StoreDamaged, check_sizes, read_manifest
 
         self.directory = Path(directory)
         self.spec = read_manifest(self.directory)
@@ -187,7 +187,7 @@ class MappedSegments(Sequence):
         wanted = int(bounds[-1] - bounds[0]) * size
         raw = os.pread(self._tokens.fileno(), wanted, int(bounds[0]) * size)
         if len(raw) != wanted:
-            from longdoc.data.store_files import short_read
+            from longdoc.store_files import short_read
 
             raise short_read(self.directory / "tokens.bin", wanted, len(raw))
         ids = np.frombuffer(raw, self.dtype).tolist()
@@ -237,7 +237,7 @@ class SegmentedCorpus:
             spec["documents"] = len(texts)
 
             def write() -> None:
-                from longdoc.data.store_files import StoreDamaged, check_sizes, read_manifest, rebuilding
+                from longdoc.store_files import StoreDamaged, check_sizes, read_manifest, rebuilding
 
                 try:
                     manifest = read_manifest(Path(directory))

@@ -29,6 +29,7 @@ from longdoc.data.installed_pages import INSTALLED_PAGES, installed_page_corpus
 from longdoc.data.registry import DATA_DIR, load_dataset
 from longdoc.experiments.cache import cache_key, cached_directory
 from longdoc.experiments.families.worker import launch, named
+from longdoc.experiments.parameters import UNJUDGED
 from longdoc.experiments.settings import BudgetSettings, settings
 from longdoc.models.backbone import load_tokenizer
 from longdoc.models.lmae import LongtrieverPretraining
@@ -39,8 +40,6 @@ from longdoc.sharding import rank, world_size
 from longdoc.text.segments import MappedSegments, SegmentedCorpus, token_store_path
 from longdoc.train.checkpoint import SAVE_MINUTES, Checkpointer
 from longdoc.train.pretrain import PretrainConfig, pretrain_encoder
-
-UNJUDGED = "unjudged"
 
 
 @settings

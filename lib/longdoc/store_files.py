@@ -12,14 +12,16 @@ import json
 import sys
 from pathlib import Path
 
-from longdoc.data.errors import DataFormatError
-
 MANIFEST = "store.json"
 
 
-class StoreDamaged(DataFormatError):
+class StoreDamaged(ValueError):
     """A store file that is missing, unreadable, of the wrong size or checksum, or a manifest that is not
-    the JSON its builder wrote."""
+    the JSON its builder wrote: ``<file>: <what is wrong>``."""
+
+    def __init__(self, path: str | Path, message: str):
+        self.path = str(path)
+        super().__init__(f"{self.path}: {message}")
 
 
 def sha256_of(path: Path) -> str:

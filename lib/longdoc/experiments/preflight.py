@@ -1,0 +1,188 @@
+"""What ``run_all.sh`` checks before the first notebook starts, so that no input is refused an hour in: each
+dataset a selected notebook reads (a readable folder, its files readable, every split it needs holding a
+relevant judgement or a pair), the cache folder (a writable directory) and the pre-training corpus of a
+notebook that pre-trains. Cheap: the judgement and pair files are read, the corpus only opened (loading
+checks every line later).
+
+    python -m longdoc.experiments.preflight --cache DIR PARAMETERS.yaml...
+    python -m longdoc.experiments.preflight --only '01, 10'     # prints 01,10 (run_all.sh --only)
+
+(each file: a notebook's parameters, named after it, as ``run_all.sh`` writes them). Prints every problem,
+one a line, and exits 2 when there is one.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+
+from longdoc.data.errors import DataFormatError, require_file, require_folder
+
+SPLITS = ("train", "dev", "test")
+
+
+def needed_splits(notebook: str) -> tuple[str, ...]:
+    """The splits ``notebook`` reads: every one of train, dev and test (fits are trained on train, chosen on
+    dev, scored on test), but for 00_data, which describes the splits a dataset has."""
+    return () if notebook.startswith("00") else SPLITS
+
+
+def retrieval_problems(directory: Path, splits: tuple[str, ...]) -> list[str]:
+    """A BEIR-layout folder (retrieval and NCI notebooks): corpus and queries readable, ``qrels/`` holding
+    only ``<split>.tsv`` files, each split that is needed present, and each present split holding a query
+    with a relevant document."""
+    from longdoc.data.beir import qrels_files, read_qrels
+
+    for name in ("corpus.jsonl", "queries.jsonl"):
+        require_file(directory / name)
+    files = {path.stem: path for path in qrels_files(directory)}
+    missing = [split for split in splits if split not in files]
+    if missing:
+        return [f"{directory}: no {', '.join(f'qrels/{s}.tsv' for s in missing)} (the notebook needs {list(splits)})"]
+    problems = []
+    for split, path in files.items():
+        if not any(r > 0 for judged in read_qrels(path).values() for r in judged.values()):
+            problems.append(f"{path}: split {split!r} has no query with a relevant document (relevance > 0)")
+    return problems
+
+
+def matching_problems(directory: Path, splits: tuple[str, ...]) -> list[str]:
+    """A matching folder: corpus readable and ``pairs/<split>.tsv`` of each needed split holding a pair."""
+    from longdoc.data.pairs import read_pair_tsv
+
+    require_file(directory / "corpus.jsonl")
+    problems = []
+    for split in splits or SPLITS:
+        path = directory / "pairs" / f"{split}.tsv"
+        if not read_pair_tsv(require_file(path)):
+            problems.append(f"{path}: split {split!r} holds no pair")
+    return problems
+
+
+def dataset_problems(dataset: str, role: str | None, notebook: str) -> list[str]:
+    """What keeps ``notebook`` (reading ``dataset`` in ``role``) from starting; [] when nothing does."""
+    if dataset == "manpages" or role is None:
+        return []  # the embedded benchmark is built, and checked, by run_all.sh itself
+    try:
+        directory = require_folder(dataset, "dataset folder")
+        if role == "matching":
+            return matching_problems(directory, needed_splits(notebook))
+        return retrieval_problems(directory, needed_splits(notebook))
+    except (DataFormatError, OSError) as err:
+        return [str(err)]
+
+
+def cache_problem(folder: str | Path) -> str | None:
+    """Why fits cannot be cached in ``folder`` (:func:`longdoc.io.unwritable_folder`), or None."""
+    from longdoc.io import unwritable_folder
+
+    problem = unwritable_folder(folder)
+    return f"the cache folder {folder} (LONGDOC_CACHE): {problem}" if problem else None
+
+
+def pretrain_corpus_problem(value: str) -> str | None:
+    """Why the pre-training corpus ``value`` cannot be read, or None (``""`` and ``unjudged``: the dataset's
+    own documents; ``installed-manpages``: this machine's man pages; else a ``.txt`` file or a BEIR folder)."""
+    from longdoc.data.installed_pages import FEWEST_PAGES, INSTALLED_PAGES, MAN_ROOT, installed_pages
+    from longdoc.experiments.parameters import UNJUDGED
+
+    if value in ("", UNJUDGED):
+        return None
+    where = f"pretrain_corpus={value!r}"
+    if value == INSTALLED_PAGES:
+        if shutil.which("man") is None:
+            return f"{where}: the man command is missing (install man-db, or set pretrain_corpus: '')"
+        found = len(installed_pages()) if MAN_ROOT.is_dir() else 0
+        if found < FEWEST_PAGES:
+            return f"{where}: only {found} man pages outside the benchmark's packages under {MAN_ROOT} (at least {FEWEST_PAGES})"
+        return None
+    try:
+        if value.endswith(".txt"):
+            require_file(value)
+            return None
+        found = retrieval_problems(require_folder(value, "pre-training corpus folder (a BEIR layout)"), ())
+    except DataFormatError as err:
+        return f"{where}: {err}"
+    return f"{where}: {found[0]}" if found else None
+
+
+def problems(parameter_files: list[Path], cache: str | Path) -> list[str]:
+    from longdoc.experiments.profiles import ROLES, dataset_role
+
+    found = []
+    problem = cache_problem(cache)
+    if problem:
+        found.append(problem)
+    for path in parameter_files:
+        notebook = path.stem
+        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        role = dataset_role(notebook)
+        if "dataset" in values:
+            found += [f"{notebook}: {p}" for p in dataset_problems(str(values["dataset"]), role, notebook)]
+        if role is None:  # the ladder reads each role's dataset
+            for other, dataset in (values.get("datasets") or {}).items():
+                if other in ROLES:
+                    found += [f"{notebook}: {p}" for p in dataset_problems(str(dataset), other, notebook)]
+        if "pretrain_corpus" in values:  # (pretrain_steps 0 is still one pass over the corpus)
+            problem = pretrain_corpus_problem(str(values["pretrain_corpus"]))
+            if problem:
+                found.append(f"{notebook}: {problem}")
+    return list(dict.fromkeys(found))
+
+
+def selected_notebooks(only: str, notebooks: list[str] | None = None) -> str:
+    """``run_all.sh --only`` as the comma-separated numbers it selects: spaces and empty items dropped
+    (``'01, 10'`` is ``01,10``); a number no notebook has, or one given twice, is refused naming them."""
+    from longdoc.experiments.profiles import NOTEBOOKS_DIR
+
+    if notebooks is None:
+        notebooks = sorted(p.stem for p in NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+    numbers = {name[:2] for name in notebooks}
+    items = [item.strip() for item in only.split(",") if item.strip()]
+    if not items:
+        raise ValueError(f"--only {only!r}: no notebook number (expected a list like 00,01)")
+    unknown = [item for item in items if item not in numbers]
+    if unknown:
+        raise ValueError(
+            f"--only {only!r}: no notebook numbered {', '.join(unknown)} (there are {', '.join(sorted(numbers))})"
+        )
+    repeated = sorted({item for item in items if items.count(item) > 1})
+    if repeated:
+        raise ValueError(
+            f"--only {only!r}: {', '.join(repeated)} given twice (each notebook runs once, in number order)"
+        )
+    return ",".join(items)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m longdoc.experiments.preflight", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--only", help="print run_all.sh's --only list as the numbers it selects (and nothing else)")
+    parser.add_argument("--cache", help="the cache folder (LONGDOC_CACHE)")
+    parser.add_argument("parameters", nargs="*", type=Path, help="each notebook's parameters (NAME.yaml)")
+    args = parser.parse_args(argv)
+    if args.only is not None:
+        try:
+            print(selected_notebooks(args.only))
+        except ValueError as err:
+            print(f"run_all.sh: {err}", file=sys.stderr)
+            return 2
+        return 0
+    if args.cache is None or not args.parameters:
+        parser.error("give --cache DIR and the notebooks' parameter files")
+    found = problems(args.parameters, args.cache)
+    for problem in found:
+        print(f"run_all.sh: {problem}", file=sys.stderr)
+    if found:
+        print(f"run_all.sh: no notebook was started ({len(found)} problem(s) above)", file=sys.stderr)
+    return 2 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
