@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -78,13 +79,110 @@ def with_beir(change):
     return case
 
 
-def run_all(*args: str):
+def run_all(*args: str, env: dict | None = None, prepare=None, cwd: str | None = None):
+    """``run_all.sh ARGS`` (``{tmp}`` replaced), which must exit 2 before any notebook starts; ``prepare(tmp)``
+    builds its input first, ``cwd`` (under ``tmp``) is where it is called from."""
+
     def case(tmp: Path):
-        done = subprocess.run(["bash", str(ROOT / "run_all.sh"), *args], capture_output=True, text=True, timeout=60)
+        if prepare:
+            prepare(tmp)
+        argv = [a.replace("{tmp}", str(tmp)) for a in args]
+        environment = {**os.environ, **{k: v.replace("{tmp}", str(tmp)) for k, v in (env or {}).items()}}
+        done = subprocess.run(
+            ["bash", str(ROOT / "run_all.sh"), *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=environment,
+            cwd=tmp / cwd if cwd else None,
+        )
         assert done.returncode == 2, done
+        assert "notebooks/00_data.ipynb (profile" not in done.stdout  # refused before the first notebook
         raise ValueError(done.stderr)
 
     return case
+
+
+def limited_file_size(code: str, limit: int = 60):
+    """``code`` run by Python under a file-size limit of ``limit`` bytes (``ulimit -f``; root is bound too)."""
+
+    def case(tmp: Path):
+        import resource
+        import sys
+
+        def limit_size():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+        done = subprocess.run(
+            [sys.executable, "-c", code.replace("{tmp}", str(tmp)).replace("{fixtures}", str(ROOT / "tests/fixtures"))],
+            preexec_fn=limit_size,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode != 0, done
+        raise OSError(done.stderr.strip().splitlines()[-1])
+
+    return case
+
+
+def built_store(tmp: Path) -> Path:
+    from longdoc.data.corpus_store import write_corpus_store
+
+    return write_corpus_store(FIXTURE / "corpus.jsonl", tmp / "store")
+
+
+def damaged_store(damage):
+    def case(tmp: Path):
+        from longdoc.data.corpus_store import CorpusStore
+
+        store = built_store(tmp)
+        damage(store)
+        CorpusStore(store)
+
+    return case
+
+
+def damaged_token_store(damage):
+    def case(tmp: Path):
+        from longdoc.text.segments import MappedSegments, write_token_store
+
+        store = write_token_store(tmp / "tokens", [[[5, 6, 7], [8]], [[9, 10]]], vocabulary=30522, spec={})
+        damage(store)
+        MappedSegments(store)
+
+    return case
+
+
+def cut_to(name: str, size: int):
+    def damage(folder: Path):
+        with open(folder / name, "r+b") as handle:
+            handle.truncate(size)
+
+    return damage
+
+
+def matching_folder(train: str, test: str, dev: str = "d3\td4\t1\n"):
+    """A matching dataset (corpus d1-d4, pairs per split) in ``tmp/match``, loaded."""
+
+    def case(tmp: Path):
+        from longdoc.data.matching import load_matching
+
+        folder = tmp / "match"
+        rows = "".join(f'{{"_id": "d{i}", "text": "page {i}"}}\n' for i in range(1, 5))
+        write(folder, "corpus.jsonl", rows)
+        header = "source-id\ttarget-id\tlabel\n"
+        for split, text in (("train", train), ("dev", dev), ("test", test)):
+            write(folder, f"pairs/{split}.tsv", header + text)
+        load_matching(str(folder))
+
+    return case
+
+
+def empty_qrels_folder(tmp: Path) -> None:
+    shutil.copytree(FIXTURE, tmp / "emptyq")
+    for path in (tmp / "emptyq" / "qrels").iterdir():
+        path.unlink()
 
 
 def converter(*args: str, holding: str | None = None):
@@ -102,6 +200,29 @@ def converter(*args: str, holding: str | None = None):
         raise ValueError(errors.getvalue())
 
     return case
+
+
+def symlink_loop(folder: Path, name: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f".{name}.other").symlink_to(folder / name)  # hidden: not a stray file of the folder
+    (folder / name).symlink_to(folder / f".{name}.other")
+    return folder / name
+
+
+def dangling(folder: Path, name: str) -> Path:
+    (folder / name).symlink_to(folder / "gone.jsonl")
+    return folder / name
+
+
+def cached_into(cache: Path):
+    from longdoc.experiments import cache as module
+
+    original = module.CACHE_DIR
+    module.CACHE_DIR = cache
+    try:
+        module.cached_json("bad-input", lambda: 1, case="a cache folder that is a file")
+    finally:
+        module.CACHE_DIR = original
 
 
 def pairs_folder(tmp: Path) -> None:
@@ -385,7 +506,8 @@ CASES = [
     (
         "write_run id with a space",
         lambda t: write_run({"q1": {"d 1": 1.0}}, t / "r.trec"),
-        r"query 'q1': document id 'd 1': a run file needs non-empty ids without whitespace",
+        r"query 'q1': document id 'd 1': a run file needs ids by the corpus's rules \(document id 'd 1' contains "
+        r"whitespace",
     ),
     (
         "write_run NaN score",
@@ -682,6 +804,263 @@ CASES = [
         run_all("--data", "nci=/nonexistent/nq"),
         r"--data nci=/nonexistent/nq: /nonexistent/nq is not a directory",
     ),
+    # issue 47: stores that notice their own damage
+    (
+        "corpus store text.bin truncated (a copy cut short)",
+        damaged_store(cut_to("text.bin", 10)),
+        r"store/text.bin: is 10 bytes, store.json says [\d,]+ \(truncated\): the store is damaged",
+    ),
+    (
+        "corpus store bounds.npy truncated",
+        damaged_store(cut_to("bounds.npy", 100)),
+        r"store/bounds.npy: is 100 bytes, store.json says [\d,]+ \(truncated\)",
+    ),
+    (
+        "corpus store store.json not JSON",
+        damaged_store(lambda d: (d / "store.json").write_text("{")),
+        r"store/store.json: is not the JSON its builder wrote \(.*\): the store is damaged",
+    ),
+    (
+        "token store tokens.bin truncated (a disk that filled)",
+        damaged_token_store(cut_to("tokens.bin", 4)),
+        r"tokens/tokens.bin: is 4 bytes, store.json says 12 \(truncated\): the store is damaged",
+    ),
+    (
+        "token store store.json not JSON",
+        damaged_token_store(lambda d: (d / "store.json").write_text("[1,")),
+        r"tokens/store.json: is not the JSON its builder wrote",
+    ),
+    (
+        "a file-size limit while building the corpus store",
+        limited_file_size(
+            "from longdoc.data.corpus_store import write_corpus_store; "
+            "write_corpus_store('{fixtures}/beir/corpus.jsonl', '{tmp}/store')"
+        ),
+        r"\A\S*FileSystemError: .*/store/text.bin: cannot write the corpus store \(file too large: a file-size limit",
+    ),
+    (
+        "a converter's output over a file-size limit",
+        limited_file_size(
+            "import sys; from longdoc.data.convert import main; "
+            "sys.exit(main(['nq320k', '--dir', '{fixtures}/nq320k', '--out', '{tmp}/nq']))"
+        ),
+        r"\Aconvert: .*/nq: cannot write the converted dataset \(file too large",
+    ),
+    # issue 47: leakage and contradictions in pairs
+    (
+        "the same pair in train and in test",
+        matching_folder(train="d1\td2\t1\n", test="d1\td2\t1\n"),
+        r"pairs/test.tsv, line 2: pair \('d1', 'd2'\) of split 'test' is in split 'train' too \(\('d1', 'd2'\) at "
+        r".*pairs/train.tsv, line 2\): a pair belongs to one split",
+    ),
+    (
+        "a pair labelled 1 in train and 0 (reversed) in test",
+        matching_folder(train="d1\td2\t1\n", test="d2\td1\t0\n"),
+        r"pairs/test.tsv, line 2: pair \('d2', 'd1'\) of split 'test' is in split 'train' too \(\('d1', 'd2'\) at "
+        r".*train.tsv, line 2\).*or taught two labels",
+    ),
+    (
+        "pairs converter: one pair in two splits",
+        prepared(
+            lambda t: (
+                shutil.copytree(FIXTURE, t / "wiki"),
+                write(t, "a.tsv", "1\td1\td2\n"),
+                write(t, "b.tsv", "0\td2\td1\n"),
+            ),
+            converter(
+                "pairs",
+                "--format",
+                "smash",
+                "--split",
+                "train={tmp}/a.tsv",
+                "--split",
+                "test={tmp}/b.tsv",
+                "--out",
+                "{tmp}/wiki",
+            ),
+        ),
+        r"convert: .*b.tsv, line 1: pair \('d2', 'd1'\) of split 'test' is in split 'train' too \(\('d1', 'd2'\) at "
+        r".*a.tsv, line 1\)",
+    ),
+    # issue 47: the command line says what it took
+    (
+        "run_all.sh --data retrieval=A --data retrieval=B",
+        run_all(
+            "--profile", "smoke", "--only", "01", "--data", f"retrieval={FIXTURE}", "--data", f"retrieval={FIXTURE}"
+        ),
+        r"--data retrieval= is given twice: one dataset per role",
+    ),
+    (
+        "run_all.sh --only with a notebook that does not exist",
+        run_all("--profile", "smoke", "--only", "01, 99"),
+        r"--only '01, 99': no notebook numbered 99 \(there are 00, 01, ",
+    ),
+    (
+        "run_all.sh --only with a notebook twice",
+        run_all("--profile", "smoke", "--only", "01,10,01"),
+        r"--only '01,10,01': 01 given twice",
+    ),
+    (
+        "run_all.sh --set given twice",
+        run_all("--profile", "smoke", "--only", "00", "--set", "seeds=[0]", "--set", "seeds=[1]"),
+        r"--set seeds= is given twice \(\[0\] and \[1\]\)",
+    ),
+    (
+        "run file query id with a byte-order mark inside",
+        lambda t: read_run(write(t, "r.trec", "q1 Q0 d1 1 0.5 tag\n\ufeffq2 Q0 d1 1 0.5 tag\n")),
+        r"r.trec, line 2: query id '\\ufeffq2' contains the invisible character U\+FEFF",
+    ),
+    (
+        "run file document id with a zero-width space",
+        lambda t: read_run(write(t, "r.trec", "q1 Q0 d\u200b1 1 0.5 tag\n")),
+        r"r.trec, line 1: document id 'd\\u200b1' contains the invisible character U\+200B",
+    ),
+    (
+        "write_run document id with a zero-width space",
+        lambda t: write_run({"q1": {"d\u200b1": 1.0}}, t / "r.trec"),
+        r"document id 'd\\u200b1': a run file needs ids by the corpus's rules \(document id 'd\\u200b1' contains the "
+        r"invisible character U\+200B",
+    ),
+    (
+        "NQ320k converter --dev-fraction 1.5",
+        converter("nq320k", "--dir", "{fixtures}/nq320k", "--dev-fraction", "1.5", "--out", "{tmp}/nq"),
+        r"--dev-fraction 1.5: a share of the train queries must be above 0 and below 1",
+    ),
+    (
+        "NQ320k converter --dev-fraction -1",
+        converter("nq320k", "--dir", "{fixtures}/nq320k", "--dev-fraction", "-1", "--out", "{tmp}/nq"),
+        r"--dev-fraction -1.0: a share of the train queries must be above 0 and below 1",
+    ),
+    (
+        "NQ320k converter --dev-fraction nan",
+        converter("nq320k", "--dir", "{fixtures}/nq320k", "--dev-fraction", "nan", "--out", "{tmp}/nq"),
+        r"--dev-fraction nan: a share of the train queries must be above 0 and below 1",
+    ),
+    (
+        "NQ320k converter --dev-fraction that leaves dev empty",
+        converter("nq320k", "--dir", "{fixtures}/nq320k", "--dev-fraction", "0.001", "--out", "{tmp}/nq"),
+        r"--dev-fraction 0.001 of the 4 queries of .*nq_train_doc_newid.tsv leaves dev empty; nothing was written",
+    ),
+    (
+        "MS MARCO converter --dev-from-train 1",
+        converter(
+            "msmarco",
+            "--docs",
+            "{fixtures}/msmarco/msmarco-docs.tsv",
+            "--split",
+            "train={fixtures}/msmarco/msmarco-doctrain-queries.tsv,{fixtures}/msmarco/msmarco-doctrain-qrels.tsv",
+            "--dev-from-train",
+            "1",
+            "--out",
+            "{tmp}/m",
+        ),
+        r"--dev-from-train 1.0: a share of the train queries must be 0 \(none\) or above 0 and below 1",
+    ),
+    (
+        "MS MARCO converter: --skip-unknown-docs leaves a split with no query",
+        prepared(
+            lambda t: (
+                write(t, "docs.tsv", "D1\turl\tT\tbody one\nD2\turl\tT\tbody two\n"),
+                write(t, "tq.tsv", "1\tfirst\n"),
+                write(t, "tr.tsv", "1 0 D1 1\n"),
+                write(t, "sq.tsv", "2\tsecond\n"),
+                write(t, "sr.tsv", "2 Q0 D9 1\n"),
+            ),
+            converter(
+                "msmarco",
+                "--docs",
+                "{tmp}/docs.tsv",
+                "--split",
+                "train={tmp}/tq.tsv,{tmp}/tr.tsv",
+                "--split",
+                "test={tmp}/sq.tsv,{tmp}/sr.tsv",
+                "--skip-unknown-docs",
+                "--out",
+                "{tmp}/m",
+            ),
+        ),
+        r"/m: split 'test' would hold no query with a relevant document \(--skip-unknown-docs skipped its 1 "
+        r"judgements of documents the corpus lacks\); nothing was written",
+    ),
+    # issue 47: every refusal before the first notebook
+    (
+        "run_all.sh --set dataset=<missing>",
+        run_all("--profile", "smoke", "--only", "00,01", "--set", "dataset=/nonexistent/data"),
+        r"run_all.sh: 01_baselines: /nonexistent/data: no such folder\n.*no notebook was started",
+    ),
+    (
+        "run_all.sh --data to a folder with an empty qrels/",
+        run_all(
+            "--profile", "smoke", "--only", "00,01", "--data", "retrieval={tmp}/emptyq", prepare=empty_qrels_folder
+        ),
+        r"01_baselines: .*emptyq/qrels: no qrels/<split>.tsv file",
+    ),
+    (
+        "run_all.sh --dataset whose test split judges nothing relevant",
+        run_all(
+            "--profile",
+            "smoke",
+            "--only",
+            "00,01",
+            "--dataset",
+            "{tmp}/mine",
+            prepare=lambda t: write(beir_copy(t), "qrels/test.tsv", QRELS_HEADER + "q2\td2\t0\n"),
+        ),
+        r"01_baselines: .*mine/qrels/test.tsv: split 'test' has no query with a relevant document",
+    ),
+    (
+        "run_all.sh a relative --dataset from another folder (read from the caller's folder)",
+        run_all("--profile", "smoke", "--only", "00,01", "--dataset", "emptyq", prepare=empty_qrels_folder, cwd="."),
+        r"01_baselines: /\S+/emptyq/qrels: no qrels/<split>.tsv file",
+    ),
+    (
+        "run_all.sh with a missing pretrain_corpus",
+        run_all("--profile", "smoke", "--only", "00,10", "--set", "pretrain_corpus=/nonexistent/books.txt"),
+        r"10_longtriever_main: pretrain_corpus='/nonexistent/books.txt': /nonexistent/books.txt: no such file",
+    ),
+    (
+        "run_all.sh with LONGDOC_CACHE pointing at a file",
+        run_all(
+            "--profile",
+            "smoke",
+            "--only",
+            "00",
+            env={"LONGDOC_CACHE": "{tmp}/cache"},
+            prepare=lambda t: write(t, "cache", "not a folder"),
+        ),
+        r"the cache folder .*/cache \(LONGDOC_CACHE\): .*/cache is a file, not a folder",
+    ),
+    (
+        "a fit into a cache folder that is a file",
+        lambda t: cached_into(write(t, "cache", "x")),
+        r"the cache folder .*/cache \(LONGDOC_CACHE\): .*/cache is a file, not a folder; nothing was built",
+    ),
+    # issue 47: operating-system errors, and valid inputs a library rejects by accident
+    (
+        "corpus.jsonl a loop of symbolic links",
+        lambda t: read_corpus(symlink_loop(t, "corpus.jsonl")),
+        r"corpus.jsonl: a loop of symbolic links, not a file",
+    ),
+    (
+        "corpus.jsonl a link to a missing file",
+        lambda t: read_corpus(dangling(t, "corpus.jsonl")),
+        r"corpus.jsonl: a symbolic link to .*gone.jsonl, which does not exist",
+    ),
+    (
+        "qrels/test.tsv is a directory",
+        with_beir(lambda d: ((d / "qrels" / "test.tsv").unlink(), (d / "qrels" / "test.tsv").mkdir())),
+        r"qrels/test.tsv: is a directory, not a file",
+    ),
+    (
+        "qrels/test.tsv a loop of symbolic links",
+        with_beir(lambda d: ((d / "qrels" / "test.tsv").unlink(), symlink_loop(d / "qrels", "test.tsv"))),
+        r"qrels/test.tsv: a loop of symbolic links, not a file",
+    ),
+    (
+        "a dataset folder that is a file",
+        lambda t: load_beir(write(t, "mine", "x")),
+        r"mine: is a file, not a dataset folder",
+    ),
 ]
 
 
@@ -756,3 +1135,32 @@ def test_a_users_manifest_checksum_is_not_trusted(tmp_path):
     (directory / "manifest.json").write_text("[1]")
     with pytest.raises(ValueError, match=r"manifest.json: expected a JSON object"):
         load_beir(directory)
+
+
+def test_valid_inputs_a_library_would_reject_are_read(tmp_path):
+    """Issue 47: an integer id of 5,000 digits (Python's int refuses 4,300), lone-CR line endings (old Mac
+    exports), a YAML merge key and ``--set dataset=2024`` are what the user meant, not errors."""
+    from longdoc.experiments.profiles import command_line_value, read_yaml
+
+    long_id = "1" + "0" * 4999
+    corpus = read_corpus(write(tmp_path, "c.jsonl", f'{{"_id": {long_id}, "text": "x"}}\n'))
+    assert list(corpus) == [long_id]
+    with pytest.raises(ValueError, match=r"line 1: field 'title' must be a string, got number"):
+        read_corpus(write(tmp_path, "t.jsonl", f'{{"_id": "a", "title": {long_id}, "text": "x"}}\n'))
+    cr = read_qrels(write(tmp_path, "q.tsv", QRELS_HEADER.replace("\n", "\r") + "q1\td1\t1\rq2\td2\t0\r"))
+    assert cr == {"q1": {"d1": 1}, "q2": {"d2": 0}}
+    with pytest.raises(ValueError, match=r"q.tsv, line 3: relevance 'x' is not an integer"):
+        read_qrels(write(tmp_path, "q.tsv", QRELS_HEADER.replace("\n", "\r") + "q1\td1\t1\rq2\td2\tx\r"))
+    merged = read_yaml("notebooks:\n  a: &base {batch_size: 4, seeds: [0]}\n  b: {<<: *base, batch_size: 8}\n")
+    assert merged["notebooks"]["b"] == {"batch_size": 8, "seeds": [0]}
+    assert command_line_value("dataset=2024") == ("dataset", "2024")
+    assert command_line_value("train_steps=2024") == ("train_steps", 2024)
+
+
+def test_only_is_normalised_and_said(tmp_path):
+    from longdoc.experiments.preflight import selected_notebooks
+
+    assert selected_notebooks("01, 10") == "01,10"
+    assert selected_notebooks(" 00 ,") == "00"
+    with pytest.raises(ValueError, match=r"--only ' , ': no notebook number"):
+        selected_notebooks(" , ")

@@ -93,7 +93,10 @@ def refuse_shared_pairs(splits: dict[str, tuple[Path, dict[tuple[str, str], int]
     a pair it was trained or selected on; with other labels, a contradiction), is an error naming both
     files and lines."""
     seen: dict[frozenset, tuple[str, Path, int, tuple[str, str]]] = {}
-    for split, (path, lines) in splits.items():
+    order = ("train", "dev", "test")  # the later split is named first: the one scored on a pair seen before
+    for split, (path, lines) in sorted(
+        splits.items(), key=lambda item: (order.index(item[0]) if item[0] in order else 3, item[0])
+    ):
         for pair, line in sorted(lines.items(), key=lambda item: item[1]):
             other = seen.get(frozenset(pair))
             if other is not None and other[0] != split:

@@ -32,12 +32,11 @@ def check_run(run: Run) -> None:
     finite scores, checked before writing."""
     for qid, scores in run.items():
         if not isinstance(qid, str) or id_problem(qid, "query id"):
-            raise ValueError(f"query id {qid!r}: a run file needs non-empty ids without whitespace ({_why(qid)})")
+            raise ValueError(f"query id {qid!r}: a run file needs ids by the corpus's rules ({_why(qid)})")
         for doc, score in scores.items():
             if not isinstance(doc, str) or id_problem(doc):
                 raise ValueError(
-                    f"query {qid!r}: document id {doc!r}: a run file needs non-empty ids without whitespace "
-                    f"({_why(doc)})"
+                    f"query {qid!r}: document id {doc!r}: a run file needs ids by the corpus's rules ({_why(doc)})"
                 )
             if not math.isfinite(float(score)):
                 raise ValueError(f"query {qid!r}, document {doc!r}: score {score!r} is not finite")

@@ -1,0 +1,74 @@
+"""The checks run_all.sh makes before the first notebook: each finds what it must and passes what is fine."""
+
+import shutil
+from pathlib import Path
+
+import yaml
+
+from longdoc.experiments.preflight import cache_problem, dataset_problems, pretrain_corpus_problem, problems
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def parameters(folder: Path, notebook: str, **values) -> Path:
+    path = folder / f"{notebook}.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def test_a_complete_dataset_passes_and_each_missing_split_is_named(tmp_path):
+    data = tmp_path / "mine"
+    shutil.copytree(FIXTURES / "beir", data)
+    (data / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq2\td2\t1\n")
+    assert dataset_problems(str(data), "retrieval", "01_baselines") == []
+    (data / "qrels" / "train.tsv").unlink()
+    assert dataset_problems(str(data), "retrieval", "01_baselines") == [
+        f"{data}: no qrels/train.tsv (the notebook needs ['train', 'dev', 'test'])"
+    ]
+    assert dataset_problems(str(data), "retrieval", "00_data") == []  # 00 describes the splits there are
+    assert dataset_problems("manpages", "retrieval", "01_baselines") == []
+
+
+def test_a_matching_split_without_pairs_is_named(tmp_path):
+    data = tmp_path / "match"
+    shutil.copytree(FIXTURES / "beir", data)
+    (data / "pairs").mkdir()
+    for split in ("train", "dev", "test"):
+        (data / "pairs" / f"{split}.tsv").write_text(
+            "source-id\ttarget-id\tlabel\n" + ("d1\td2\t1\n" if split != "dev" else "")
+        )
+    assert dataset_problems(str(data), "matching", "30_smith_main") == [
+        f"{data / 'pairs' / 'dev.tsv'}: split 'dev' holds no pair"
+    ]
+
+
+def test_the_cache_must_be_a_writable_folder_or_creatable_in_one(tmp_path):
+    assert cache_problem(tmp_path / "new" / "cache") is None
+    (tmp_path / "file").write_text("x")
+    assert (
+        cache_problem(tmp_path / "file")
+        == f"the cache folder {tmp_path / 'file'} (LONGDOC_CACHE): {tmp_path / 'file'} is a file, not a folder"
+    )
+    assert "is a file, not a folder" in cache_problem(tmp_path / "file" / "below")
+
+
+def test_pretrain_corpora(tmp_path):
+    assert pretrain_corpus_problem("") is None and pretrain_corpus_problem("unjudged") is None
+    (tmp_path / "books.txt").write_text("one\n\ntwo\n")
+    assert pretrain_corpus_problem(str(tmp_path / "books.txt")) is None
+    assert "no such folder" in pretrain_corpus_problem(str(tmp_path / "nowhere"))
+    shutil.copytree(FIXTURES / "beir", tmp_path / "beir")
+    assert pretrain_corpus_problem(str(tmp_path / "beir")) is None
+
+
+def test_the_ladder_checks_every_role_dataset_and_the_list_is_deduplicated(tmp_path):
+    cache = tmp_path / "cache"
+    files = [
+        parameters(tmp_path, "90_budget_ladder", datasets={"retrieval": "/nonexistent/r", "nci": "manpages"}),
+        parameters(tmp_path, "01_baselines", dataset="/nonexistent/r"),
+        parameters(tmp_path, "10_longtriever_main", dataset="manpages", pretrain_corpus=""),
+    ]
+    assert problems(files, cache) == [
+        "90_budget_ladder: /nonexistent/r: no such folder",
+        "01_baselines: /nonexistent/r: no such folder",
+    ]
