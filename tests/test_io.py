@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from longdoc.io import atomic_directory, atomic_write, sweep_stale
 
 
@@ -88,3 +90,45 @@ def test_a_lock_keeps_a_second_writer_out_until_its_holder_ends_or_dies(tmp_path
     with exclusive(tmp_path / "out"):
         assert (tmp_path / ".out.lock").read_text().startswith(f"process {os.getpid()} on ")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_operating_system_error_names_the_final_file_and_its_cause(tmp_path):
+    import errno
+
+    from longdoc.io import FileSystemError, file_system_error, final_path, naming_files
+
+    hidden = tmp_path / ".store.host-1.123.abcd1234.tmp" / "text.bin"
+    assert final_path(hidden) == tmp_path / "store" / "text.bin"
+    problem = file_system_error(OSError(errno.EFBIG, "File too large", str(hidden)), "write the corpus store")
+    assert str(problem) == (
+        f"{tmp_path / 'store' / 'text.bin'}: cannot write the corpus store (file too large: a file-size limit "
+        "(ulimit -f) or the file system's largest file)"
+    )
+    assert problem.errno == errno.EFBIG
+    with pytest.raises(FileSystemError, match=r"out: cannot write \(no space left on the device: the disk is full\)"):
+        with naming_files("write", tmp_path / "out"):
+            raise OSError(errno.ENOSPC, "No space left on device")  # a write error names no file
+    with pytest.raises(FileSystemError, match=r"x/y: cannot read \(a part of the path is a file, not a folder\)"):
+        (tmp_path / "x").write_text("")
+        with naming_files("read"):
+            open(tmp_path / "x" / "y")
+
+
+def test_a_folder_the_user_cannot_read_is_said_to_be_so(tmp_path, monkeypatch):
+    """As root every folder is readable; the check is os.access, made to answer as for another user."""
+    import os
+
+    from longdoc.data.beir import load_beir
+    from longdoc.io import unwritable_folder
+
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    with pytest.raises(ValueError, match=r"mine: cannot be read \(permission denied: the dataset folder needs read"):
+        (tmp_path / "mine").mkdir()
+        load_beir(tmp_path / "mine")
+    monkeypatch.undo()
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("tempfile.NamedTemporaryFile", refuse)
+    assert unwritable_folder(tmp_path / "cache") == f"{tmp_path} cannot be written (permission denied)"
