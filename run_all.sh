@@ -53,22 +53,35 @@ add_role_dataset() {  # --data ROLE=DIR: an existing directory, passed on as an 
   ROLES_GIVEN+=("$role")
   OVERRIDES+=(--data "$role=$(cd "$(from_caller "$dir")" && pwd)")
 }
+once() {  # OPTION: an option that takes one value may be given once (a second would silently win)
+  [[ " ${GIVEN[*]} " != *" $1 "* ]] || { echo "run_all.sh: $1 is given twice (give it once)" >&2; exit 2; }
+  GIVEN+=("$1")
+}
+from_caller_set() {  # --set NAME=VALUE: a relative dataset or pre-training corpus path is the caller's
+  local name="${1%%=*}" value="${1#*=}"
+  case "$name" in
+    dataset|pretrain_corpus)
+      case "$value" in ""|/*|manpages|unjudged|installed-manpages|\'*|\"*) ;; *) value=$(from_caller "$value") ;; esac ;;
+  esac
+  echo "$name=$value"
+}
+GIVEN=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --profile) PROFILE="${2:?--profile needs a name}"; shift 2 ;;
-    --profile=*) PROFILE="${1#*=}"; shift ;;
-    --only) ONLY="${2:?--only needs a list like 00,01}"; shift 2 ;;
-    --only=*) ONLY="${1#*=}"; [ -n "$ONLY" ] || { echo "run_all.sh: --only= needs a list like 00,01" >&2; exit 2; }; shift ;;
-    --dataset) DATASET="${2:?--dataset needs a directory}"; shift 2 ;;
-    --dataset=*) DATASET="${1#*=}"; [ -n "$DATASET" ] || { echo "run_all.sh: --dataset= needs a directory" >&2; exit 2; }; shift ;;
+    --profile) once --profile; PROFILE="${2:?--profile needs a name}"; shift 2 ;;
+    --profile=*) once --profile; PROFILE="${1#*=}"; shift ;;
+    --only) once --only; ONLY="${2:?--only needs a list like 00,01}"; shift 2 ;;
+    --only=*) once --only; ONLY="${1#*=}"; [ -n "$ONLY" ] || { echo "run_all.sh: --only= needs a list like 00,01" >&2; exit 2; }; shift ;;
+    --dataset) once --dataset; DATASET="${2:?--dataset needs a directory}"; shift 2 ;;
+    --dataset=*) once --dataset; DATASET="${1#*=}"; [ -n "$DATASET" ] || { echo "run_all.sh: --dataset= needs a directory" >&2; exit 2; }; shift ;;
     --data) add_role_dataset "${2:-}"; shift 2 ;;
     --data=*) add_role_dataset "${1#*=}"; shift ;;
     --backbone) OVERRIDES+=(--set "backbone=${2:?--backbone needs a name}"); shift 2 ;;
     --backbone=*) OVERRIDES+=(--set "backbone=${1#*=}"); shift ;;
     --set) [[ "${2:-}" == *=* ]] || { echo "run_all.sh: --set ${2:-}: expected NAME=VALUE" >&2; exit 2; }
-           OVERRIDES+=(--set "$2"); shift 2 ;;
-    --deadline) DEADLINE_MINUTES="${2:?--deadline needs minutes}"; shift 2 ;;
-    --deadline=*) DEADLINE_MINUTES="${1#*=}"; shift ;;
+           OVERRIDES+=(--set "$(from_caller_set "$2")"); shift 2 ;;
+    --deadline) once --deadline; DEADLINE_MINUTES="${2:?--deadline needs minutes}"; shift 2 ;;
+    --deadline=*) once --deadline; DEADLINE_MINUTES="${1#*=}"; shift ;;
     --tests) MODE=tests; shift ;;
     --setup) MODE=setup; shift ;;
     --pack) MODE=pack; shift; PASS=("$@"); break ;;
@@ -78,6 +91,12 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+[[ "$PROFILE" =~ ^[A-Za-z0-9][A-Za-z0-9_-]*$ ]] || {
+  echo "run_all.sh: --profile $PROFILE: a profile is a name (letters, digits, '-', '_'): notebooks/profiles/NAME.yaml" >&2; exit 2; }
+if [ -n "$DATASET" ] && [ ${#ROLES_GIVEN[@]} -gt 0 ]; then
+  echo "run_all.sh: --dataset and --data both name datasets: --dataset gives every notebook one dataset, --data ROLE=DIR one role's; give one of them" >&2
+  exit 2
+fi
 if [ -n "$DATASET" ]; then
   if [ "$DATASET" != manpages ]; then
     [ -d "$(from_caller "$DATASET")" ] || { echo "run_all.sh: --dataset $DATASET: not a directory (expected a BEIR-layout directory)" >&2; exit 2; }

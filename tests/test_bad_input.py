@@ -17,18 +17,21 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from longdoc.data.beir import load_beir, read_corpus, read_qrels, read_queries
 from longdoc.data.convert import main as convert_main
+from longdoc.data.corpus_store import write_corpus_store
 from longdoc.data.msmarco import load_msmarco_documents, read_msmarco_docs, read_queries_tsv
-from longdoc.data.pairs import read_gwikimatch, read_pair_tsv, read_smash_pairs
+from longdoc.data.pairs import load_pairs, read_gwikimatch, read_pair_tsv, read_smash_pairs
 from longdoc.data.trec import read_trec_qrels
 from longdoc.eval.metrics import evaluate
 from longdoc.eval.run_files import read_run, write_run
 from longdoc.experiments.parameters import check_parameters
 from longdoc.experiments.profiles import load_profile, parameters_for
 from longdoc.io import exclusive
+from longdoc.text.segments import write_token_store
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "beir"
@@ -200,6 +203,12 @@ def converter(*args: str, holding: str | None = None):
         raise ValueError(errors.getvalue())
 
     return case
+
+
+def edit_json(path: Path, change) -> None:
+    manifest = json.loads(path.read_text())
+    change(manifest)
+    path.write_text(json.dumps(manifest))
 
 
 def symlink_loop(folder: Path, name: str) -> Path:
@@ -549,7 +558,7 @@ CASES = [
     (
         "pair label inf",
         lambda t: read_smash_pairs(write(t, "w.tsv", "inf\ta\tb\n")),
-        r"w.tsv, line 1: label 'inf' is not one of \[0, 1\]",
+        r"w.tsv, line 1: label 'inf' is not a number \(ASCII digits\)",
     ),
     (
         "pair with itself",
@@ -1061,6 +1070,212 @@ CASES = [
         lambda t: load_beir(write(t, "mine", "x")),
         r"mine: is a file, not a dataset folder",
     ),
+    # issue 47, second round (an independent probe of the changes above)
+    (
+        "corpus store ids.npy replaced by other ids of the same size",
+        damaged_store(lambda d: np.save(d / "ids.npy", np.load(d / "ids.npy")[::-1].copy())),
+        r"store/ids.npy: its SHA-256 differs from the one in store.json: the store is damaged",
+    ),
+    (
+        "corpus store store.json whose file entry is not an object",
+        damaged_store(lambda d: edit_json(d / "store.json", lambda m: m["files"].update({"text.bin": [1]}))),
+        r"store/store.json: its entry for 'text.bin' is not what its builder wrote",
+    ),
+    (
+        "corpus store of an older version opened directly",
+        damaged_store(lambda d: edit_json(d / "store.json", lambda m: m.update(version=1))),
+        r"store.json: a store of version 1, built by older code \(this code reads version 2\); open_corpus_store "
+        r"rebuilds it",
+    ),
+    (
+        "a corpus store built into a folder of the user's files",
+        lambda t: (write(t, "mine/notes.txt", "mine"), write_corpus_store(FIXTURE / "corpus.jsonl", t / "mine")),
+        r"mine: holds files that are not a corpus store's; a store is never built over them",
+    ),
+    (
+        "token store dtype edited",
+        damaged_token_store(lambda d: edit_json(d / "store.json", lambda m: m.update(dtype="int16"))),
+        r"tokens/store.json: dtype 'int16' is not uint16 or uint32",
+    ),
+    (
+        "token store with a token id beyond the vocabulary",
+        lambda t: write_token_store(t / "tokens", [[[5, 40000]]], vocabulary=30522, spec={}),
+        r"token store .*tokens: a token id outside \[0, 30522\) in document 0",
+    ),
+    (
+        "pair label in Arabic-Indic digits",
+        lambda t: read_pair_tsv(write(t, "p.tsv", "a\tb\t\u0661\n")),
+        r"p.tsv, line 1: label '\u0661' is not a number \(ASCII digits\)",
+    ),
+    (
+        "a stray file in pairs/",
+        lambda t: (
+            write(t, "m/pairs/train.tsv", "a\tb\t1\n"),
+            write(t, "m/pairs/train.TSV", "a\tc\t1\n"),
+            load_pairs(t / "m"),
+        ),
+        r"m/pairs: \['train.TSV'\] are not <split>.tsv files",
+    ),
+    (
+        "MS MARCO converter --seed without --dev-from-train",
+        converter(
+            "msmarco",
+            "--docs",
+            "{fixtures}/msmarco/msmarco-docs.tsv",
+            "--split",
+            "train={fixtures}/msmarco/msmarco-doctrain-queries.tsv,{fixtures}/msmarco/msmarco-doctrain-qrels.tsv",
+            "--seed",
+            "7",
+            "--out",
+            "{tmp}/m",
+        ),
+        r"--seed 7: seeds --dev-from-train's hold-out, which is not asked for",
+    ),
+    (
+        "converter --out below a file",
+        prepared(
+            lambda t: write(t, "afile", "x"),
+            converter("nq320k", "--dir", "{fixtures}/nq320k", "--out", "{tmp}/afile/x"),
+        ),
+        r"convert: .*/afile: cannot write the converted dataset \(is a file, not a folder\)",
+    ),
+    ("run_all.sh --only twice", run_all("--only", "00", "--only", "01"), r"--only is given twice"),
+    ("run_all.sh --profile twice", run_all("--profile", "smoke", "--profile", "cpu"), r"--profile is given twice"),
+    ("run_all.sh --dataset twice", run_all("--dataset", "/a", "--dataset", "/b"), r"--dataset is given twice"),
+    (
+        "run_all.sh --profile that is a path",
+        run_all("--profile", "../../tmp/evil"),
+        r"--profile ../../tmp/evil: a profile is a name \(letters, digits, '-', '_'\)",
+    ),
+    (
+        "run_all.sh --dataset and --data together",
+        run_all("--dataset", str(FIXTURE), "--data", f"matching={FIXTURE}"),
+        r"--dataset and --data both name datasets",
+    ),
+    (
+        "run_all.sh --set dataset=<relative path> from another folder",
+        run_all(
+            "--profile",
+            "smoke",
+            "--only",
+            "01",
+            "--set",
+            "dataset=../emptyq",
+            prepare=lambda t: (empty_qrels_folder(t), (t / "sub").mkdir()),
+            cwd="sub",
+        ),
+        r"01_baselines: /\S+/sub/../emptyq/qrels: no qrels/<split>.tsv file",
+    ),
+    (
+        "run_all.sh a dataset with an empty queries.jsonl",
+        run_all(
+            "--profile",
+            "smoke",
+            "--only",
+            "00,01",
+            "--dataset",
+            "{tmp}/mine",
+            prepare=lambda t: write(beir_copy(t), "queries.jsonl", ""),
+        ),
+        r"01_baselines: .*mine/queries.jsonl: holds no queries",
+    ),
+    (
+        "run_all.sh a dataset whose judgements name a query queries.jsonl lacks",
+        run_all(
+            "--profile",
+            "smoke",
+            "--only",
+            "01",
+            "--dataset",
+            "{tmp}/mine",
+            prepare=lambda t: write(beir_copy(t), "qrels/test.tsv", QRELS_HEADER + "q9\td2\t1\n"),
+        ),
+        r"01_baselines: .*mine/qrels/test.tsv, line 2: unknown query id 'q9'",
+    ),
+    (
+        "run_all.sh --data matching= with a pair in dev and in test",
+        run_all(
+            "--profile",
+            "smoke",
+            "--only",
+            "30",
+            "--data",
+            "matching={tmp}/wiki",
+            prepare=lambda t: (
+                shutil.copytree(FIXTURE, t / "wiki"),
+                write(t, "wiki/pairs/train.tsv", "d1\td2\t1\n"),
+                write(t, "wiki/pairs/dev.tsv", "d2\td3\t0\n"),
+                write(t, "wiki/pairs/test.tsv", "d3\td2\t0\n"),
+            ),
+        ),
+        r"30_smith_main: .*wiki/pairs/test.tsv, line 1: pair \('d3', 'd2'\) of split 'test' is in split 'dev' too",
+    ),
+    (
+        "run_all.sh a pre-training corpus .txt with no document",
+        run_all(
+            "--profile",
+            "smoke",
+            "--only",
+            "10",
+            "--set",
+            "pretrain_corpus={tmp}/books.txt",
+            prepare=lambda t: write(t, "books.txt", "\n\n"),
+        ),
+        r"10_longtriever_main: pretrain_corpus='.*books.txt': .*books.txt: holds no document",
+    ),
+    (
+        "run_all.sh a pre-training corpus .txt in Latin-1",
+        run_all(
+            "--profile",
+            "smoke",
+            "--only",
+            "10",
+            "--set",
+            "pretrain_corpus={tmp}/books.txt",
+            prepare=lambda t: write(t, "books.txt", "caf\xe9\n".encode("latin-1")),
+        ),
+        r"10_longtriever_main: pretrain_corpus=.*books.txt, line 1: byte 0xe9 at column 4 is not UTF-8",
+    ),
+    (
+        "run file score 1_0 (Python's float reads 10.0)",
+        lambda t: read_run(write(t, "r.trec", "q1 Q0 d1 1 1_0 tag\n")),
+        r"r.trec, line 1: score '1_0' is not a number \(ASCII digits\)",
+    ),
+    (
+        "run file score in Arabic-Indic digits",
+        lambda t: read_run(write(t, "r.trec", "q1 Q0 d1 1 \u0663 tag\n")),
+        r"r.trec, line 1: score '\u0663' is not a number",
+    ),
+    (
+        "run file rank that is not a number",
+        lambda t: read_run(write(t, "r.trec", "q1 Q0 d1 abc 0.5 tag\n")),
+        r"r.trec, line 1: rank 'abc' is not an integer",
+    ),
+    (
+        "run file id with a no-break space",
+        lambda t: read_run(write(t, "r.trec", "q1 Q0 d\u00a01 1 0.5 tag\n")),
+        r"r.trec, line 1: document id 'd\\xa01' contains whitespace",
+    ),
+    (
+        "corpus id with a variation selector (drawn as nothing)",
+        lambda t: read_corpus(corpus_with(t, '{"_id": "d\\ufe0f2", "text": "y"}')),
+        r"line 2: document id 'd\\ufe0f2' contains the invisible character U\+FE0F",
+    ),
+    (
+        "write_run a score that is a string",
+        lambda t: write_run({"q1": {"d1": "0.5"}}, t / "r.trec"),
+        r"query 'q1', document 'd1': score '0.5' is not a number",
+    ),
+    (
+        "qrels header with the columns in another order",
+        lambda t: read_qrels(write(t, "q.tsv", "corpus-id\tquery-id\tscore\nd1\tq1\t1\n")),
+        r"q.tsv, line 1: the header has the columns in another order \('corpus-id\\tquery-id\\tscore'\)",
+    ),
+    (
+        "corpus row with 'body' instead of 'text'",
+        lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "title": "T", "body": "the text"}')),
+        r"corpus.jsonl, line 2: no field 'text' \(the row has \['body'\]; the BEIR layout names the text 'text'\)",
+    ),
 ]
 
 
@@ -1164,3 +1379,10 @@ def test_only_is_normalised_and_said(tmp_path):
     assert selected_notebooks(" 00 ,") == "00"
     with pytest.raises(ValueError, match=r"--only ' , ': no notebook number"):
         selected_notebooks(" , ")
+
+
+def test_a_pair_header_in_another_order_gives_the_columns(tmp_path):
+    pairs = read_pair_tsv(write(tmp_path, "p.tsv", "target-id\tsource-id\tlabel\nd2\td1\t1\n"))
+    assert [(p.source, p.target, p.label) for p in pairs] == [("d1", "d2", 1)]
+    smash = read_smash_pairs(write(tmp_path, "w.tsv", "label\tsource-id\ttarget-id\n1\td1\td2\n"))
+    assert [(p.source, p.target, p.label) for p in smash] == [("d1", "d2", 1)]

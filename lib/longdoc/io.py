@@ -242,6 +242,13 @@ def file_system_error(err: OSError, doing: str, path: str | os.PathLike | None =
         return err
     where = err.filename if err.filename is not None else path
     cause = _CAUSES.get(err.errno, err.strerror or str(err))
+    if where is not None and err.errno in (errno.EEXIST, errno.ENOTDIR):  # mkdir below a file
+        found = Path(os.fsdecode(where))
+        above = next((p for p in (found, *found.parents) if p.exists() and not p.is_dir()), None)
+        if above is not None:
+            where, cause = above, "is a file, not a folder"
+    if where is not None and Path(os.fsdecode(where)).name.endswith(".lock") and path is not None:
+        where = path  # the lock beside a folder: name the folder
     shown = final_path(os.fsdecode(where)) if where is not None else "?"
     problem = FileSystemError(f"{shown}: cannot {doing} ({cause})")
     problem.errno = err.errno  # str() stays the one line (OSError's two-argument form prefixes "[Errno N]")

@@ -55,11 +55,20 @@ def read_manifest(directory: Path) -> dict | None:
     return manifest
 
 
-def check_sizes(directory: Path, manifest: dict) -> None:
-    """Each file ``store.json`` lists exists, can be read and has its recorded size."""
+def check_sizes(directory: Path, manifest: dict, hashed: tuple[str, ...] = ()) -> None:
+    """Each file ``store.json`` lists exists, can be read and has its recorded size; the files named in
+    ``hashed`` (a store's small arrays: cheap beside its text) also their SHA-256."""
     files = manifest.get("files")
     if not isinstance(files, dict) or not files:
         raise StoreDamaged(Path(directory) / MANIFEST, "lists no files with their sizes (built by older code)")
+    for name, facts in files.items():
+        if not (
+            isinstance(facts, dict)
+            and type(facts.get("bytes")) is int
+            and isinstance(facts.get("sha256"), str)
+            and Path(name).name == name
+        ):
+            raise StoreDamaged(Path(directory) / MANIFEST, f"its entry for {name!r} is not what its builder wrote")
     for name, facts in files.items():
         path = Path(directory) / name
         try:
@@ -75,6 +84,8 @@ def check_sizes(directory: Path, manifest: dict) -> None:
             raise StoreDamaged(
                 path, f"is {size:,} bytes, store.json says {facts.get('bytes'):,} ({what}): the store is damaged"
             )
+        if name in hashed and sha256_of(path) != facts["sha256"]:
+            raise StoreDamaged(path, "its SHA-256 differs from the one in store.json: the store is damaged")
 
 
 def verify(directory: Path, manifest: dict | None = None) -> None:

@@ -33,13 +33,16 @@ def test_a_matching_split_without_pairs_is_named(tmp_path):
     data = tmp_path / "match"
     shutil.copytree(FIXTURES / "beir", data)
     (data / "pairs").mkdir()
-    for split in ("train", "dev", "test"):
-        (data / "pairs" / f"{split}.tsv").write_text(
-            "source-id\ttarget-id\tlabel\n" + ("d1\td2\t1\n" if split != "dev" else "")
-        )
+    rows = {"train": "d1\td2\t1\n", "dev": "", "test": "d1\td3\t1\n"}
+    for split, row in rows.items():
+        (data / "pairs" / f"{split}.tsv").write_text("source-id\ttarget-id\tlabel\n" + row)
     assert dataset_problems(str(data), "matching", "30_smith_main") == [
         f"{data / 'pairs' / 'dev.tsv'}: split 'dev' holds no pair"
     ]
+    (data / "pairs" / "dev.tsv").write_text("d2\td1\t0\n")  # the train pair again, reversed
+    assert (
+        "pair ('d2', 'd1') of split 'dev' is in split 'train' too" in dataset_problems(str(data), "matching", "30")[0]
+    )
 
 
 def test_the_cache_must_be_a_writable_folder_or_creatable_in_one(tmp_path):

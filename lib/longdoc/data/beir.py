@@ -21,6 +21,7 @@ from longdoc.data.errors import (
     check_id,
     require_file,
     require_folder,
+    shown,
     text_lines,
     visible,
 )
@@ -47,10 +48,10 @@ class RetrievalDataset:
         for split, judged in self.qrels.items():
             for qid, docs in judged.items():
                 if qid not in self.queries:
-                    raise ValueError(f"{self.name}: qrels/{split} names unknown query id {qid!r}")
+                    raise ValueError(f"{self.name}: qrels/{split} names unknown query id {shown(qid)}")
                 for doc_id in docs:
                     if doc_id not in self.corpus:
-                        raise ValueError(f"{self.name}: qrels/{split} names unknown document id {doc_id!r}")
+                        raise ValueError(f"{self.name}: qrels/{split} names unknown document id {shown(doc_id)}")
 
     @property
     def doc_ids(self) -> Sequence[str]:
@@ -163,6 +164,12 @@ def read_qrels(
         fields = line.split("\t")
         if number == 1 and fields[0] == "query-id":
             continue
+        if number == 1 and sorted(f.strip() for f in fields) == ["corpus-id", "query-id", "score"]:
+            raise DataFormatError(
+                path,
+                f"the header has the columns in another order ({shown(line)}); qrels are query-id corpus-id score",
+                1,
+            )
         if not line.strip():
             continue
         if len(fields) != 3:
@@ -173,9 +180,9 @@ def read_qrels(
         relevance = ascii_integer(score, path, number)
         qid, doc_id = check_id(qid, path, number, "query id"), check_id(doc_id, path, number)
         if queries is not None and qid not in queries:
-            raise DataFormatError(path, f"unknown query id {qid!r}", number)
+            raise DataFormatError(path, f"unknown query id {shown(qid)}", number)
         if corpus is not None and doc_id not in corpus:
-            raise DataFormatError(path, f"unknown document id {doc_id!r}", number)
+            raise DataFormatError(path, f"unknown document id {shown(doc_id)}", number)
         if doc_id in qrels.setdefault(qid, {}):
             raise DataFormatError(path, f"duplicate judgement for ({qid!r}, {doc_id!r})", number)
         qrels[qid][doc_id] = relevance

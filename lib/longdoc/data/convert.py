@@ -95,7 +95,7 @@ def convert_msmarco(args, splits: dict, folder: Path) -> str:
         name=args.out.name,
         on_unknown_doc="skip" if args.skip_unknown_docs else "error",
         dev_from_train=args.dev_from_train,
-        seed=args.seed,
+        seed=args.seed or 0,
     )
     return _write(dataset, folder, args.out)
 
@@ -181,6 +181,10 @@ def convert(args) -> str:
         if value is not None and not (0 < value < 1 or (lowest == "at" and value == 0)):
             allowed = "above 0 and below 1" if lowest == "above" else "0 (none) or above 0 and below 1"
             raise ValueError(f"--{option.replace('_', '-')} {value}: a share of the train queries must be {allowed}")
+    if args.command == "msmarco" and args.seed is not None and not args.dev_from_train:
+        raise ValueError(
+            f"--seed {args.seed}: seeds --dev-from-train's hold-out, which is not asked for (nothing is seeded)"
+        )
     splits = _splits(args.split, SPLIT_FILES[args.command]) if args.command in SPLIT_FILES else {}
     if args.command in SPLIT_FILES and not splits:
         shape = "NAME=QUERIES,QRELS" if SPLIT_FILES[args.command] == 2 else "NAME=FILE"
@@ -228,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FRACTION",
         help="hold out this seeded share of the train queries as dev (the selection split)",
     )
-    msmarco.add_argument("--seed", type=int, default=0, help="the seed of --dev-from-train's hold-out")
+    msmarco.add_argument("--seed", type=int, default=None, help="the seed of --dev-from-train's hold-out (default 0)")
     nq = commands.add_parser("nq320k", help="NCI's NQ320k files to BEIR")
     nq.add_argument(
         "--dir",

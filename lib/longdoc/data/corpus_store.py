@@ -16,7 +16,7 @@ in memory):
 and ``texts`` are lazy sequences. Texts are read with ``pread`` (the kernel's page cache keeps what is
 read often; the process holds only the offsets, memory-mapped), so resident memory does not grow with
 the corpus. ``store.json`` holds every file's size and SHA-256 (:mod:`longdoc.store_files`): each
-open checks the sizes, a build checks the checksums, :meth:`CorpusStore.verify` does when asked, and
+open checks the sizes and the small arrays' checksums, a build checks every checksum, :meth:`CorpusStore.verify` does when asked, and
 :func:`open_corpus_store` rebuilds a damaged store from ``corpus.jsonl``, saying so.
 """
 
@@ -46,6 +46,8 @@ from longdoc.store_files import (
 )
 
 STORE_VERSION = 2  # 2: store.json records each file's size and SHA-256
+SMALL_ARRAYS = ("ids.npy", "lookup.npy", "bounds.npy")  # checksummed on every open (a tenth of text.bin or less)
+STORE_FILES = {*SMALL_ARRAYS, "text.bin", MANIFEST}
 MAPPED_FROM_BYTES = 1 << 30  # load_dataset's default: corpora of 1 GiB or more are read through a store
 
 
@@ -54,6 +56,8 @@ def write_corpus_store(corpus_path: str | Path, directory: str | Path, on_empty:
     name, so a killed build leaves nothing a later run opens). Returns ``directory``."""
 
     corpus_path, directory = Path(corpus_path), Path(directory)
+    if directory.is_dir() and any(entry.name not in STORE_FILES for entry in directory.iterdir()):
+        raise ValueError(f"{directory}: holds files that are not a corpus store's; a store is never built over them")
     text_digest = hashlib.sha256()
     with naming_files("write the corpus store", directory / "text.bin"), atomic_directory(directory) as tmp:
         ids, lines, bounds, position, skipped = [], array("q"), array("q"), 0, 0
@@ -182,11 +186,21 @@ class CorpusStore(Mapping):
 
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
-        if not store_is_current(self.directory):
-            raise FileNotFoundError(f"{self.directory}: no complete corpus store (build it with write_corpus_store)")
         self.manifest = read_manifest(self.directory)
-        check_sizes(self.directory, self.manifest)
-        self._ids, self._lookup, self._bounds = (self._array(name) for name in ("ids.npy", "lookup.npy", "bounds.npy"))
+        if self.manifest is None:
+            raise FileNotFoundError(f"{self.directory}: no corpus store (build it with write_corpus_store)")
+        if self.manifest.get("version") != STORE_VERSION:
+            raise StoreDamaged(
+                self.directory / MANIFEST,
+                f"a store of version {self.manifest.get('version')!r}, built by older code (this code reads version "
+                f"{STORE_VERSION}); open_corpus_store rebuilds it",
+            )
+        check_sizes(self.directory, self.manifest, hashed=SMALL_ARRAYS)
+        self._ids, self._lookup, self._bounds = (self._array(name) for name in SMALL_ARRAYS)
+        if self._ids.dtype.kind != "S" or self._lookup.dtype != np.int64 or self._bounds.dtype != np.int64:
+            raise StoreDamaged(
+                self.directory, "its arrays are not of the types its builder wrote: the store is damaged"
+            )
         documents, text_bytes = self.manifest.get("documents"), self.manifest.get("text_bytes")
         if not (len(self._ids) == len(self._lookup) == len(self._bounds) == documents) or self._bounds.shape[1:] != (
             3,

@@ -149,10 +149,30 @@ def id_problem(text: str, what: str = "document id") -> str | None:
             f"{what} {ascii(text)[:80]} is not in Unicode NFC form (its NFC form, which looks the same: "
             f"{ascii(unicodedata.normalize('NFC', text))[:80]})"
         )
-    hidden = next((c for c in text if unicodedata.category(c) in ("Cc", "Cf", "Cs")), None)
+    hidden = next((c for c in text if unicodedata.category(c) in ("Cc", "Cf", "Cs") or _ignorable(c)), None)
     if hidden is not None:  # an id the user cannot see differs from the one they can
         return f"{what} {ascii(text)[:80]} contains the invisible character U+{ord(hidden):04X} (a control or format character)"
     return None
+
+
+_DEFAULT_IGNORABLE = (  # Unicode's Default_Ignorable_Code_Point ranges outside Cc/Cf (DerivedCoreProperties.txt)
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
+
+
+def _ignorable(character: str) -> bool:
+    """Drawn as nothing: a variation selector, the combining grapheme joiner, a Hangul filler."""
+    code = ord(character)
+    return any(low <= code <= high for low, high in _DEFAULT_IGNORABLE)
 
 
 def visible(text: str) -> bool:

@@ -69,6 +69,12 @@ def text_field(row: dict, name: str, path: Path, number: int) -> str:
     """A ``title``/``text`` field: a string, or absent/null for none (a list or object is an error,
     not silently stringified)."""
     value = row.get(name)
+    if name == "text" and name not in row:
+        others = sorted(set(row) - {"_id", "title", "metadata"})
+        if others:  # "body", "contents": the text would be silently empty
+            raise DataFormatError(
+                path, f"no field 'text' (the row has {shown(others)}; the BEIR layout names the text 'text')", number
+            )
     if value is None:
         return ""
     if not isinstance(value, str) or isinstance(value, LongInteger):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from longdoc.data.beir import Document, read_corpus
-from longdoc.data.errors import DataFormatError, text_lines
+from longdoc.data.errors import DataFormatError, shown, text_lines
 from longdoc.data.pairs import DocumentPair, load_pairs
 from longdoc.data.registry import ensure_built
 
@@ -116,7 +116,7 @@ def read_links(path: Path, corpus: dict) -> dict[str, set[str]]:
             )
         for doc in fields:
             if doc not in corpus:
-                raise DataFormatError(path, f"unknown document id {doc!r}", number)
+                raise DataFormatError(path, f"unknown document id {shown(doc)}", number)
         links.setdefault(fields[0], set()).add(fields[1])
     return links
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from longdoc.data.beir import Document, RetrievalDataset
-from longdoc.data.errors import DataFormatError, check_id, text_lines, visible
+from longdoc.data.errors import DataFormatError, check_id, shown, text_lines, visible
 from longdoc.data.splits import in_share, refuse_shared_queries
 
 
@@ -61,7 +61,7 @@ def read_nci_queries(
         if not visible(text):
             raise DataFormatError(path, f"query {qid!r} has no text (no visible character)", number)
         if doc_id not in corpus:
-            raise DataFormatError(path, f"unknown document id (oldid) {doc_id!r}", number)
+            raise DataFormatError(path, f"unknown document id (oldid) {shown(doc_id)}", number)
         if queries.get(qid, text) != text:
             raise DataFormatError(path, f"query id {qid!r} appears with two different texts", number)
         queries[qid] = text

@@ -7,10 +7,11 @@ Importers for the published pair files (GWikiMatch, Wiki65K, AAN104K) map onto i
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from longdoc.data.errors import DataFormatError, check_id, text_lines
+from longdoc.data.errors import DataFormatError, check_id, shown, text_lines
 from longdoc.io import atomic_directory
 
 HEADER = ("source-id", "target-id", "label")
@@ -34,7 +35,8 @@ def read_pair_tsv(
     lines: dict | None = None,
 ) -> list[DocumentPair]:
     """Read tab-separated labelled pairs whose three columns are named by ``columns`` (a permutation of
-    ``source-id``, ``target-id``, ``label``). A header line equal to the column names is skipped.
+    ``source-id``, ``target-id``, ``label``). A first line naming the three columns, in any order, is a
+    header and gives their order.
     A label outside ``labels``, a document paired with itself, a repeated pair and a pair whose
     reverse carries another label are errors naming the line. Pairs naming an id outside
     ``known_ids`` are an error, or with ``on_unknown='skip'`` skipped and counted in
@@ -51,7 +53,10 @@ def read_pair_tsv(
         if not line.strip():
             continue
         fields = [f.strip() for f in line.split("\t")]
-        if number == 1 and len(fields) == 3 and (tuple(fields) == columns or fields[where["label"]].lower() == "label"):
+        if number == 1 and sorted(f.lower() for f in fields) == sorted(HEADER):
+            where = {name: [f.lower() for f in fields].index(name) for name in HEADER}  # a header says its order
+            continue
+        if number == 1 and len(fields) == 3 and fields[where["label"]].lower() == "label":
             continue
         if len(fields) != 3:
             raise DataFormatError(
@@ -68,7 +73,7 @@ def read_pair_tsv(
                 skipped += 1
                 continue
             unknown = source if source not in known_ids else target
-            raise DataFormatError(path, f"unknown document id {unknown!r}", number)
+            raise DataFormatError(path, f"unknown document id {shown(unknown)}", number)
         if (source, target) in seen:
             raise DataFormatError(
                 path, f"duplicate pair ({source!r}, {target!r}); first on line {seen[source, target][1]}", number
@@ -112,11 +117,14 @@ def refuse_shared_pairs(splits: dict[str, tuple[Path, dict[tuple[str, str], int]
             seen.setdefault(frozenset(pair), (split, path, line, pair))
 
 
+_ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def _label(text: str, allowed: tuple[int, ...], path: Path, number: int) -> int:
-    try:
-        value = float(text)
-    except ValueError:
-        raise DataFormatError(path, f"label {text!r} is not a number", number) from None
+    """A label written in ASCII (``1``, ``1.0``, ``1e0``; Python's float would also read ``1_0`` and ``١``)."""
+    if not _ASCII_NUMBER.fullmatch(text):
+        raise DataFormatError(path, f"label {text!r} is not a number (ASCII digits)", number)
+    value = float(text)
     if not math.isfinite(value) or value != int(value) or int(value) not in allowed:
         raise DataFormatError(path, f"label {text!r} is not one of {list(allowed)}", number)
     return int(value)
@@ -142,6 +150,11 @@ def load_pairs(directory: str | Path, known_ids: set[str] | dict | None = None) 
     folder = Path(directory) / "pairs"
     if not folder.is_dir():
         raise DataFormatError(folder, "missing: this dataset has no document pairs")
+    stray = sorted(p.name for p in folder.iterdir() if not p.name.startswith(".") and p.suffix != ".tsv")
+    if stray:
+        raise DataFormatError(
+            folder, f"{stray} are not <split>.tsv files (rename them, e.g. train.tsv, or remove them)"
+        )
     pairs, lines = {}, {}
     for path in sorted(folder.glob("*.tsv")):
         lines[path.stem] = (path, {})

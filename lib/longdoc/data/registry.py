@@ -9,7 +9,7 @@ from pathlib import Path
 from longdoc.data.beir import RetrievalDataset, load_beir
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-DATA_DIR = Path(os.environ.get("LONGDOC_DATA", REPO_ROOT / "data"))
+DATA_DIR = Path(os.environ.get("LONGDOC_DATA") or REPO_ROOT / "data")  # empty is unset
 
 
 def dataset_directory(name: str) -> Path:

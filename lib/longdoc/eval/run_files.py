@@ -8,11 +8,17 @@ and nudged apart by the smallest representable step.
 from __future__ import annotations
 
 import math
+import numbers
+import re
 from pathlib import Path
 
-from longdoc.data.errors import DataFormatError, check_id, id_problem, text_lines
+from longdoc.data.errors import DataFormatError, check_id, id_problem, shown, text_lines
 from longdoc.eval.metrics import Run, ranking
 from longdoc.io import atomic_write
+
+_FIELD_SEPARATOR = re.compile(r"[ \t]+")
+_ASCII_INTEGER = re.compile(r"[+-]?[0-9]+")
+_ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def distinct_scores(scores: dict[str, float], depth: int | None = None) -> list[tuple[str, float]]:
@@ -38,6 +44,8 @@ def check_run(run: Run) -> None:
                 raise ValueError(
                     f"query {qid!r}: document id {doc!r}: a run file needs ids by the corpus's rules ({_why(doc)})"
                 )
+            if isinstance(score, (str, bytes, bool)) or not isinstance(score, numbers.Real):
+                raise ValueError(f"query {qid!r}, document {doc!r}: score {shown(score)} is not a number")
             if not math.isfinite(float(score)):
                 raise ValueError(f"query {qid!r}, document {doc!r}: score {score!r} is not finite")
 
@@ -62,18 +70,19 @@ def read_run(path: str | Path) -> Run:
     for number, line in text_lines(path):
         if not line.strip():
             continue
-        fields = line.split()
+        fields = _FIELD_SEPARATOR.split(line.strip(" \t"))  # spaces and tabs: a no-break space is inside an id
         if len(fields) != 6:
             raise DataFormatError(path, f"expected 6 fields 'qid Q0 docid rank score tag', found {len(fields)}", number)
-        qid, _, doc, _, score, _ = fields
+        qid, _, doc, rank, score, _ = fields
         qid, doc = check_id(qid, path, number, "query id"), check_id(doc, path, number)
-        try:
-            value = float(score)
-        except ValueError:
-            raise DataFormatError(path, f"score {score!r} is not a number", number) from None
+        if not _ASCII_INTEGER.fullmatch(rank):
+            raise DataFormatError(path, f"rank {shown(rank)} is not an integer", number)
+        if not _ASCII_NUMBER.fullmatch(score) and score.lower().lstrip("+-") not in ("nan", "inf", "infinity"):
+            raise DataFormatError(path, f"score {shown(score)} is not a number (ASCII digits)", number)
+        value = float(score)
         if not math.isfinite(value):
             raise DataFormatError(path, f"score {score!r} is not a finite number", number)
         if doc in run.setdefault(qid, {}):
-            raise DataFormatError(path, f"document {doc!r} appears twice for query {qid!r}", number)
+            raise DataFormatError(path, f"document {shown(doc)} appears twice for query {shown(qid)}", number)
         run[qid][doc] = value
     return run

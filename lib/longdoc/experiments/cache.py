@@ -31,7 +31,7 @@ from longdoc.io import (
 )
 
 T = TypeVar("T")
-CACHE_DIR = Path(os.environ.get("LONGDOC_CACHE", DATA_DIR / "cache"))
+CACHE_DIR = Path(os.environ.get("LONGDOC_CACHE") or DATA_DIR / "cache")  # empty is unset, as run_all.sh reads it
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # modules that only choose configurations (every choice is in the key itself), present, compare or
 # record results; every other module can change an artefact or a recorded number and is in the

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from longdoc.data.errors import DataFormatError, require_file, require_folder
+from longdoc.data.errors import DataFormatError, require_file, require_folder, text_lines
 
 SPLITS = ("train", "dev", "test")
 
@@ -34,38 +34,41 @@ def retrieval_problems(directory: Path, splits: tuple[str, ...]) -> list[str]:
     """A BEIR-layout folder (retrieval and NCI notebooks): corpus and queries readable, ``qrels/`` holding
     only ``<split>.tsv`` files, each split that is needed present, and each present split holding a query
     with a relevant document."""
-    from longdoc.data.beir import qrels_files, read_qrels
+    from longdoc.data.beir import qrels_files, read_qrels, read_queries
 
-    for name in ("corpus.jsonl", "queries.jsonl"):
-        require_file(directory / name)
+    require_file(directory / "corpus.jsonl")
+    queries = read_queries(directory / "queries.jsonl")  # small beside the corpus; an empty file is refused
     files = {path.stem: path for path in qrels_files(directory)}
     missing = [split for split in splits if split not in files]
     if missing:
         return [f"{directory}: no {', '.join(f'qrels/{s}.tsv' for s in missing)} (the notebook needs {list(splits)})"]
     problems = []
     for split, path in files.items():
-        if not any(r > 0 for judged in read_qrels(path).values() for r in judged.values()):
+        qrels = read_qrels(path, queries=queries)  # a judged query missing from queries.jsonl names its line
+        if not any(r > 0 for judged in qrels.values() for r in judged.values()):
             problems.append(f"{path}: split {split!r} has no query with a relevant document (relevance > 0)")
     return problems
 
 
 def matching_problems(directory: Path, splits: tuple[str, ...]) -> list[str]:
     """A matching folder: corpus readable and ``pairs/<split>.tsv`` of each needed split holding a pair."""
-    from longdoc.data.pairs import read_pair_tsv
+    from longdoc.data.pairs import load_pairs
 
     require_file(directory / "corpus.jsonl")
-    problems = []
     for split in splits or SPLITS:
-        path = directory / "pairs" / f"{split}.tsv"
-        if not read_pair_tsv(require_file(path)):
-            problems.append(f"{path}: split {split!r} holds no pair")
-    return problems
+        require_file(directory / "pairs" / f"{split}.tsv")
+    pairs = load_pairs(directory)  # every split's file read, a pair in two splits refused
+    return [
+        f"{directory / 'pairs' / f'{s}.tsv'}: split {s!r} holds no pair" for s in splits or SPLITS if not pairs.get(s)
+    ]
 
 
 def dataset_problems(dataset: str, role: str | None, notebook: str) -> list[str]:
     """What keeps ``notebook`` (reading ``dataset`` in ``role``) from starting; [] when nothing does."""
     if dataset == "manpages" or role is None:
         return []  # the embedded benchmark is built, and checked, by run_all.sh itself
+    if not dataset.strip():
+        return ["dataset is empty (give 'manpages' or a folder)"]
     try:
         directory = require_folder(dataset, "dataset folder")
         if role == "matching":
@@ -101,7 +104,8 @@ def pretrain_corpus_problem(value: str) -> str | None:
         return None
     try:
         if value.endswith(".txt"):
-            require_file(value)
+            if not any(line.strip() for _, line in text_lines(value)):  # UTF-8, and a document in it
+                return f"{where}: {value}: holds no document (documents are separated by blank lines)"
             return None
         found = retrieval_problems(require_folder(value, "pre-training corpus folder (a BEIR layout)"), ())
     except DataFormatError as err:

@@ -131,7 +131,12 @@ def write_token_store(directory: str | Path, documents: Iterable[list[list[int]]
                 counts.append(len(segments))
                 for segment in segments:
                     lengths.append(len(segment))
-                    handle.write(np.asarray(segment, dtype=dtype).tobytes())
+                    ids = np.asarray(segment, dtype=np.int64)
+                    if ids.size and (ids.min() < 0 or ids.max() >= vocabulary):
+                        raise ValueError(
+                            f"token store {directory}: a token id outside [0, {vocabulary}) in document {len(counts) - 1}"
+                        )
+                    handle.write(ids.astype(dtype).tobytes())
         np.save(tmp / "segment_starts.npy", np.concatenate([[0], np.cumsum(np.frombuffer(lengths, np.int64))]))
         np.save(tmp / "document_starts.npy", np.concatenate([[0], np.cumsum(np.frombuffer(counts, np.int64))]))
         files = file_facts(tmp, ["tokens.bin", "segment_starts.npy", "document_starts.npy"])
@@ -150,7 +155,11 @@ class MappedSegments(Sequence):
         self.spec = read_manifest(self.directory)
         if self.spec is None:
             raise FileNotFoundError(f"{self.directory}: no token store (store.json missing)")
-        check_sizes(self.directory, self.spec)
+        if self.spec.get("dtype") not in ("uint16", "uint32"):
+            raise StoreDamaged(
+                self.directory / "store.json", f"dtype {self.spec.get('dtype')!r} is not uint16 or uint32"
+            )
+        check_sizes(self.directory, self.spec, hashed=("segment_starts.npy", "document_starts.npy"))
         arrays = []
         for name in ("segment_starts.npy", "document_starts.npy"):
             try:
@@ -158,6 +167,8 @@ class MappedSegments(Sequence):
             except (ValueError, OSError) as err:
                 raise StoreDamaged(self.directory / name, f"is not the array its builder wrote ({err})") from None
         self.segment_starts, self.document_starts = arrays
+        if any(a.ndim != 1 or a.dtype != np.int64 or (len(a) > 1 and (np.diff(a) < 0).any()) for a in arrays):
+            raise StoreDamaged(self.directory, "its offsets are not the ascending arrays its builder wrote")
         self.dtype = np.dtype(self.spec["dtype"])
         if (
             int(self.segment_starts[-1]) * self.dtype.itemsize != self.spec["files"]["tokens.bin"]["bytes"]
