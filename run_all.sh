@@ -62,26 +62,32 @@ from_caller_set() {  # --set NAME=VALUE: a relative dataset or pre-training corp
   case "$name" in
     dataset|pretrain_corpus)
       case "$value" in ""|/*|manpages|unjudged|installed-manpages|\'*|\"*) ;; *) value=$(from_caller "$value") ;; esac ;;
+    backbone|qg_generator)  # a path when one exists from the caller's folder, else a name ('minilm', a hub name)
+      case "$value" in ""|/*) ;; *) [ -e "$(from_caller "$value")" ] && value=$(from_caller "$value") ;; esac ;;
   esac
   echo "$name=$value"
+}
+value_of() {  # OPTION VALUE: the value an option needs, or exit 2 naming the option
+  [ -n "$2" ] || { echo "run_all.sh: $1 needs a value (see --help)" >&2; exit 2; }
+  echo "$2"
 }
 GIVEN=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --profile) once --profile; PROFILE="${2:?--profile needs a name}"; shift 2 ;;
-    --profile=*) once --profile; PROFILE="${1#*=}"; shift ;;
-    --only) once --only; ONLY="${2:?--only needs a list like 00,01}"; shift 2 ;;
+    --profile) once --profile; PROFILE=$(value_of --profile "${2:-}") || exit 2; shift 2 ;;
+    --profile=*) once --profile; PROFILE=$(value_of --profile "${1#*=}") || exit 2; shift ;;
+    --only) once --only; ONLY=$(value_of "--only (a list like 00,01)" "${2:-}") || exit 2; shift 2 ;;
     --only=*) once --only; ONLY="${1#*=}"; [ -n "$ONLY" ] || { echo "run_all.sh: --only= needs a list like 00,01" >&2; exit 2; }; shift ;;
-    --dataset) once --dataset; DATASET="${2:?--dataset needs a directory}"; shift 2 ;;
+    --dataset) once --dataset; DATASET=$(value_of "--dataset (a directory)" "${2:-}") || exit 2; shift 2 ;;
     --dataset=*) once --dataset; DATASET="${1#*=}"; [ -n "$DATASET" ] || { echo "run_all.sh: --dataset= needs a directory" >&2; exit 2; }; shift ;;
     --data) add_role_dataset "${2:-}"; shift 2 ;;
     --data=*) add_role_dataset "${1#*=}"; shift ;;
-    --backbone) OVERRIDES+=(--set "backbone=${2:?--backbone needs a name}"); shift 2 ;;
-    --backbone=*) OVERRIDES+=(--set "backbone=${1#*=}"); shift ;;
+    --backbone) once --backbone; OVERRIDES+=(--set "$(from_caller_set "backbone=$(value_of --backbone "${2:-}")")") || exit 2; shift 2 ;;
+    --backbone=*) once --backbone; OVERRIDES+=(--set "$(from_caller_set "backbone=$(value_of --backbone "${1#*=}")")") || exit 2; shift ;;
     --set) [[ "${2:-}" == *=* ]] || { echo "run_all.sh: --set ${2:-}: expected NAME=VALUE" >&2; exit 2; }
            OVERRIDES+=(--set "$(from_caller_set "$2")"); shift 2 ;;
-    --deadline) once --deadline; DEADLINE_MINUTES="${2:?--deadline needs minutes}"; shift 2 ;;
-    --deadline=*) once --deadline; DEADLINE_MINUTES="${1#*=}"; shift ;;
+    --deadline) once --deadline; DEADLINE_MINUTES=$(value_of "--deadline (minutes)" "${2:-}") || exit 2; shift 2 ;;
+    --deadline=*) once --deadline; DEADLINE_MINUTES=$(value_of "--deadline (minutes)" "${1#*=}") || exit 2; shift ;;
     --tests) MODE=tests; shift ;;
     --setup) MODE=setup; shift ;;
     --pack) MODE=pack; shift; PASS=("$@"); break ;;
@@ -91,6 +97,12 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+if [ -n "$DEADLINE_MINUTES" ] && ! [[ "$DEADLINE_MINUTES" =~ ^[0-9]+([.][0-9]+)?$ && "$DEADLINE_MINUTES" =~ [1-9] ]]; then
+  echo "run_all.sh: --deadline $DEADLINE_MINUTES: expected minutes from now, a number above 0 (e.g. 50)" >&2; exit 2
+fi
+case "${LONGDOC_USE_ACTIVE_ENV:-0}" in 0|1) ;; *)
+  echo "run_all.sh: LONGDOC_USE_ACTIVE_ENV=$LONGDOC_USE_ACTIVE_ENV: expected 1 (use the active environment) or 0" >&2; exit 2 ;;
+esac
 [[ "$PROFILE" =~ ^[A-Za-z0-9][A-Za-z0-9_-]*$ ]] || {
   echo "run_all.sh: --profile $PROFILE: a profile is a name (letters, digits, '-', '_'): notebooks/profiles/NAME.yaml" >&2; exit 2; }
 if [ -n "$DATASET" ] && [ ${#ROLES_GIVEN[@]} -gt 0 ]; then
@@ -160,7 +172,11 @@ install_cpu_torch() {
 }
 
 ensure_python_env() {
-  if [ "${LONGDOC_USE_ACTIVE_ENV:-0}" = 1 ]; then PY="${LONGDOC_PYTHON:-python}"; return; fi
+  if [ "${LONGDOC_USE_ACTIVE_ENV:-0}" = 1 ]; then
+    PY="${LONGDOC_PYTHON:-python}"
+    command -v "$PY" >/dev/null || { echo "run_all.sh: LONGDOC_PYTHON=$PY: no such program" >&2; exit 2; }
+    return
+  fi
   local stamp want python
   want=$(cat requirements-common.txt requirements-cpu.txt pyproject.toml | sha256sum | cut -c1-16)
   stamp=.venv/.longdoc-setup

@@ -584,7 +584,7 @@ CASES = [
     (
         "profile misspelt key",
         lambda t: load_profile(profile_file(t, "batch_sise: 4\n")),
-        r"mine.yaml: unknown parameter\(s\) \['batch_sise'\]",
+        r"mine.yaml: unknown parameter\(s\) 'batch_sise' \(did you mean 'batch_size'\?\)",
     ),
     (
         "profile misspelt notebook",
@@ -1275,6 +1275,138 @@ CASES = [
         "corpus row with 'body' instead of 'text'",
         lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "title": "T", "body": "the text"}')),
         r"corpus.jsonl, line 2: no field 'text' \(the row has \['body'\]; the BEIR layout names the text 'text'\)",
+    ),
+    # issue 47, third round (a second independent probe)
+    (
+        "run_all.sh --dataset of a folder whose name holds ' #' (YAML would cut it)",
+        run_all(
+            "--profile",
+            "smoke",
+            "--only",
+            "01",
+            "--dataset",
+            "{tmp}/my data #2",
+            prepare=lambda t: (shutil.copytree(FIXTURE, t / "my data #2"), (t / "my data #2/qrels/train.tsv").unlink()),
+        ),
+        r"01_baselines: \S+/my data #2: no qrels/train.tsv, qrels/dev.tsv",
+    ),
+    (
+        "run_all.sh --backbone=",
+        run_all("--profile", "smoke", "--only", "00", "--backbone="),
+        r"--backbone needs a value",
+    ),
+    (
+        "run_all.sh --set backbone= (empty)",
+        run_all("--profile", "smoke", "--only", "01", "--set", "backbone="),
+        r"parameter backbone='': is empty",
+    ),
+    (
+        "run_all.sh --deadline -5",
+        run_all("--deadline", "-5"),
+        r"--deadline -5: expected minutes from now, a number above 0",
+    ),
+    ("run_all.sh --deadline=", run_all("--deadline="), r"--deadline \(minutes\) needs a value"),
+    (
+        "LONGDOC_DEADLINE=nan",
+        lambda t: __import__("longdoc.experiments.deadline", fromlist=["x"]).parse_deadline("nan"),
+        r"LONGDOC_DEADLINE='nan': expected a Unix time \(a finite number\)",
+    ),
+    (
+        "LONGDOC_USE_ACTIVE_ENV=true",
+        run_all("--only", "00", env={"LONGDOC_USE_ACTIVE_ENV": "true"}),
+        r"LONGDOC_USE_ACTIVE_ENV=true: expected 1 \(use the active environment\) or 0",
+    ),
+    (
+        "split converter --from train",
+        prepared(
+            lambda t: shutil.copytree(FIXTURE, t / "b"),
+            converter("split", "--dir", "{tmp}/b", "--from", "train", "--out", "{tmp}/o"),
+        ),
+        r"--from train: train and dev are what is carved; carve from a reported split \(test\)",
+    ),
+    (
+        "MS MARCO queries file with a header line",
+        lambda t: read_queries_tsv(write(t, "queries.tsv", "qid\ttext\n1\twhat\n")),
+        r"queries.tsv, line 1: a header line \('qid\\ttext'\): MS MARCO query files have none; remove it",
+    ),
+    (
+        "run_all.sh --data matching= whose test split holds only label 0",
+        run_all(
+            "--profile",
+            "smoke",
+            "--only",
+            "30",
+            "--data",
+            "matching={tmp}/wiki",
+            prepare=lambda t: (
+                shutil.copytree(FIXTURE, t / "wiki"),
+                write(t, "wiki/pairs/train.tsv", "d1\td2\t1\n"),
+                write(t, "wiki/pairs/dev.tsv", "d1\td3\t1\nd2\td3\t0\n"),
+                write(t, "wiki/pairs/test.tsv", "d1\td4\t0\n"),
+            ),
+        ),
+        r"30_smith_main: .*wiki/pairs/test.tsv: split 'test' holds only pairs labelled 0 \(it is scored on both\)",
+    ),
+    (
+        "profile notebooks: false",
+        lambda t: load_profile(profile_file(t, "notebooks: false\n")),
+        r"mine.yaml: notebooks: expected a mapping of notebook names to values, got False",
+    ),
+    (
+        "a repeated learning rate in a grid",
+        lambda t: check_parameters({"learning_rates": [1e-4, 1e-4]}),
+        r"parameter learning_rates=\[0.0001, 0.0001\]: 0.0001 appears twice",
+    ),
+    (
+        "profile key with a Cyrillic letter that looks Latin",
+        lambda t: load_profile(profile_file(t, "s\u0435eds: [0]\n")),
+        r"unknown parameter\(s\) 's\\u0435eds' \(did you mean 'seeds'\?\)",
+    ),
+    (
+        "qrels relevance of 5,000 digits",
+        lambda t: read_qrels(write(t, "q.tsv", QRELS_HEADER + "q1\td1\t1" + "0" * 4999 + "\n")),
+        r"q.tsv, line 2: relevance '10+\.\.\.0+': 5000 digits; a grade fits in 18",
+    ),
+    (
+        "a JSON line nested 100,000 deep",
+        lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "text": ' + "[" * 100_000 + "]" * 100_000 + "}")),
+        r"corpus.jsonl, line 2: a JSON value nested too deeply",
+    ),
+    (
+        "corpus text with a lone surrogate",
+        lambda t: read_corpus(corpus_with(t, '{"_id": "d2", "text": "a\\ud800b"}')),
+        r"corpus.jsonl, line 2: field 'text' holds a lone surrogate U\+D800 \(not text\)",
+    ),
+    (
+        "manifest.json in Latin-1",
+        with_beir(lambda d: write(d, "manifest.json", '{"name": "caf\xe9"}'.encode("latin-1"))),
+        r"manifest.json: is not UTF-8",
+    ),
+    (
+        "run_all.sh a dataset whose corpus.jsonl is gzip",
+        run_all(
+            "--profile",
+            "smoke",
+            "--only",
+            "01",
+            "--dataset",
+            "{tmp}/mine",
+            prepare=lambda t: write(beir_copy(t), "corpus.jsonl", __import__("gzip").compress(b'{"_id": "d1"}\n')),
+        ),
+        r"01_baselines: .*mine/corpus.jsonl, line 1: byte 0x8b at column 2 is not UTF-8",
+    ),
+    (
+        "run_all.sh a dataset whose corpus.jsonl holds only blank lines",
+        run_all(
+            "--profile",
+            "smoke",
+            "--only",
+            "01",
+            "--dataset",
+            "{tmp}/mine",
+            prepare=lambda t: write(beir_copy(t), "corpus.jsonl", "\n\n"),
+        ),
+        r"01_baselines: .*mine/corpus.jsonl: the corpus holds no documents",
     ),
 ]
 

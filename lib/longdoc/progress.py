@@ -47,8 +47,8 @@ class tqdm(_tqdm):
     ends, and then its last line is written at once."""
 
     def __init__(self, *args, **kwargs):
+        self._collected = None  # first: a bad LONGDOC_PROGRESS raises below, and tqdm's __del__ reads it
         mode = progress_mode()
-        self._collected = None
         if mode == "off":
             kwargs["disable"] = True
         elif mode == "final":

@@ -33,11 +33,15 @@ def test_a_matching_split_without_pairs_is_named(tmp_path):
     data = tmp_path / "match"
     shutil.copytree(FIXTURES / "beir", data)
     (data / "pairs").mkdir()
-    rows = {"train": "d1\td2\t1\n", "dev": "", "test": "d1\td3\t1\n"}
+    rows = {"train": "d1\td2\t1\n", "dev": "", "test": "d1\td3\t1\nd2\td3\t0\n"}
     for split, row in rows.items():
         (data / "pairs" / f"{split}.tsv").write_text("source-id\ttarget-id\tlabel\n" + row)
     assert dataset_problems(str(data), "matching", "30_smith_main") == [
         f"{data / 'pairs' / 'dev.tsv'}: split 'dev' holds no pair"
+    ]
+    (data / "pairs" / "dev.tsv").write_text("d1\td4\t0\n")
+    assert dataset_problems(str(data), "matching", "30_smith_main") == [
+        f"{data / 'pairs' / 'dev.tsv'}: split 'dev' holds only pairs labelled 0 (it is scored on both)"
     ]
     (data / "pairs" / "dev.tsv").write_text("d2\td1\t0\n")  # the train pair again, reversed
     assert (

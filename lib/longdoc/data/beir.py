@@ -214,6 +214,11 @@ def load_beir(
         manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else {}
     except json.JSONDecodeError as err:
         raise DataFormatError(manifest_path, f"not valid JSON ({err.msg})", err.lineno) from None
+    except UnicodeDecodeError:
+        raise DataFormatError(manifest_path, "is not UTF-8 (re-encode it, or remove it: it is optional)") from None
+    except OSError:
+        require_file(manifest_path)  # a folder, a loop of links, no permission: said by name
+        raise
     if not isinstance(manifest, dict):
         raise DataFormatError(manifest_path, "expected a JSON object")
     each: dict[str, str] = {}

@@ -187,7 +187,9 @@ def ascii_integer(text: str, path: str | Path, line: int, what: str = "relevance
     """A judgement's grade: an optional sign and ASCII digits only (``int`` would read "1_0" as 10 and
     "١" as 1)."""
     if not _ASCII_INTEGER.fullmatch(text):
-        raise DataFormatError(path, f"{what} {text!r} is not an integer (ASCII digits, an optional sign)", line)
+        raise DataFormatError(path, f"{what} {shown(text)} is not an integer (ASCII digits, an optional sign)", line)
+    if len(text.lstrip("+-")) > 18:
+        raise DataFormatError(path, f"{what} {shown(text)}: {len(text)} digits; a grade fits in 18", line)
     return int(text)
 
 

@@ -5,6 +5,7 @@ store (:mod:`longdoc.data.corpus_store`) share."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,9 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
     return row
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class LongInteger(str):
     """A JSON integer of more digits than Python's ``int`` reads (4,300), kept as its text: a valid id."""
 
@@ -58,8 +62,10 @@ def jsonl_rows(path: Path) -> Iterator[tuple[int, dict]]:
             raise DataFormatError(
                 path, f"the key {shown(err.args[0])} appears twice in one JSON object", number
             ) from None
-        except ValueError as err:  # JSONDecodeError, or an integer of more than 4,300 digits
+        except ValueError as err:  # JSONDecodeError
             raise DataFormatError(path, f"not valid JSON ({getattr(err, 'msg', err)})", number) from None
+        except RecursionError:
+            raise DataFormatError(path, "a JSON value nested too deeply to be a document or a query", number) from None
         if not isinstance(row, dict) or "_id" not in row:
             raise DataFormatError(path, "expected a JSON object with an '_id' field", number)
         yield number, row
@@ -79,4 +85,9 @@ def text_field(row: dict, name: str, path: Path, number: int) -> str:
         return ""
     if not isinstance(value, str) or isinstance(value, LongInteger):
         raise DataFormatError(path, f"field {name!r} must be a string, got {json_type(value)}", number)
+    lone = _SURROGATE.search(value)
+    if lone:  # "\ud800" in JSON: valid JSON, but no UTF-8 text (a store, a tokenizer, a write would fail)
+        raise DataFormatError(
+            path, f"field {name!r} holds a lone surrogate U+{ord(lone.group()):04X} (not text)", number
+        )
     return value

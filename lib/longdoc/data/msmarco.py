@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from longdoc.data.beir import Document, RetrievalDataset
-from longdoc.data.errors import DataFormatError, check_id, text_lines, visible
+from longdoc.data.errors import DataFormatError, check_id, shown, text_lines, visible
 from longdoc.data.splits import hold_out_dev, refuse_shared_queries
 from longdoc.data.trec import read_trec_qrels
 
@@ -49,6 +49,8 @@ def read_queries_tsv(path: str | Path) -> dict[str, str]:
         fields = line.split("\t")
         if len(fields) != 2:
             raise DataFormatError(path, f"expected 2 tab-separated fields 'qid text', found {len(fields)}", number)
+        if number == 1 and fields[0].strip().lower() in ("qid", "query-id", "query_id", "id", "_id"):
+            raise DataFormatError(path, f"a header line ({shown(line)}): MS MARCO query files have none; remove it", 1)
         qid, text = check_id(fields[0].strip(), path, number, "query id"), fields[1].strip()
         if not visible(text):
             raise DataFormatError(path, f"query {qid!r} has no text (no visible character)", number)

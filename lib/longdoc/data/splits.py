@@ -77,6 +77,8 @@ def carve_splits(qrels: dict, source: str = "test", train: int = 60, dev: int = 
     a carved split that already exists is an error rather than a silent merge."""
     if source not in qrels:
         raise ValueError(f"--from {source}: no such split (the dataset has {sorted(qrels)})")
+    if source in ("train", "dev"):
+        raise ValueError(f"--from {source}: train and dev are what is carved; carve from a reported split (test)")
     if not (0 < train and 0 < dev and train + dev < 100):
         raise ValueError(f"--train {train} --dev {dev}: each must be > 0 and together < 100 (the rest stays {source})")
     clash = [split for split in ("train", "dev") if split in qrels and split != source]

@@ -344,6 +344,8 @@ def import_artefacts(archive: str | os.PathLike) -> dict:
                     keys[f"{kind}/{key}"] = json.loads(tar.extractfile(member).read())
                 except ValueError:
                     raise TransferError(f"{archive}: {member.name} is not JSON") from None
+                if not isinstance(keys[f"{kind}/{key}"], dict):
+                    raise TransferError(f"{archive}: {member.name} is not the JSON object a cache key is")
         missing_keys = sorted(set(by_artefact) - set(keys))
         if missing_keys:
             raise TransferError(f"{archive}: no key.json for {', '.join(missing_keys)}")
@@ -408,7 +410,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "export":
             since = None
             if args.since is not None:
-                since = Path(args.since).stat().st_mtime if Path(args.since).exists() else float(args.since)
+                try:
+                    since = Path(args.since).stat().st_mtime if Path(args.since).exists() else float(args.since)
+                except ValueError:
+                    raise TransferError(f"--since {args.since}: expected a file or a Unix time") from None
             done = export_artefacts(args.archive, since, args.max_mib)
             print(
                 f"{len(done['artefacts'])} artefacts, {done['bytes'] / 2**20:.2f} MiB: {done['archive']} ({time.strftime('%H:%M:%S')})"

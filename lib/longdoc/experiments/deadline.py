@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import functools
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -36,9 +37,13 @@ class DeadlineReached(RuntimeError):
 def parse_deadline(value: str) -> float:
     """A Unix time from ``value`` (seconds, or ISO 8601 with its zone); anything else is refused by name."""
     try:
-        return float(value)
+        moment = float(value)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(moment):
+            raise ValueError(f"{DEADLINE_VARIABLE}={value!r}: expected a Unix time (a finite number)")
+        return moment
     try:
         moment = datetime.datetime.fromisoformat(value)
     except ValueError:

@@ -30,8 +30,8 @@ class Parameter:
     choices: tuple = ()
     item: type | None = None  # element type of a list
     positive: bool = False  # strictly above 0 (a learning rate of 0 trains nothing)
-    unique: bool = False  # a list whose items must differ (seeds: a repeated one is the same run twice)
-    may_be_empty: bool = False  # a list that may hold nothing
+    unique: bool = True  # a list whose items must differ (a repeated seed or grid value is the same run twice)
+    may_be_empty: bool = False  # a list that may hold nothing, a string that may be empty
 
     def check(self, name: str, value: Any) -> Any:
         if self.kind is dict:
@@ -69,6 +69,8 @@ class Parameter:
             raise ValueError(
                 f"parameter {name}={shown(value)}: expected {self.kind.__name__}, got {type(value).__name__}"
             )
+        if self.kind is str and not value.strip() and not self.may_be_empty:
+            raise ValueError(f"parameter {name}={value!r}: is empty")
         if self.kind is float and not math.isfinite(value):
             raise ValueError(f"parameter {name}={shown(value)}: must be a finite number")
         if self.positive and value <= 0:
@@ -165,6 +167,7 @@ PARAMETERS: dict[str, Parameter] = {
         "'' = the dataset's own documents (transductive), 'unjudged' = those no dev/test query judges, "
         "'installed-manpages' = the man pages of every other installed package (unjudged, many times the "
         "benchmark's size), or a .txt file / BEIR directory",
+        may_be_empty=True,
     ),
     "pretrain_steps": Parameter(
         int, "full MLM + LMAE pre-training steps (0 = one pass over the documents)", minimum=0, maximum=MOST_STEPS
@@ -285,6 +288,7 @@ PARAMETERS: dict[str, Parameter] = {
         str,
         "a seq2seq query generator (path or cached hub name, e.g. docT5query); '' = train one "
         "from the backbone on the train split's pairs",
+        may_be_empty=True,
     ),
     "qg_queries": Parameter(int, "queries sampled per document (the paper: 15)", minimum=1),
     "qg_input_length": Parameter(int, "document tokens the generator reads (the paper: 512)", minimum=8),
@@ -347,7 +351,17 @@ def check_parameters(values: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"parameter name {shown(odd[0])}: expected a name (a string)")
     unknown = sorted(set(values) - set(PARAMETERS))
     if unknown:
-        raise ValueError(f"unknown parameter(s) {shown(unknown)}; known: {sorted(PARAMETERS)}")
+        import difflib
+
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, PARAMETERS, n=1)
+            spelt = ascii(name) if not name.isascii() else repr(name)  # a Cyrillic 'е' shows as \u0435
+            hints.append(f"{spelt[:60]}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise ValueError(
+            f"unknown parameter(s) {', '.join(hints[:5])}{' ...' if len(hints) > 5 else ''} "
+            "(every name: lib/longdoc/experiments/parameters.py)"
+        )
     return {name: PARAMETERS[name].check(name, value) for name, value in values.items()}
 
 

@@ -30,13 +30,26 @@ def needed_splits(notebook: str) -> tuple[str, ...]:
     return () if notebook.startswith("00") else SPLITS
 
 
+def first_document(path: Path) -> None:
+    """The corpus's first document read with every check (a gzip file, a JSON array, an empty corpus are
+    refused here; loading checks every line)."""
+    from longdoc.data.errors import check_id
+    from longdoc.data.jsonl import jsonl_rows, text_field
+
+    for number, row in jsonl_rows(path):
+        check_id(row["_id"], path, number)
+        text_field(row, "title", path, number), text_field(row, "text", path, number)
+        return
+    raise DataFormatError(path, "the corpus holds no documents")
+
+
 def retrieval_problems(directory: Path, splits: tuple[str, ...]) -> list[str]:
     """A BEIR-layout folder (retrieval and NCI notebooks): corpus and queries readable, ``qrels/`` holding
     only ``<split>.tsv`` files, each split that is needed present, and each present split holding a query
     with a relevant document."""
     from longdoc.data.beir import qrels_files, read_qrels, read_queries
 
-    require_file(directory / "corpus.jsonl")
+    first_document(directory / "corpus.jsonl")
     queries = read_queries(directory / "queries.jsonl")  # small beside the corpus; an empty file is refused
     files = {path.stem: path for path in qrels_files(directory)}
     missing = [split for split in splits if split not in files]
@@ -58,9 +71,17 @@ def matching_problems(directory: Path, splits: tuple[str, ...]) -> list[str]:
     for split in splits or SPLITS:
         require_file(directory / "pairs" / f"{split}.tsv")
     pairs = load_pairs(directory)  # every split's file read, a pair in two splits refused
-    return [
-        f"{directory / 'pairs' / f'{s}.tsv'}: split {s!r} holds no pair" for s in splits or SPLITS if not pairs.get(s)
-    ]
+    problems = []
+    for split in splits or SPLITS:
+        labels = {pair.label for pair in pairs.get(split, [])}
+        path = directory / "pairs" / f"{split}.tsv"
+        if not labels:
+            problems.append(f"{path}: split {split!r} holds no pair")
+        elif split != "train" and labels != {0, 1}:  # accuracy, F1 and ROC AUC need both classes
+            problems.append(f"{path}: split {split!r} holds only pairs labelled {labels.pop()} (it is scored on both)")
+        elif 1 not in labels:
+            problems.append(f"{path}: split {split!r} holds no matching pair (label 1) to learn from")
+    return problems
 
 
 def dataset_problems(dataset: str, role: str | None, notebook: str) -> list[str]:

@@ -140,7 +140,13 @@ def load_profile(profile: str | Path) -> dict:
     values["profile"] = path.stem
     if "command_line" in values:
         raise ProfileError(f"{path}: sets command_line, {COMMAND_LINE_ONLY}")
-    per_notebook = values.pop("notebooks", None) or {}
+    per_notebook = values.pop("notebooks", None)
+    if per_notebook is None:
+        per_notebook = {}
+    if not isinstance(per_notebook, dict):
+        raise ProfileError(
+            f"{path}: notebooks: expected a mapping of notebook names to values, got {shown(per_notebook)}"
+        )
     if not isinstance(per_notebook, dict):
         raise ProfileError(f"{path}: notebooks: expected a mapping of notebook names to parameter mappings")
     try:
@@ -281,12 +287,17 @@ def profile_values(profile: str, notebook: str) -> dict | None:
 
 def command_line_value(item: str):
     """``NAME=VALUE`` of ``--set`` as ``(name, value)``, the value read as profile YAML (one line; ``1e-4``
-    is a float, ``010`` is 10); a malformed one names the argument, not a YAML traceback."""
+    is a float, ``010`` is 10), but for a parameter that is a string (a name or a path), taken as typed
+    unless quoted; a malformed one names the argument, not a YAML traceback."""
     name, sep, text = item.partition("=")
     if not sep or not name:
         raise ProfileError(f"--set {shown(item)}: expected NAME=VALUE")
     if not text:
         return name, ""
+    from longdoc.experiments.parameters import PARAMETERS
+
+    if name in PARAMETERS and PARAMETERS[name].kind is str and text.strip()[:1] not in ("'", '"'):
+        return name, text.strip()  # a name or a path as typed: "mydata #2", "a: b" and 2024 are folders
     try:
         value = read_yaml(text)
     except (yaml.YAMLError, ValueError) as err:
@@ -294,10 +305,6 @@ def command_line_value(item: str):
         raise ProfileError(
             f"--set {shown(item)}: the value is not valid YAML ({problem}); quote a string, e.g. --set 'name=\"a: b\"'"
         ) from None
-    from longdoc.experiments.parameters import PARAMETERS
-
-    if name in PARAMETERS and PARAMETERS[name].kind is str and isinstance(value, (int, float, bool)):
-        return name, text.strip()  # a name or a path, as typed (--set dataset=2024: the folder 2024, not a number)
     return name, value
 
 
