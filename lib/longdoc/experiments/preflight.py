@@ -1,7 +1,7 @@
 """What ``run_all.sh`` checks before the first notebook starts, so that no input is refused an hour in: each
 dataset a selected notebook reads (a readable folder, its files readable, every split it needs holding a
-relevant judgement or a pair), the cache folder (a writable directory) and the pre-training corpus of a
-notebook that pre-trains. Cheap: the judgement and pair files are read, the corpus only opened (loading
+relevant judgement or a pair), the cache folder (a writable directory), the weights a notebook loads
+(backbone, query generator) and the pre-training corpus of a notebook that pre-trains. Cheap: the judgement and pair files are read, the corpus only opened (loading
 checks every line later).
 
     python -m longdoc.experiments.preflight --cache DIR PARAMETERS.yaml...
@@ -134,6 +134,20 @@ def pretrain_corpus_problem(value: str) -> str | None:
     return f"{where}: {found[0]}" if found else None
 
 
+def model_problem(name: str, value: str) -> str | None:
+    """Why the weights ``value`` of parameter ``name`` (``backbone``, ``qg_generator``) cannot be found
+    offline, or None ('' for qg_generator: one is trained)."""
+    if not value:
+        return None
+    from longdoc.models.backbone import BackboneNotFoundError, resolve_backbone
+
+    try:
+        resolve_backbone(value)
+    except BackboneNotFoundError as err:
+        return f"{name}={value!r}: {err}"
+    return None
+
+
 def problems(parameter_files: list[Path], cache: str | Path) -> list[str]:
     from longdoc.experiments.profiles import ROLES, dataset_role
 
@@ -151,6 +165,10 @@ def problems(parameter_files: list[Path], cache: str | Path) -> list[str]:
             for other, dataset in (values.get("datasets") or {}).items():
                 if other in ROLES:
                     found += [f"{notebook}: {p}" for p in dataset_problems(str(dataset), other, notebook)]
+        for name in ("backbone", "qg_generator"):
+            problem = model_problem(name, values.get(name) or "")
+            if problem:
+                found.append(f"{notebook}: {problem}")
         if "pretrain_corpus" in values:  # (pretrain_steps 0 is still one pass over the corpus)
             problem = pretrain_corpus_problem(str(values["pretrain_corpus"]))
             if problem:
