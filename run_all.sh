@@ -9,7 +9,8 @@
 #   ./run_all.sh --data ROLE=DIR      the dataset of one role's notebooks (repeatable): retrieval (00-24),
 #                                     matching (30-33), nci (40-45); e.g. --data nci=data/nq320k
 #   ./run_all.sh --backbone NAME      another backbone (a Hugging Face name or a local path)
-#   ./run_all.sh --set NAME=VALUE     any other parameter of the profile (repeatable; value read as YAML)
+#   ./run_all.sh --set NAME=VALUE     any other parameter of the profile (once each; value read as YAML, a
+#                                     name or a path as typed)
 #                                     (every run ends with the results report: RESULTS.md for cpu,
 #                                      results/<profile>/RESULTS.md otherwise)
 #   ./run_all.sh --deadline MINUTES   a run in pieces: no fit chain starts that the GPU-hour estimate says
@@ -82,8 +83,10 @@ while [ $# -gt 0 ]; do
     --dataset=*) once --dataset; DATASET="${1#*=}"; [ -n "$DATASET" ] || { echo "run_all.sh: --dataset= needs a directory" >&2; exit 2; }; shift ;;
     --data) add_role_dataset "${2:-}"; shift 2 ;;
     --data=*) add_role_dataset "${1#*=}"; shift ;;
-    --backbone) once --backbone; OVERRIDES+=(--set "$(from_caller_set "backbone=$(value_of --backbone "${2:-}")")") || exit 2; shift 2 ;;
-    --backbone=*) once --backbone; OVERRIDES+=(--set "$(from_caller_set "backbone=$(value_of --backbone "${1#*=}")")") || exit 2; shift ;;
+    --backbone) once --backbone; value=$(value_of --backbone "${2:-}") || exit 2
+                OVERRIDES+=(--set "$(from_caller_set "backbone=$value")"); shift 2 ;;
+    --backbone=*) once --backbone; value=$(value_of --backbone "${1#*=}") || exit 2
+                  OVERRIDES+=(--set "$(from_caller_set "backbone=$value")"); shift ;;
     --set) [[ "${2:-}" == *=* ]] || { echo "run_all.sh: --set ${2:-}: expected NAME=VALUE" >&2; exit 2; }
            OVERRIDES+=(--set "$(from_caller_set "$2")"); shift 2 ;;
     --deadline) once --deadline; DEADLINE_MINUTES=$(value_of "--deadline (minutes)" "${2:-}") || exit 2; shift 2 ;;
@@ -92,7 +95,7 @@ while [ $# -gt 0 ]; do
     --setup) MODE=setup; shift ;;
     --pack) MODE=pack; shift; PASS=("$@"); break ;;
     --check-gpu) MODE=check-gpu; shift; PASS=("$@"); break ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "run_all.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

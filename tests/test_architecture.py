@@ -199,6 +199,7 @@ LEFT_OUT_BECAUSE = {  # (module, import) -> why it still changes no artefact and
     ("experiments/cache.py", "longdoc.models.backbone"): "weights_version, a cache determinant: reads a file",
     ("pack.py", "torch"): "stores the weights in fp16: their digest is in the cache keys (weights_version)",
     ("pack.py", "longdoc.models.backbone"): "finds the backbone's folder and names its weights",
+    ("experiments/preflight.py", "longdoc.models.backbone"): "checks the weights resolve before any notebook",
 }
 
 

@@ -99,9 +99,9 @@ def test_an_operating_system_error_names_the_final_file_and_its_cause(tmp_path):
 
     hidden = tmp_path / ".store.host-1.123.abcd1234.tmp" / "text.bin"
     assert final_path(hidden) == tmp_path / "store" / "text.bin"
-    problem = file_system_error(OSError(errno.EFBIG, "File too large", str(hidden)), "write the corpus store")
+    problem = file_system_error(OSError(errno.EFBIG, "File too large", str(hidden)), "build the corpus store")
     assert str(problem) == (
-        f"{tmp_path / 'store' / 'text.bin'}: cannot write the corpus store (file too large: a file-size limit "
+        f"{tmp_path / 'store' / 'text.bin'}: cannot build the corpus store (file too large: a file-size limit "
         "(ulimit -f) or the file system's largest file)"
     )
     assert problem.errno == errno.EFBIG

@@ -231,6 +231,13 @@ def final_path(path: str | os.PathLike) -> Path:
     return Path(*parts)
 
 
+def _making_a_folder(err: OSError) -> bool:
+    """Whether ``err`` (EEXIST) came from making a folder where a file is, not from creating a file."""
+    import traceback
+
+    return any(frame.name in ("mkdir", "makedirs") for frame in traceback.extract_tb(err.__traceback__))
+
+
 class FileSystemError(OSError):
     """An operating-system error said in one line: the file, what was done, and the cause in words."""
 
@@ -242,9 +249,10 @@ def file_system_error(err: OSError, doing: str, path: str | os.PathLike | None =
         return err
     where = err.filename if err.filename is not None else path
     cause = _CAUSES.get(err.errno, err.strerror or str(err))
-    if where is not None and err.errno in (errno.EEXIST, errno.ENOTDIR):  # mkdir below a file
+    if where is not None and err.errno in (errno.EEXIST, errno.ENOTDIR):  # a folder made or entered below a file
         found = Path(os.fsdecode(where))
-        above = next((p for p in (found, *found.parents) if p.exists() and not p.is_dir()), None)
+        candidates = found.parents if err.errno == errno.ENOTDIR else (found,) if _making_a_folder(err) else ()
+        above = next((p for p in candidates if p.exists() and not p.is_dir()), None)
         if above is not None:
             where, cause = above, "is a file, not a folder"
     if where is not None and Path(os.fsdecode(where)).name.endswith(".lock") and path is not None:
@@ -277,7 +285,12 @@ def unwritable_folder(folder: str | os.PathLike) -> str | None:
     while not existing.exists() and not existing.is_symlink() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        what = "a loop of symbolic links" if existing.is_symlink() and not existing.exists() else "a file"
+        what = "a file"
+        if existing.is_symlink() and not existing.exists():
+            try:
+                os.stat(existing)
+            except OSError as err:
+                what = "a loop of symbolic links" if err.errno == errno.ELOOP else "a link to nothing"
         return f"{existing} is {what}, not a folder"
     try:
         with tempfile.NamedTemporaryFile(dir=existing, prefix=".longdoc-write-check."):

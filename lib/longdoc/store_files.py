@@ -1,7 +1,7 @@
 """A store that notices its own damage: the corpus store (:mod:`longdoc.data.corpus_store`) and the
 token store (:mod:`longdoc.text.segments`) record each file's size and SHA-256 in ``store.json`` when
-built; every open checks the sizes (a copy cut short, a disk that filled), :func:`verify` the
-checksums (after every build, and when asked). A damaged store is an error naming the file and what is
+built; every open checks the sizes (a copy cut short, a disk that filled) and the checksums of the small
+arrays, :func:`verify` every checksum (after every build, and when asked). A damaged store is an error naming the file and what is
 wrong, never a document cut short; the callers that can rebuild it from its source do, saying so.
 """
 
@@ -55,12 +55,16 @@ def read_manifest(directory: Path) -> dict | None:
     return manifest
 
 
-def check_sizes(directory: Path, manifest: dict, hashed: tuple[str, ...] = ()) -> None:
-    """Each file ``store.json`` lists exists, can be read and has its recorded size; the files named in
-    ``hashed`` (a store's small arrays: cheap beside its text) also their SHA-256."""
+def check_sizes(
+    directory: Path, manifest: dict, hashed: tuple[str, ...] = (), expected: set[str] | None = None
+) -> None:
+    """Each file ``store.json`` lists (``expected``: exactly these) exists, can be read and has its recorded
+    size; the files named in ``hashed`` (a store's small arrays: cheap beside its text) also their SHA-256."""
     files = manifest.get("files")
     if not isinstance(files, dict) or not files:
         raise StoreDamaged(Path(directory) / MANIFEST, "lists no files with their sizes (built by older code)")
+    if expected is not None and set(files) != expected:
+        raise StoreDamaged(Path(directory) / MANIFEST, f"lists {sorted(files)}, not the store's {sorted(expected)}")
     for name, facts in files.items():
         if not (
             isinstance(facts, dict)

@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     args = parser.parse_args(argv)
     try:
-        with naming_files("write the converted dataset", args.out):
+        with naming_files("convert into it", args.out):
             print(convert(args))
     except (DataFormatError, ValueError, OSError) as err:
         print(f"convert: {bounded(str(err))}", file=sys.stderr)

@@ -47,7 +47,7 @@ from longdoc.store_files import (
 
 STORE_VERSION = 2  # 2: store.json records each file's size and SHA-256
 SMALL_ARRAYS = ("ids.npy", "lookup.npy", "bounds.npy")  # checksummed on every open (a tenth of text.bin or less)
-STORE_FILES = {*SMALL_ARRAYS, "text.bin", MANIFEST}
+STORE_FILES = {*SMALL_ARRAYS, "text.bin", MANIFEST, "segments"}  # segments/: the token stores made from it
 MAPPED_FROM_BYTES = 1 << 30  # load_dataset's default: corpora of 1 GiB or more are read through a store
 
 
@@ -56,10 +56,12 @@ def write_corpus_store(corpus_path: str | Path, directory: str | Path, on_empty:
     name, so a killed build leaves nothing a later run opens). Returns ``directory``."""
 
     corpus_path, directory = Path(corpus_path), Path(directory)
-    if directory.is_dir() and any(entry.name not in STORE_FILES for entry in directory.iterdir()):
+    if directory.is_dir() and any(
+        entry.name not in STORE_FILES and not entry.name.startswith(".") for entry in directory.iterdir()
+    ):
         raise ValueError(f"{directory}: holds files that are not a corpus store's; a store is never built over them")
     text_digest = hashlib.sha256()
-    with naming_files("write the corpus store", directory / "text.bin"), atomic_directory(directory) as tmp:
+    with naming_files("build the corpus store", directory / "text.bin"), atomic_directory(directory) as tmp:
         ids, lines, bounds, position, skipped = [], array("q"), array("q"), 0, 0
         with open(tmp / "text.bin", "wb") as text_file:
             for number, row in jsonl_rows(corpus_path):
@@ -195,7 +197,7 @@ class CorpusStore(Mapping):
                 f"a store of version {self.manifest.get('version')!r}, built by older code (this code reads version "
                 f"{STORE_VERSION}); open_corpus_store rebuilds it",
             )
-        check_sizes(self.directory, self.manifest, hashed=SMALL_ARRAYS)
+        check_sizes(self.directory, self.manifest, hashed=SMALL_ARRAYS, expected={*SMALL_ARRAYS, "text.bin"})
         self._ids, self._lookup, self._bounds = (self._array(name) for name in SMALL_ARRAYS)
         if self._ids.dtype.kind != "S" or self._lookup.dtype != np.int64 or self._bounds.dtype != np.int64:
             raise StoreDamaged(

@@ -91,8 +91,8 @@ def require_folder(path: str | Path, what: str = "folder") -> Path:
 
 
 def text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """``(line number, line)`` of a UTF-8 text file without its line ending (LF, CRLF, or a lone CR, as
-    old Mac exports end lines); a byte-order mark at the start is dropped, and a byte that is not UTF-8 (a
+    """``(line number, line)`` of a UTF-8 text file without its line ending (LF, CRLF, or, in a file whose
+    first 64 KiB hold no LF, a lone CR, as old Mac exports end lines); a byte-order mark at the start is dropped, and a byte that is not UTF-8 (a
     Latin-1 export) is an error naming the line."""
     from longdoc.progress import tqdm
 
@@ -103,10 +103,13 @@ def text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
         open(path, "rb") as handle,
         tqdm(total=size, desc=f"reading {path.name}", unit="B", unit_scale=True, disable=size < PROGRESS_BYTES) as bar,
     ):
+        head = handle.read(1 << 16)
+        lone_cr = b"\n" not in head and b"\r" in head  # an old Mac export: CR ends its lines
+        handle.seek(0)
         for chunk in handle:
             bar.update(len(chunk))
             body = chunk.removesuffix(b"\n").removesuffix(b"\r")
-            for raw in body.split(b"\r") if b"\r" in body else (body,):
+            for raw in body.split(b"\r") if lone_cr else (body,):
                 number += 1
                 try:
                     line = raw.decode("utf-8")

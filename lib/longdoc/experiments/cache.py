@@ -45,6 +45,7 @@ PRESENTATION_ONLY = (
     "plots.py",
     "run_notebook.py",
     "pack.py",
+    "experiments/preflight.py",
     "bench/gpu_hours.py",
     "analysis/",
     "experiments/study.py",

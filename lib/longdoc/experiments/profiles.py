@@ -147,8 +147,6 @@ def load_profile(profile: str | Path) -> dict:
         raise ProfileError(
             f"{path}: notebooks: expected a mapping of notebook names to values, got {shown(per_notebook)}"
         )
-    if not isinstance(per_notebook, dict):
-        raise ProfileError(f"{path}: notebooks: expected a mapping of notebook names to parameter mappings")
     try:
         check_parameters(values)
         for name, own in per_notebook.items():
@@ -322,7 +320,7 @@ def _main(argv: list[str]) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="override a parameter (value parsed as YAML), e.g. --set dataset=data/mine",
+        help="override a parameter (value parsed as YAML; a name or a path as typed), e.g. --set dataset=data/mine",
     )
     parser.add_argument(
         "--data",

@@ -124,7 +124,7 @@ def write_token_store(directory: str | Path, documents: Iterable[list[list[int]]
     from longdoc.store_files import file_facts, verify
 
     dtype = np.uint16 if vocabulary <= 1 << 16 else np.uint32
-    with naming_files("write the token store", Path(directory) / "tokens.bin"), atomic_directory(directory) as tmp:
+    with naming_files("build the token store", Path(directory) / "tokens.bin"), atomic_directory(directory) as tmp:
         lengths, counts = array("q"), array("q")
         with open(tmp / "tokens.bin", "wb") as handle:
             for segments in documents:
@@ -159,7 +159,8 @@ class MappedSegments(Sequence):
             raise StoreDamaged(
                 self.directory / "store.json", f"dtype {self.spec.get('dtype')!r} is not uint16 or uint32"
             )
-        check_sizes(self.directory, self.spec, hashed=("segment_starts.npy", "document_starts.npy"))
+        offsets = ("segment_starts.npy", "document_starts.npy")
+        check_sizes(self.directory, self.spec, hashed=offsets, expected={*offsets, "tokens.bin"})
         arrays = []
         for name in ("segment_starts.npy", "document_starts.npy"):
             try:
@@ -248,7 +249,7 @@ class SegmentedCorpus:
             spec["documents"] = len(texts)
 
             def write() -> None:
-                from longdoc.store_files import StoreDamaged, check_sizes, read_manifest, rebuilding
+                from longdoc.store_files import StoreDamaged, read_manifest, rebuilding
 
                 try:
                     manifest = read_manifest(Path(directory))
@@ -256,7 +257,7 @@ class SegmentedCorpus:
                         manifest is not None
                         and {k: v for k, v in manifest.items() if k not in ("dtype", "files")} == spec
                     ):
-                        check_sizes(Path(directory), manifest)
+                        MappedSegments(directory)  # every check an open makes
                         return
                 except StoreDamaged as problem:
                     rebuilding(problem, "the corpus's texts")
