@@ -183,13 +183,14 @@ def visible(text: str) -> bool:
     return any(not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf", "Cs", "Zs") for c in text)
 
 
-_ASCII_INTEGER = re.compile(r"[+-]?[0-9]+")  # not Python's int(): no "1_0", no non-ASCII digits
+ASCII_INTEGER = re.compile(r"[+-]?[0-9]+")  # not Python's int(): no "1_0", no non-ASCII digits
+ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # nor float()'s
 
 
 def ascii_integer(text: str, path: str | Path, line: int, what: str = "relevance") -> int:
     """A judgement's grade: an optional sign and ASCII digits only (``int`` would read "1_0" as 10 and
     "١" as 1)."""
-    if not _ASCII_INTEGER.fullmatch(text):
+    if not ASCII_INTEGER.fullmatch(text):
         raise DataFormatError(path, f"{what} {shown(text)} is not an integer (ASCII digits, an optional sign)", line)
     if len(text.lstrip("+-")) > 18:
         raise DataFormatError(path, f"{what} {shown(text)}: {len(text)} digits; a grade fits in 18", line)

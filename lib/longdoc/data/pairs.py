@@ -7,11 +7,10 @@ Importers for the published pair files (GWikiMatch, Wiki65K, AAN104K) map onto i
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from longdoc.data.errors import DataFormatError, check_id, shown, text_lines
+from longdoc.data.errors import ASCII_NUMBER, DataFormatError, check_id, shown, text_lines
 from longdoc.io import atomic_directory
 
 HEADER = ("source-id", "target-id", "label")
@@ -117,12 +116,9 @@ def refuse_shared_pairs(splits: dict[str, tuple[Path, dict[tuple[str, str], int]
             seen.setdefault(frozenset(pair), (split, path, line, pair))
 
 
-_ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-
-
 def _label(text: str, allowed: tuple[int, ...], path: Path, number: int) -> int:
     """A label written in ASCII (``1``, ``1.0``, ``1e0``; Python's float would also read ``1_0`` and ``١``)."""
-    if not _ASCII_NUMBER.fullmatch(text):
+    if not ASCII_NUMBER.fullmatch(text):
         raise DataFormatError(path, f"label {text!r} is not a number (ASCII digits)", number)
     value = float(text)
     if not math.isfinite(value) or value != int(value) or int(value) not in allowed:

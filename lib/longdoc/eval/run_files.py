@@ -12,13 +12,11 @@ import numbers
 import re
 from pathlib import Path
 
-from longdoc.data.errors import DataFormatError, check_id, id_problem, shown, text_lines
+from longdoc.data.errors import ASCII_INTEGER, ASCII_NUMBER, DataFormatError, check_id, id_problem, shown, text_lines
 from longdoc.eval.metrics import Run, ranking
 from longdoc.io import atomic_write
 
 _FIELD_SEPARATOR = re.compile(r"[ \t]+")
-_ASCII_INTEGER = re.compile(r"[+-]?[0-9]+")
-_ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def distinct_scores(scores: dict[str, float], depth: int | None = None) -> list[tuple[str, float]]:
@@ -75,9 +73,9 @@ def read_run(path: str | Path) -> Run:
             raise DataFormatError(path, f"expected 6 fields 'qid Q0 docid rank score tag', found {len(fields)}", number)
         qid, _, doc, rank, score, _ = fields
         qid, doc = check_id(qid, path, number, "query id"), check_id(doc, path, number)
-        if not _ASCII_INTEGER.fullmatch(rank):
+        if not ASCII_INTEGER.fullmatch(rank):
             raise DataFormatError(path, f"rank {shown(rank)} is not an integer", number)
-        if not _ASCII_NUMBER.fullmatch(score) and score.lower().lstrip("+-") not in ("nan", "inf", "infinity"):
+        if not ASCII_NUMBER.fullmatch(score) and score.lower().lstrip("+-") not in ("nan", "inf", "infinity"):
             raise DataFormatError(path, f"score {shown(score)} is not a number (ASCII digits)", number)
         value = float(score)
         if not math.isfinite(value):
