@@ -8,7 +8,7 @@
 #                                     makes one from MS MARCO / TREC / NQ320k / pair files)
 #   ./run_all.sh --data ROLE=DIR      the dataset of one role's notebooks (repeatable): retrieval (00-24),
 #                                     matching (30-33), nci (40-45); e.g. --data nci=data/nq320k
-#   ./run_all.sh --backbone NAME      another backbone (a Hugging Face name or a local path)
+#   ./run_all.sh --backbone NAME      another backbone (a Hugging Face name, a local path, or manpages-mlm: built here)
 #   ./run_all.sh --set NAME=VALUE     any other parameter of the profile (once each; value read as YAML, a
 #                                     name or a path as typed)
 #                                     (every run ends with the results report: RESULTS.md for cpu,

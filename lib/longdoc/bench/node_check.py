@@ -308,6 +308,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from longdoc.bench import training
     from longdoc.bench.gpu_hours import MEASUREMENTS, load_prices, profile_path
+    from longdoc.experiments.backbones import backbone_path
     from longdoc.experiments.profiles import load_profile
     from longdoc.models.backbone import resolve_backbone
 
@@ -326,7 +327,7 @@ def main(argv: list[str] | None = None) -> dict:
         overrides[name] = yaml.safe_load(value)
     if (args.out / "node-check.json").exists() and not args.force:
         raise SystemExit(f"node_check: {args.out} holds an earlier check (another --out, or --force to replace it)")
-    backbone = resolve_backbone(args.backbone or profile["backbone"])
+    backbone = resolve_backbone(backbone_path(args.backbone or profile["backbone"]))
     fit_args = training_arguments(
         profile, backbone, steps=args.steps, warmup=args.warmup, device=args.device, **overrides
     )

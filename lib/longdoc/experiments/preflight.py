@@ -13,7 +13,6 @@ one a line, and exits 2 when there is one.
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -110,19 +109,15 @@ def cache_problem(folder: str | Path) -> str | None:
 def pretrain_corpus_problem(value: str) -> str | None:
     """Why the pre-training corpus ``value`` cannot be read, or None (``""`` and ``unjudged``: the dataset's
     own documents; ``installed-manpages``: this machine's man pages; else a ``.txt`` file or a BEIR folder)."""
-    from longdoc.data.installed_pages import FEWEST_PAGES, INSTALLED_PAGES, MAN_ROOT, installed_pages
+    from longdoc.data.installed_pages import INSTALLED_PAGES, installed_pages_problem
     from longdoc.experiments.parameters import UNJUDGED
 
     if value in ("", UNJUDGED):
         return None
     where = f"pretrain_corpus={value!r}"
     if value == INSTALLED_PAGES:
-        if shutil.which("man") is None:
-            return f"{where}: the man command is missing (install man-db, or set pretrain_corpus: '')"
-        found = len(installed_pages()) if MAN_ROOT.is_dir() else 0
-        if found < FEWEST_PAGES:
-            return f"{where}: only {found} man pages outside the benchmark's packages under {MAN_ROOT} (at least {FEWEST_PAGES})"
-        return None
+        problem = installed_pages_problem()
+        return f"{where}: {problem} (or set pretrain_corpus: '')" if problem else None
     try:
         if value.endswith(".txt"):
             if not any(line.strip() for _, line in text_lines(value)):  # UTF-8, and a document in it
@@ -139,7 +134,12 @@ def model_problem(name: str, value: str) -> str | None:
     offline, or None ('' for qg_generator: one is trained)."""
     if not value:
         return None
+    from longdoc.experiments.backbones import build_problem, is_built
     from longdoc.models.backbone import BackboneNotFoundError, resolve_backbone
+
+    if is_built(value):  # trained here by the first notebook that reads it
+        problem = build_problem(value)
+        return f"{name}={value!r}: {problem}" if problem else None
 
     try:
         resolve_backbone(value)

@@ -23,6 +23,7 @@ The same protocol serves the retrieval, matching and generative families (``expe
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import resource
@@ -34,6 +35,7 @@ import pandas as pd
 
 from longdoc.data.registry import REPO_ROOT
 from longdoc.eval.significance import seed_query_bootstrap, seed_query_interval
+from longdoc.experiments.backbones import backbone_path, is_built
 from longdoc.experiments.cache import build_guard, cached_json, code_fingerprint, dataset_key
 from longdoc.experiments.deadline import ChainGuard
 from longdoc.experiments.fitting import CheckpointMissing, FineTuned
@@ -148,7 +150,10 @@ class Study:
     def settings(self, kind: type[T]) -> T:
         """The study's parameters as the typed settings ``kind`` (:mod:`longdoc.experiments.settings`)."""
         if kind not in self._settings:
-            self._settings[kind] = from_parameters(kind, self.params, self.notebook)
+            value = from_parameters(kind, self.params, self.notebook)
+            if is_built(getattr(value, "backbone", "")):  # a backbone built here: its folder (built on first use)
+                value = dataclasses.replace(value, backbone=backbone_path(value.backbone, self.progress))
+            self._settings[kind] = value
         return self._settings[kind]
 
     # -- data -----------------------------------------------------------------------------------

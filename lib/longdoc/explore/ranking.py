@@ -69,9 +69,12 @@ def document_tokens(study, tokenizer=None) -> dict[str, int]:
         from transformers import AutoTokenizer
 
         from longdoc.data.stats import document_lengths
+        from longdoc.experiments.backbones import backbone_path
         from longdoc.models.backbone import resolve_backbone
 
-        tokenizer = tokenizer or AutoTokenizer.from_pretrained(resolve_backbone(study.params["backbone"]))
+        tokenizer = tokenizer or AutoTokenizer.from_pretrained(
+            resolve_backbone(backbone_path(study.params["backbone"]))
+        )
         cached = document_lengths(study.data, tokenizer)["tokens"].to_dict()
         study._explore_lengths = cached
     return cached
