@@ -79,3 +79,29 @@ def test_the_ladder_checks_every_role_dataset_and_the_list_is_deduplicated(tmp_p
         "90_budget_ladder: /nonexistent/r: no such folder",
         "01_baselines: /nonexistent/r: no such folder",
     ]
+
+
+def test_a_backbone_built_here_needs_the_installed_pages_not_weights(monkeypatch):
+    from longdoc.data import installed_pages
+    from longdoc.experiments.preflight import model_problem
+
+    monkeypatch.setattr(installed_pages, "installed_pages_problem", lambda *a: None)
+    assert model_problem("backbone", "manpages-mlm") is None  # built by the first notebook that reads it
+    monkeypatch.setattr(installed_pages, "installed_pages_problem", lambda *a: "only 3 man pages outside ...")
+    problem = model_problem("backbone", "manpages-mlm")
+    assert (
+        problem
+        == "backbone='manpages-mlm': it is trained here on the installed man pages, and only 3 man pages outside ..."
+    )
+    assert "resolves to nothing" in model_problem("backbone", "manpages-mlm-typo")
+
+
+def test_the_installed_pages_problem_names_a_missing_man_and_too_few_pages(monkeypatch, tmp_path):
+    from longdoc.data import installed_pages
+
+    monkeypatch.setattr(installed_pages.shutil, "which", lambda name: None)
+    assert "man command is missing" in installed_pages.installed_pages_problem(tmp_path)
+    monkeypatch.setattr(installed_pages.shutil, "which", lambda name: "/usr/bin/man")
+    (tmp_path / "man1").mkdir()
+    (tmp_path / "man1" / "ls.1").write_text(".TH LS 1\n")
+    assert "only 1 man pages" in installed_pages.installed_pages_problem(tmp_path)

@@ -127,9 +127,27 @@ def pretraining_variants(study: Study, variants: dict[str, dict]) -> pd.DataFram
     return table
 
 
+def zero_shot_table(study: Study) -> pd.DataFrame:
+    """Dev and test MRR@100 of the backbone as it is (FirstP over N × M tokens, no training), under the
+    study's pooling and the other one (notebook 01's zero-shot rows)."""
+    from longdoc.experiments.papers.baselines import baseline_names, passage_baselines
+
+    names = baseline_names(study)
+    rows = {}
+    for system in passage_baselines(study):
+        if system.name in (names["zero_shot"], names["zero_shot_other"]):
+            result = study.run(system)
+            rows[system.name] = {
+                split: result.metrics(study.data, split, ["MRR@100"])[0]["MRR@100"] for split in ("dev", "test")
+            }
+    return pd.DataFrame(rows).T
+
+
 def main(argv: list[str] | None = None) -> pd.DataFrame:
     """``python -m longdoc.experiments.papers.start_points --profile cpu --decoder-init copy random``: how the
-    LMAE decoder's start (and the pre-training learning rate) change the pre-trained start point."""
+    LMAE decoder's start (and the pre-training learning rate) change the pre-trained start point;
+    ``--backbone manpages-mlm --mlm-only --zero-shot``: from another start, with MLM-only pre-training
+    beside LMAE + MLM, and the backbone's zero-shot MRR@100."""
     import argparse
 
     from longdoc.data.registry import REPO_ROOT
@@ -139,23 +157,28 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
 
     parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu")
+    parser.add_argument("--backbone", default=None, help="another backbone than the profile's")
     parser.add_argument("--decoder-init", nargs="+", default=["copy", "random"])
     parser.add_argument("--learning-rates", nargs="+", type=float, default=None)
+    parser.add_argument("--mlm-only", action="store_true", help="add MLM-only pre-training at each rate")
+    parser.add_argument("--zero-shot", action="store_true", help="print the backbone's zero-shot MRR@100 too")
     args = parser.parse_args(argv)
     notebook = REPO_ROOT / "notebooks" / "11_longtriever_ablation.ipynb"
-    study = Study(
-        notebook.stem,
-        parameters_for(REPO_ROOT / "notebooks" / "profiles" / f"{args.profile}.yaml", notebook),
-        RETRIEVAL,
-    )
+    overrides = {"backbone": args.backbone} if args.backbone else None
+    parameters = parameters_for(REPO_ROOT / "notebooks" / "profiles" / f"{args.profile}.yaml", notebook, overrides)
+    study = Study(notebook.stem, parameters, RETRIEVAL)
     rates = args.learning_rates or [study.settings(PretrainingSettings).pretrain_learning_rate]
     variants = {
         f"decoder {init}, lr {rate:g}": {"decoder_init": init, "learning_rate": rate}
         for init in args.decoder_init
         for rate in rates
     }
+    if args.mlm_only:
+        variants |= {f"MLM only, lr {rate:g}": {"lmae": False, "learning_rate": rate} for rate in rates}
     table = pretraining_variants(study, variants)
-    print(table.to_string())
+    print(f"backbone {parameters['backbone']}: dev probe of Longtriever's start\n{table.to_string()}")
+    if args.zero_shot:
+        print(f"\nzero-shot MRR@100 of the backbone\n{zero_shot_table(study).to_string()}")
     return table
 
 
