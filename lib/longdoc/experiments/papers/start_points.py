@@ -166,6 +166,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     notebook = REPO_ROOT / "notebooks" / "11_longtriever_ablation.ipynb"
     overrides = {"backbone": args.backbone} if args.backbone else None
     parameters = parameters_for(REPO_ROOT / "notebooks" / "profiles" / f"{args.profile}.yaml", notebook, overrides)
+    if args.backbone:  # other values than the profile's: not the profile's record slot (this command records nothing)
+        parameters["profile"] = f"{args.profile}-{args.backbone}"
     study = Study(notebook.stem, parameters, RETRIEVAL)
     rates = args.learning_rates or [study.settings(PretrainingSettings).pretrain_learning_rate]
     variants = {
