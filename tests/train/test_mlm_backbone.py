@@ -187,3 +187,17 @@ def test_a_built_backbone_is_cached_and_selected_by_name(planted_build, tiny_dat
     assert study.params["backbone"] == "manpages-mlm"  # the record names it
     model, _ = load_backbone(study.settings(EncoderSettings).backbone)
     assert model.config.hidden_size == TINY.hidden
+
+
+def test_a_built_backbone_s_tokenizer_is_had_without_building_it(planted_build, tokenizer):
+    from longdoc.experiments.backbones import tokenizer_name
+    from longdoc.models.backbone import load_tokenizer
+
+    assert tokenizer_name("minilm") == "minilm"
+    assert load_tokenizer(tokenizer_name("manpages-mlm")).vocab == load_tokenizer(str(planted_build)).vocab
+
+
+def test_a_built_name_is_a_backbone_not_a_query_generator():
+    from longdoc.experiments.preflight import model_problem
+
+    assert "resolves to nothing" in model_problem("qg_generator", "manpages-mlm")

@@ -137,7 +137,7 @@ def model_problem(name: str, value: str) -> str | None:
     from longdoc.experiments.backbones import build_problem, is_built
     from longdoc.models.backbone import BackboneNotFoundError, resolve_backbone
 
-    if is_built(value):  # trained here by the first notebook that reads it
+    if is_built(value) and name == "backbone":  # trained here by the first notebook that reads it
         problem = build_problem(value)
         return f"{name}={value!r}: {problem}" if problem else None
 

@@ -69,11 +69,11 @@ def document_tokens(study, tokenizer=None) -> dict[str, int]:
         from transformers import AutoTokenizer
 
         from longdoc.data.stats import document_lengths
-        from longdoc.experiments.backbones import backbone_path
+        from longdoc.experiments.backbones import tokenizer_name
         from longdoc.models.backbone import resolve_backbone
 
         tokenizer = tokenizer or AutoTokenizer.from_pretrained(
-            resolve_backbone(backbone_path(study.params["backbone"]))
+            resolve_backbone(tokenizer_name(study.params["backbone"]))
         )
         cached = document_lengths(study.data, tokenizer)["tokens"].to_dict()
         study._explore_lengths = cached
