@@ -15,7 +15,9 @@ import torch
 
 @contextlib.contextmanager
 def seeded(seed: int):
-    """Run the block with torch's CPU generator set to ``seed``; restore the previous state after."""
-    with torch.random.fork_rng(devices=[]):
+    """Run the block with torch's generators (CPU, and every CUDA device's, which ``manual_seed`` also sets)
+    at ``seed``; restore their previous states after."""
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
         yield

@@ -17,11 +17,9 @@ from longdoc.train.mlm_backbone import (
     Masker,
     MlmBackboneConfig,
     Sequences,
-    held_out,
     masked_loss,
     new_model,
     train_mlm_backbone,
-    unjudged_pages,
 )
 
 TINY = MlmBackboneConfig(
@@ -43,6 +41,10 @@ WORDS = "open read write close socket signal process thread memory file director
 def pages(count: int = 24, seed: int = 0) -> tuple[list[str], list[str]]:
     draw = random.Random(seed)
     return [f"page{i}.1" for i in range(count)], [" ".join(draw.choices(WORDS, k=60)) for _ in range(count)]
+
+
+def every_fourth(count: int) -> list[bool]:
+    return [i % 4 == 0 for i in range(count)]
 
 
 def test_a_config_out_of_range_is_refused_naming_the_field():
@@ -87,9 +89,10 @@ def test_the_masks_choose_only_real_tokens_and_about_the_ratio(tokenizer):
 
 def test_the_build_is_deterministic_for_a_seed_and_records_its_curve(tokenizer, tmp_path):
     ids, texts = pages()
-    first = train_mlm_backbone(ids, texts, tokenizer, TINY, tmp_path / "a", progress=False)
-    second = train_mlm_backbone(ids, texts, tokenizer, TINY, tmp_path / "b", progress=False)
-    other = train_mlm_backbone(ids, texts, tokenizer, replace(TINY, seed=1), tmp_path / "c", progress=False)
+    held = every_fourth(len(ids))
+    first = train_mlm_backbone(ids, texts, held, tokenizer, TINY, tmp_path / "a", progress=False)
+    second = train_mlm_backbone(ids, texts, held, tokenizer, TINY, tmp_path / "b", progress=False)
+    other = train_mlm_backbone(ids, texts, held, tokenizer, replace(TINY, seed=1), tmp_path / "c", progress=False)
     assert first["curve"] == second["curve"] and first["curve"] != other["curve"]
     from safetensors.torch import load_file
 
@@ -98,8 +101,8 @@ def test_the_build_is_deterministic_for_a_seed_and_records_its_curve(tokenizer, 
     assert [p["step"] for p in first["curve"]] == [0, 3, 6]
     assert set(first["held_out"]) == {"loss", "accuracy", "predicted", "majority_accuracy"}
     assert first["held_out"]["predicted"] > 0 and 0 < first["held_out"]["majority_accuracy"] < 1
-    assert first["pages"]["held_out"] == len(first["held_out_ids"]) > 0
-    assert all(held_out(i, TINY.held_out_share) for i in first["held_out_ids"])
+    assert first["held_out_ids"] == [doc_id for doc_id, flag in zip(ids, held) if flag]
+    assert first["pages"] == {"read": 24, "trained_on": 18, "held_out": 6}
     assert (tmp_path / "a" / RECORD).is_file()
 
 
@@ -107,7 +110,7 @@ def test_mlm_training_lowers_the_held_out_loss(tokenizer, tmp_path):
     ids = [f"page{i}.1" for i in range(40)]  # each word follows from the one before: context predicts it
     texts = [" ".join(WORDS[(i + k) % len(WORDS)] for k in range(60)) for i in range(40)]
     config = replace(TINY, steps=200, eval_every=200, learning_rate=3e-3)
-    record = train_mlm_backbone(ids, texts, tokenizer, config, tmp_path / "m", progress=False)
+    record = train_mlm_backbone(ids, texts, every_fourth(40), tokenizer, config, tmp_path / "m", progress=False)
     before, after = record["curve"][0]["held_out"], record["curve"][-1]["held_out"]
     assert after["loss"] < 0.5 * before["loss"] and after["accuracy"] > before["accuracy"]
 
@@ -118,7 +121,7 @@ def test_a_saved_backbone_loads_with_its_mlm_head_through_the_common_path(tokeni
     from longdoc.models.longtriever import Longtriever, LongtrieverConfig
 
     ids, texts = pages()
-    train_mlm_backbone(ids, texts, tokenizer, TINY, tmp_path / "built", progress=False)
+    train_mlm_backbone(ids, texts, every_fourth(len(ids)), tokenizer, TINY, tmp_path / "built", progress=False)
     model, loaded_tokenizer = load_backbone(str(tmp_path / "built"))
     assert model.config.num_hidden_layers == 1 and loaded_tokenizer.vocab == tokenizer.vocab
     encoder = Longtriever(LongtrieverConfig(backbone=str(tmp_path / "built"), segment_length=16, max_segments=2))
@@ -133,17 +136,17 @@ def test_a_saved_backbone_loads_with_its_mlm_head_through_the_common_path(tokeni
     )
 
 
-def test_pages_that_are_benchmark_documents_are_dropped_by_id_or_text():
-    ids = ["ls.1", "d12", "copy.1", "empty.1"]
-    texts = ["list directory contents", "the dev page", "the  dev\npage", "  "]
-    kept, kept_texts, dropped = unjudged_pages(ids, texts, {"d12"}, ["the dev page"])
-    assert kept == ["ls.1"] and kept_texts == ["list directory contents"] and dropped == ["d12", "copy.1"]
+def test_training_without_a_held_out_page_is_refused(tokenizer, tmp_path):
+    ids, texts = pages(4)
+    with pytest.raises(ValueError, match="4 pages: 4 to train on and 0 held out"):
+        train_mlm_backbone(ids, texts, [False] * 4, tokenizer, TINY, tmp_path / "x", progress=False)
 
 
 @pytest.fixture
 def planted_build(tokenizer, tiny_dataset, isolated_outputs, monkeypatch, tmp_path):
     """A build of ``manpages-mlm`` at a tiny recipe whose installed pages include a dev-judged page of the
-    excluded benchmark (the tiny dataset's d12) under its own id, and d14's text under another id."""
+    excluded benchmark (the tiny dataset's d12) under its own id, and d14's body under another id, both
+    rendered as installed pages are (a description line, then the body); six packages own the pages."""
     from longdoc.data import installed_pages
     from longdoc.data.beir import load_beir
     from longdoc.experiments import backbones
@@ -152,7 +155,7 @@ def planted_build(tokenizer, tiny_dataset, isolated_outputs, monkeypatch, tmp_pa
     assert "d12" in dataset.qrels["dev"]["q12"] and "d14" in dataset.qrels["dev"]["q14"]
     ids, texts = pages(30)
     ids += ["d12", "planted-copy.1"]
-    texts += [dataset.corpus["d12"].full_text, dataset.corpus["d14"].full_text]
+    texts += [f"a page\n{dataset.corpus['d12'].text}", f"copy the page\n{dataset.corpus['d14'].text}"]
     root = tmp_path / "man"
     root.mkdir()
     for doc_id in ids:
@@ -161,12 +164,13 @@ def planted_build(tokenizer, tiny_dataset, isolated_outputs, monkeypatch, tmp_pa
     monkeypatch.setitem(backbones.BUILT_BACKBONES, "manpages-mlm", TINY)
     monkeypatch.setattr(installed_pages, "installed_pages", lambda *a, **k: sorted(root.iterdir()))
     monkeypatch.setattr(installed_pages, "installed_page_corpus", lambda *a, **k: (list(ids), list(texts)))
+    monkeypatch.setattr(installed_pages, "page_packages", lambda *a, **k: {d: f"pkg{i % 6}" for i, d in enumerate(ids)})
     return backbones.built_backbone("manpages-mlm", progress=False)
 
 
 def test_a_dev_judged_page_is_never_read(planted_build):
     record = json.loads((planted_build / RECORD).read_text())
-    assert record["corpus"]["dropped_as_benchmark_text"] == ["d12", "planted-copy.1"]
+    assert record["corpus"]["curation"]["dropped_as_benchmark_text"] == ["d12", "planted-copy.1"]
     read = (planted_build / "pages.txt").read_text().split()
     assert "d12" not in read and "planted-copy.1" not in read and len(read) == 30
     assert record["pages"]["read"] == 30
@@ -183,7 +187,7 @@ def test_a_built_backbone_is_cached_and_selected_by_name(planted_build, tiny_dat
     from conftest import build_tiny_study
 
     study = build_tiny_study(tiny_dataset, "manpages-mlm")
-    assert study.settings(EncoderSettings).backbone == str(planted_build)
+    assert study.settings(EncoderSettings).backbone == f"cache:backbone/{Path(planted_build).name}"  # portable
     assert study.params["backbone"] == "manpages-mlm"  # the record names it
     model, _ = load_backbone(study.settings(EncoderSettings).backbone)
     assert model.config.hidden_size == TINY.hidden

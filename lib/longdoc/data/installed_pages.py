@@ -9,7 +9,7 @@ benchmark document is among them. They are rendered as the benchmark's are
 (:func:`longdoc.data.manpages.render`); a page ``man`` cannot render is skipped and counted.
 
 ``pretrain_corpus="installed-manpages"`` reads them; the corpus is built once per listing of pages
-(their paths, sizes and times: another machine's packages make another corpus) under
+(their paths and contents: another machine's packages make another corpus) under
 ``<data>/installed-manpages/<key>/`` with a manifest of what went in.
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,7 @@ from longdoc.progress import tqdm
 
 INSTALLED_PAGES = "installed-manpages"  # the pretrain_corpus value
 MAN_ROOT = Path("/usr/share/man")
+DPKG_INFO = Path("/var/lib/dpkg/info")  # <package>[:arch].list: the files each installed package owns
 FEWEST_PAGES = 200  # fewer than this is not a pre-training corpus worth the name (the benchmark has 1,100)
 
 
@@ -57,12 +59,29 @@ def installed_pages_problem(root: Path = MAN_ROOT) -> str | None:
 
 
 def listing_key(paths: list[Path]) -> str:
-    """What identifies a listing of pages: their paths, sizes and modification times."""
+    """What identifies a listing of pages: their paths and contents (a link by its target), so two machines
+    with the same packages find the same corpus, and a reinstall that only touches the files keeps it."""
     digest = hashlib.sha256()
     for path in paths:
-        found = path.lstat()
-        digest.update(f"{path}\0{found.st_size}\0{found.st_mtime_ns}\n".encode())
+        content = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+        digest.update(f"{path}\0{hashlib.sha256(content).hexdigest()}\n".encode())
     return digest.hexdigest()[:16]
+
+
+def page_packages(paths: list[Path], info_dir: Path = DPKG_INFO) -> dict[str, str]:
+    """Page id -> the Debian package that owns its file (dpkg's file lists); a page no list names is left
+    out. Pages of one id keep the first path's package, as the corpus keeps the first page."""
+    owner: dict[str, str] = {}
+    for listing in sorted(info_dir.glob("*.list")):
+        package = listing.name[: -len(".list")].split(":")[0]
+        for line in listing.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith(str(MAN_ROOT) + "/"):
+                owner[line] = package
+    packages: dict[str, str] = {}
+    for path in paths:
+        if str(path) in owner:
+            packages.setdefault(page_id(path), owner[str(path)])
+    return packages
 
 
 def _render(path: Path) -> Document | None:

