@@ -143,7 +143,7 @@ def test_training_without_a_held_out_page_is_refused(tokenizer, tmp_path):
 
 
 @pytest.fixture
-def planted_build(tokenizer, tiny_dataset, isolated_outputs, monkeypatch, tmp_path):
+def planted(tokenizer, tiny_dataset, isolated_outputs, monkeypatch, tmp_path):
     """A build of ``manpages-mlm`` at a tiny recipe whose installed pages include a dev-judged page of the
     excluded benchmark (the tiny dataset's d12) under its own id, and d14's body under another id, both
     rendered as installed pages are (a description line, then the body); six packages own the pages."""
@@ -165,7 +165,27 @@ def planted_build(tokenizer, tiny_dataset, isolated_outputs, monkeypatch, tmp_pa
     monkeypatch.setattr(installed_pages, "installed_pages", lambda *a, **k: sorted(root.iterdir()))
     monkeypatch.setattr(installed_pages, "installed_page_corpus", lambda *a, **k: (list(ids), list(texts)))
     monkeypatch.setattr(installed_pages, "page_packages", lambda *a, **k: {d: f"pkg{i % 6}" for i, d in enumerate(ids)})
+
+
+@pytest.fixture
+def planted_build(planted):
+    from longdoc.experiments import backbones
+
     return backbones.built_backbone("manpages-mlm", progress=False)
+
+
+def test_a_study_names_a_built_backbone_without_building_it_and_its_first_load_builds_it(planted, tiny_dataset):
+    from conftest import build_tiny_study
+    from longdoc.experiments import backbones
+    from longdoc.experiments.settings import EncoderSettings
+    from longdoc.models.backbone import resolve_backbone
+
+    named = build_tiny_study(tiny_dataset, "manpages-mlm").settings(EncoderSettings).backbone
+    folder = backbones.backbone_folder("manpages-mlm")
+    assert named == f"cache:backbone/{folder.name}" and not folder.exists()  # named, not built
+    assert resolve_backbone(named) == str(folder) and (folder / RECORD).is_file()  # the first load built it
+    with pytest.raises(Exception, match="no recipe here builds one of that key"):
+        resolve_backbone("cache:backbone/0123456789abcdef")
 
 
 def test_a_dev_judged_page_is_never_read(planted_build):

@@ -10,8 +10,9 @@ command builds it ahead::
     python -m longdoc.experiments.backbones manpages-mlm --measure  # tokens/s in fp32 and bf16, nothing built
 
 It is cached under ``backbone/<key>``: the recipe, the listing of installed pages, the benchmark's
-checksum, the tokenizer's package and the code of the modules that build it (not the whole package's: a
-later change elsewhere keeps it).
+source pages and builder, the tokenizer's package and the code of the modules that build it (not the
+whole package's: a later change elsewhere keeps it). A study names it by that folder
+(:func:`backbone_path`, computed without building); the first load of its weights or tokenizer builds it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -63,7 +63,6 @@ BUILDER_MODULES = (  # the code that makes a built backbone (its key's fingerpri
     "data/manpages.py",
     "data/beir.py",
     "data/jsonl.py",
-    "experiments/backbones.py",
 )
 
 
@@ -79,82 +78,64 @@ def build_problem(name: str) -> str | None:
     return f"it is trained here on the installed man pages, and {problem}" if problem else None
 
 
-def benchmark_documents() -> tuple[set[str], list[str], str]:
-    """The excluded benchmark's document ids, bodies (its text without the title) and checksum."""
-    from longdoc.data.registry import load_dataset
-
-    dataset = load_dataset(EXCLUDED_BENCHMARK)
-    ids = set(dataset.corpus)
-    return ids, [document.text for document in dataset.corpus.values()], dataset.checksum
+_DETERMINANTS: dict[tuple, dict] = {}  # (name, recipe) -> its cache determinants, once per process
 
 
-_FOUND: dict[tuple, Path] = {}  # (name, cache folder, benchmark) -> its folder, once found in this process
+def determinants(name: str) -> dict:
+    """What the built backbone ``name`` is keyed by: its recipe, the contents of the installed pages, the
+    excluded benchmark's source pages and builder, the tokenizer (computed in a second or two, once per
+    process; nothing is built)."""
+    if not is_built(name):
+        raise ValueError(f"backbone={name!r} is not built by the project ({sorted(BUILT_BACKBONES)})")
+    memo = (name, BUILT_BACKBONES[name], EXCLUDED_BENCHMARK)
+    if memo not in _DETERMINANTS:
+        from longdoc.data.installed_pages import benchmark_files, installed_pages, listing_key
+        from longdoc.data.manpages import BUILDER_VERSION, PACKAGES
+        from longdoc.models.backbone import weights_version
+
+        sources = sorted(Path(f) for f in benchmark_files() if Path(f).is_file())
+        _DETERMINANTS[memo] = {
+            "name": name,
+            "recipe": asdict(BUILT_BACKBONES[name]),
+            "pages": listing_key(installed_pages()),
+            "excluded": f"{EXCLUDED_BENCHMARK}: {', '.join(PACKAGES)} {listing_key(sources)}, builder {BUILDER_VERSION}",
+            "tokenizer": f"{TOKENIZER} {weights_version(TOKENIZER)}",
+        }
+    return _DETERMINANTS[memo]
+
+
+def backbone_folder(name: str) -> Path:
+    """Where built backbone ``name`` is (or will be) cached; nothing is built."""
+    from longdoc.experiments.cache import cache_folder
+
+    return cache_folder("backbone", BUILDER_MODULES, **determinants(name))
 
 
 def built_backbone(name: str, progress: bool = True) -> Path:
-    """The folder of built backbone ``name`` (trained on first use: up to an hour on 2 cores; found once
-    per process, as listing the pages and loading the benchmark take seconds)."""
-    if not is_built(name):
-        raise ValueError(f"backbone={name!r} is not built by the project ({sorted(BUILT_BACKBONES)})")
-    from longdoc.experiments.cache import CACHE_DIR
-
-    memo = (name, str(CACHE_DIR), EXCLUDED_BENCHMARK, BUILT_BACKBONES[name])
-    if memo not in _FOUND or not _FOUND[memo].is_dir():
-        _FOUND[memo] = _find_or_build(name, progress)
-    return _FOUND[memo]
-
-
-def _find_or_build(name: str, progress: bool) -> Path:
-    from longdoc.data.installed_pages import installed_pages, listing_key
+    """The folder of built backbone ``name``, trained on first use (up to an hour on 2 cores)."""
     from longdoc.experiments.cache import cached_directory
-    from longdoc.models.backbone import weights_version
+    from longdoc.train.mlm_backbone import build_on_installed_pages
 
-    config = BUILT_BACKBONES[name]
-    pages = installed_pages()
-    listing = listing_key(pages)
-    benchmark_ids, benchmark_bodies, checksum = benchmark_documents()
-
-    def build(directory: Path) -> None:
-        from longdoc.data.installed_pages import INSTALLED_PAGES, installed_page_corpus, page_packages
-        from longdoc.data.page_curation import curate_pages
-        from longdoc.data.registry import DATA_DIR
-        from longdoc.models.backbone import load_tokenizer
-        from longdoc.train.mlm_backbone import train_mlm_backbone
-
-        began = time.perf_counter()
-        ids, texts = installed_page_corpus(DATA_DIR, progress=progress)
-        curated = curate_pages(
-            ids,
-            texts,
-            page_packages(pages),
-            benchmark_ids,
-            benchmark_bodies,
-            config.held_out_share,
-            config.max_package_share,
-        )
-        manifest_file = DATA_DIR / INSTALLED_PAGES / listing / "manifest.json"
-        corpus = {
-            "name": INSTALLED_PAGES,
-            "manifest": json.loads(manifest_file.read_text(encoding="utf-8")) if manifest_file.is_file() else {},
-            "listing": listing,
-            "excluded_benchmark": {"name": EXCLUDED_BENCHMARK, "checksum": checksum, "documents": len(benchmark_ids)},
-            "curation": curated.report,
-            "corpus_seconds": time.perf_counter() - began,
-        }
-        train_mlm_backbone(
-            curated.ids, curated.texts, curated.held_out, load_tokenizer(TOKENIZER), config, directory, corpus, progress
-        )
-
+    keyed_by = determinants(name)  # refuses a name that is not built here
     return cached_directory(
         "backbone",
-        build,
+        lambda directory: build_on_installed_pages(
+            directory, BUILT_BACKBONES[name], TOKENIZER, EXCLUDED_BENCHMARK, progress
+        ),
         code_modules=BUILDER_MODULES,
-        name=name,
-        recipe=asdict(config),
-        pages=listing,
-        excluded=checksum,
-        tokenizer=f"{TOKENIZER} {weights_version(TOKENIZER)}",
+        **keyed_by,
     )
+
+
+def build_portable(portable_name: str, progress: bool = True) -> Path | None:
+    """The folder of the built backbone whose portable name (``cache:backbone/<key>``) is ``portable_name``,
+    trained if it is missing; None when no recipe here has that key (another checkout's code or pages)."""
+    from longdoc.experiments.cache import portable
+
+    for name in BUILT_BACKBONES:
+        if portable(backbone_folder(name)) == portable_name:
+            return built_backbone(name, progress)
+    return None
 
 
 def tokenizer_name(name: str) -> str:
@@ -163,13 +144,14 @@ def tokenizer_name(name: str) -> str:
     return TOKENIZER if is_built(name) else name
 
 
-def backbone_path(name: str, progress: bool = True) -> str:
+def backbone_path(name: str) -> str:
     """Where backbone ``name`` is read from: a built one's cache folder by its portable name
     (``cache:backbone/<key>``: what every downstream key and record holds, wherever the checkout or the
-    cache is; :func:`longdoc.models.backbone.resolve_backbone` reads it), any other name as it is."""
+    cache is; :func:`longdoc.models.backbone.resolve_backbone` reads it and builds it on first use), any
+    other name as it is. Nothing is built here: a study or a planner can name it for free."""
     from longdoc.experiments.cache import portable
 
-    return portable(built_backbone(name, progress)) if is_built(name) else name
+    return portable(backbone_folder(name)) if is_built(name) else name
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -168,6 +168,18 @@ def _require_writable_cache() -> None:
     _WRITABLE.add(CACHE_DIR)
 
 
+def _keyed(kind: str, code_modules: tuple[str, ...] | None, determinants: dict) -> tuple[Path, dict]:
+    code = code_fingerprint() if code_modules is None else modules_fingerprint(code_modules)
+    determinants = {**determinants, "code": code, "packages": package_versions()}
+    return CACHE_DIR / kind / cache_key(**determinants), determinants
+
+
+def cache_folder(kind: str, code_modules: tuple[str, ...] | None = None, **determinants) -> Path:
+    """Where :func:`cached_directory` keeps (or would build) the artefact of these determinants; nothing
+    is built."""
+    return _keyed(kind, code_modules, determinants)[0]
+
+
 def cached_directory(kind: str, build, code_modules: tuple[str, ...] | None = None, **determinants) -> Path:
     """``CACHE_DIR/kind/<key>``; calls ``build(tmp_dir)`` to create it when missing (atomically).
     The key covers ``determinants``, the code fingerprint (computed once per process; of ``code_modules``
@@ -176,10 +188,8 @@ def cached_directory(kind: str, build, code_modules: tuple[str, ...] | None = No
     A ``build(tmp_dir, resume_dir)`` of two arguments gets ``CACHE_DIR/kind/<key>.resume``, a folder
     that survives a killed build (training states, :mod:`longdoc.train.checkpoint`) and is removed
     once the artefact exists. Temporary folders of builds whose process is gone are swept first."""
-    code = code_fingerprint() if code_modules is None else modules_fingerprint(code_modules)
-    determinants = {**determinants, "code": code, "packages": package_versions()}
-    key = cache_key(**determinants)
-    directory = CACHE_DIR / kind / key
+    directory, determinants = _keyed(kind, code_modules, determinants)
+    key = directory.name
     if not (directory / "key.json").exists():
         if _CACHE_ONLY[0]:
             raise NotCached(kind)

@@ -344,6 +344,10 @@ PARAMETERS: dict[str, Parameter] = {
     "ladder_two_seeds_until": Parameter(
         int, "rungs up to this multiplier run two seeds; larger ones one seed (a trend, no verdict)", minimum=1
     ),
+    # the experiment on the start built here (notebook 50)
+    "start_budgets": Parameter(
+        list, "multiples of train_steps tried in order until every row learns (notebook 50)", minimum=1, item=int
+    ),
 }
 
 

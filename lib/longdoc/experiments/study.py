@@ -147,12 +147,19 @@ class Study:
             check_record_slot(*study._slot(None))
         return study
 
+    def with_parameters(self, **changes) -> Study:
+        """This notebook's study with some parameters changed (a budget searched upward): its own fits, the
+        loaded data, and the tables, figures and clock of this one, so its record is the notebook's."""
+        other = Study(self.notebook, {**self.params, **changes}, self.family, self.progress)
+        other.started, other.shown, other.figures, other._data = self.started, self.shown, self.figures, self._data
+        return other
+
     def settings(self, kind: type[T]) -> T:
         """The study's parameters as the typed settings ``kind`` (:mod:`longdoc.experiments.settings`)."""
         if kind not in self._settings:
             value = from_parameters(kind, self.params, self.notebook)
             if is_built(getattr(value, "backbone", "")):  # a backbone built here: its folder (built on first use)
-                value = dataclasses.replace(value, backbone=backbone_path(value.backbone, self.progress))
+                value = dataclasses.replace(value, backbone=backbone_path(value.backbone))
             self._settings[kind] = value
         return self._settings[kind]
 

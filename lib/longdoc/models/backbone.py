@@ -35,12 +35,18 @@ class BackboneNotFoundError(RuntimeError):
 def resolve_backbone(backbone: str | os.PathLike | None = None) -> str:
     """Path (or hub name found in the local cache) of the backbone's weights; a clear error otherwise."""
     name = str(backbone or DEFAULT_BACKBONE)
-    if name.startswith(CACHED):  # a backbone built here, by its portable name (experiments.backbones)
-        from longdoc.experiments.cache import CACHE_DIR  # the cache is the experiments' (a lazy import)
+    if name.startswith(CACHED):  # a backbone built here, by its portable name, built on first use
+        from longdoc.experiments.cache import CACHE_DIR  # the cache and the recipes are the experiments' (lazy)
 
         folder = Path(CACHE_DIR) / name[len(CACHED) :]
         if not (folder / "config.json").is_file():
-            raise BackboneNotFoundError(f"backbone={name!r}: {folder} holds no built backbone (config.json)")
+            from longdoc.experiments.backbones import build_portable
+
+            if build_portable(name) is None:  # not a recipe of this checkout on this machine's pages
+                raise BackboneNotFoundError(
+                    f"backbone={name!r}: {folder} holds no backbone, and no recipe here builds one of that key "
+                    "(python -m longdoc.experiments.backbones)"
+                )
         return str(folder)
     shipped = _shipped(name)
     if shipped is not None:

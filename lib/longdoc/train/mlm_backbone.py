@@ -304,6 +304,50 @@ def train_mlm_backbone(
     return record
 
 
+def build_on_installed_pages(
+    out_dir: Path, config: MlmBackboneConfig, tokenizer_name: str, benchmark: str, progress: bool = True
+) -> dict:
+    """Train a backbone by ``config`` on this machine's installed man pages outside ``benchmark``'s
+    packages (:mod:`longdoc.data.installed_pages`), curated against ``benchmark``'s documents
+    (:mod:`longdoc.data.page_curation`), into ``out_dir``; the corpus's manifest and curation go in the
+    record."""
+    from longdoc.data.installed_pages import (
+        INSTALLED_PAGES,
+        installed_page_corpus,
+        installed_pages,
+        listing_key,
+        page_packages,
+    )
+    from longdoc.data.page_curation import curate_pages
+    from longdoc.data.registry import DATA_DIR, load_dataset
+    from longdoc.models.backbone import load_tokenizer
+
+    began = time.perf_counter()
+    excluded = load_dataset(benchmark)
+    pages = installed_pages()
+    ids, texts = installed_page_corpus(DATA_DIR, progress=progress)
+    curated = curate_pages(
+        ids,
+        texts,
+        page_packages(pages),
+        set(excluded.corpus),
+        [document.text for document in excluded.corpus.values()],
+        config.held_out_share,
+        config.max_package_share,
+    )
+    manifest = DATA_DIR / INSTALLED_PAGES / listing_key(pages) / "manifest.json"
+    corpus = {
+        "name": INSTALLED_PAGES,
+        "manifest": json.loads(manifest.read_text(encoding="utf-8")) if manifest.is_file() else {},
+        "excluded_benchmark": {"name": benchmark, "checksum": excluded.checksum, "documents": len(excluded.corpus)},
+        "curation": curated.report,
+        "corpus_seconds": time.perf_counter() - began,
+    }
+    return train_mlm_backbone(
+        curated.ids, curated.texts, curated.held_out, load_tokenizer(tokenizer_name), config, out_dir, corpus, progress
+    )
+
+
 def measure_throughput(config: MlmBackboneConfig, tokenizer: PreTrainedTokenizerBase, steps: int = 8) -> float:
     """Training tokens per second of ``config`` on full-length sequences of random tokens (the first two
     steps are not timed): what chooses the precision and the size of a recipe."""
