@@ -6,8 +6,8 @@
 #   ./run_all.sh --only 00,01         a subset of notebooks (by number prefix)
 #   ./run_all.sh --dataset DIR        your own data: a BEIR-layout directory (python -m longdoc.data.convert
 #                                     makes one from MS MARCO / TREC / NQ320k / pair files)
-#   ./run_all.sh --data ROLE=DIR      the dataset of one role's notebooks (repeatable): retrieval (00-24),
-#                                     matching (30-33), nci (40-45); e.g. --data nci=data/nq320k
+#   ./run_all.sh --data ROLE=DIR      the dataset of one role's notebooks (repeatable): retrieval (00-24, 50),
+#                                     matching (30-33, 51), nci (40-45); e.g. --data nci=data/nq320k
 #   ./run_all.sh --backbone NAME      another backbone (a Hugging Face name, a local path, or manpages-mlm: built here)
 #   ./run_all.sh --set NAME=VALUE     any other parameter of the profile (once each; value read as YAML, a
 #                                     name or a path as typed)

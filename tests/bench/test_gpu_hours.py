@@ -281,3 +281,10 @@ def test_a_warm_start_that_is_not_a_fine_tuned_dense_row_is_refused_before_any_f
     assert not planner.plan.works
     with pytest.raises(ValueError, match="warm start 'BM25' is not a fine-tuned dense system"):
         row.spec.fit(study, 1e-3, 0)  # refused before the study reads any data
+
+
+def test_a_backbone_is_priced_at_the_nearest_measured_width_not_below_its_own():
+    assert gpu_hours.priced_width("minilm") == 384
+    assert gpu_hours.priced_width("manpages-mlm") == 384  # 256 wide: MiniLM's prices bound it
+    assert gpu_hours.priced_width("manpages-mlm-base") == 768
+    assert gpu_hours.priced_width("bert-base-uncased") == 768

@@ -165,6 +165,16 @@ def items_per_step(job: str, shape: dict) -> int:
     )
 
 
+def priced_width(backbone: str | None) -> int:
+    """The measured width whose prices apply to ``backbone``: MiniLM's 384 for it and for a backbone built
+    here no wider (``manpages-mlm``, 256 wide: an upper bound), else BERT-base's 768."""
+    from longdoc.experiments.backbones import BUILT_BACKBONES
+
+    if backbone == "minilm" or (backbone in BUILT_BACKBONES and BUILT_BACKBONES[backbone].hidden <= MINILM_HIDDEN):
+        return MINILM_HIDDEN
+    return 768
+
+
 def load_prices(path: Path = MEASUREMENTS, hidden: int = 768) -> dict[str, Price]:
     """Per job, the mean GPU-seconds per item over the file's runs at ``hidden`` (768: the papers' size;
     384: MiniLM's), per measured tokens per document."""
@@ -532,7 +542,7 @@ def write_fit_prices(args) -> None:
     params = yaml.safe_load(args.parameters.read_text()) if args.parameters else None
     values = params or load_profile(profile_path(args.profile))
     scale = args.scale or ("paper" if values.get("profile") == "paper" else "benchmark")
-    hidden = args.hidden or (MINILM_HIDDEN if values.get("backbone") == "minilm" else 768)
+    hidden = args.hidden or priced_width(values.get("backbone"))
     plan = notebook_plan(args.profile, notebook, scale=scale, params=params, every_rate=True)
     found = {
         "notebook": notebook,
@@ -558,7 +568,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument(
         "--hidden",
         type=int,
-        help="model width whose measured prices apply (default: 384 for the minilm backbone, else 768)",
+        help="model width whose measured prices apply (default: 384 for minilm and manpages-mlm, else 768)",
     )
     parser.add_argument(
         "--fit-prices",
@@ -576,7 +586,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     profile_name = profile_path(args.profile).stem
     scale = args.scale or ("paper" if profile_name == "paper" else "benchmark")
     backbone = load_profile(profile_path(args.profile)).get("backbone")
-    hidden = args.hidden or (MINILM_HIDDEN if backbone == "minilm" else 768)
+    hidden = args.hidden or priced_width(backbone)
     frame = estimate(args.profile, notebooks, args.measurements, scale=scale, hidden=hidden)
     if scale == "benchmark":
         frame.insert(frame.columns.get_loc("GPU-hours"), "GPU-minutes", frame["GPU-hours"] * 60)

@@ -176,13 +176,15 @@ def load_profile(profile: str | Path) -> dict:
     return {**values, "notebooks": per_notebook}
 
 
-ROLES = {"retrieval": ("0", "1", "2"), "matching": ("3",), "nci": ("4",)}  # by the notebook number's first digit
+# by the notebook number's first digit, or its two digits (50-51: the start built here, one of each)
+ROLES = {"retrieval": ("0", "1", "2", "50"), "matching": ("3", "51"), "nci": ("4",)}
 
 
 def dataset_role(notebook: str | Path) -> str | None:
     """The kind of dataset a notebook reads (``ROLES``); None for one that reads several (the ladder, 90)."""
-    first = Path(notebook).stem[:1]
-    return next((role for role, digits in ROLES.items() if first in digits), None)
+    stem = Path(notebook).stem
+    number = stem[:2] if any(stem[:2] in prefixes for prefixes in ROLES.values()) else stem[:1]
+    return next((role for role, prefixes in ROLES.items() if number in prefixes), None)
 
 
 def role_problem(role: str, dataset: str) -> str | None:

@@ -107,12 +107,18 @@ class Execution:
         pass
 
 
+def changed(filed: dict, ran: dict) -> dict:
+    """The parameters a study ran at that differ from those its record is filed under."""
+    return {name: value for name, value in ran.items() if filed.get(name) != value}
+
+
 class Study:
     """One notebook's experiment: its parameters, data, systems and record."""
 
     def __init__(self, notebook: str, parameters: dict[str, Any], family: Family | None = None, progress: bool = True):
         self.notebook = notebook
         self.params = check_parameters(parameters)
+        self.filed_params = self.params  # what the record is filed under (a searched budget: the notebook's own)
         self.family = family
         self.progress = progress
         self.started = time.time()
@@ -149,9 +155,11 @@ class Study:
 
     def with_parameters(self, **changes) -> Study:
         """This notebook's study with some parameters changed (a budget searched upward): its own fits, the
-        loaded data, and the tables, figures and clock of this one, so its record is the notebook's."""
+        loaded data, and the tables, figures and clock of this one; its record is filed under this one's
+        parameters (the profile's slot), with the values it ran at beside them (``ran_with``)."""
         other = Study(self.notebook, {**self.params, **changes}, self.family, self.progress)
         other.started, other.shown, other.figures, other._data = self.started, self.shown, self.figures, self._data
+        other.filed_params = self.filed_params
         return other
 
     def settings(self, kind: type[T]) -> T:
@@ -177,7 +185,7 @@ class Study:
 
     def _slot(self, data_checksum: str | None) -> tuple:
         """The arguments of :func:`check_record_slot` for this study's record."""
-        return self.directory, self.options.profile, self.params, data_checksum, self.profile_config
+        return self.directory, self.options.profile, self.filed_params, data_checksum, self.profile_config
 
     @functools.cached_property
     def profile_config(self) -> dict | None:
@@ -495,11 +503,16 @@ class Study:
             self.directory,
             self.notebook,
             self.options.profile,
-            config=self.params,
+            config=self.filed_params,
             metrics=record_metrics,
             data_checksum=checksum,
             seeds=self.seeds,
-            extra={"code_fingerprint": code_fingerprint(), "usage": usage, "dataset": data_folder(self.params)},
+            extra={
+                "code_fingerprint": code_fingerprint(),
+                "usage": usage,
+                "dataset": data_folder(self.params),
+                **({"ran_with": changed(self.filed_params, self.params)} if self.filed_params != self.params else {}),
+            },
             overwrite=overwrite,
             write_files=self.write_runs,
             profile_config=self.profile_config,

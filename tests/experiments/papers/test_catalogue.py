@@ -25,12 +25,13 @@ def test_every_notebook_that_fits_rows_runs_its_table():
     fitting = sorted(
         p.stem
         for p in NOTEBOOKS.glob("[0-8]*.ipynb")
-        if "run_table(" in notebook_code(p.stem) or "run_all(" in notebook_code(p.stem)
+        if any(call in notebook_code(p.stem) for call in ("run_table(", "run_all(", "budget_search("))
     )
     assert fitting == sorted(catalogue.TABLES)
-    for notebook in fitting:
+    for notebook in fitting:  # its table, at the notebook's budget or at each budget a search tries
         code = notebook_code(notebook)
-        assert "run_table(" in code and "run_all(" not in code and "study.run(" not in code, notebook
+        assert "run_table(" in code or "budget_search(" in code, notebook
+        assert "run_all(" not in code and "study.run(" not in code, notebook
         if "table_findings(" in code:  # its verdicts are its table's claims
             assert catalogue.table(notebook).claims is not None, notebook
 

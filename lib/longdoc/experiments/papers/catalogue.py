@@ -4,10 +4,10 @@ A new notebook adds its table to its paper module's ``TABLES``."""
 
 from __future__ import annotations
 
-from longdoc.experiments.papers import baselines, longtriever, nci, sedr, smith
+from longdoc.experiments.papers import baselines, built_start, longtriever, nci, sedr, smith
 from longdoc.experiments.systems import Headline, Table
 
-PAPER_MODULES = (baselines, longtriever, sedr, smith, nci)
+PAPER_MODULES = (baselines, longtriever, sedr, smith, nci, built_start)
 
 
 def _by_notebook() -> dict[str, Table]:

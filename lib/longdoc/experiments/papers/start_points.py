@@ -143,6 +143,15 @@ def zero_shot_table(study: Study) -> pd.DataFrame:
     return pd.DataFrame(rows).T
 
 
+def _assignment(text: str) -> tuple[str, object]:
+    import yaml
+
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise SystemExit(f"--set {text!r}: expected NAME=VALUE")
+    return name.strip(), yaml.safe_load(value)
+
+
 def main(argv: list[str] | None = None) -> pd.DataFrame:
     """``python -m longdoc.experiments.papers.start_points --profile cpu --decoder-init copy random``: how the
     LMAE decoder's start (and the pre-training learning rate) change the pre-trained start point;
@@ -162,12 +171,17 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--learning-rates", nargs="+", type=float, default=None)
     parser.add_argument("--mlm-only", action="store_true", help="add MLM-only pre-training at each rate")
     parser.add_argument("--zero-shot", action="store_true", help="print the backbone's zero-shot MRR@100 too")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="another value (YAML), e.g. pretrain_steps=240"
+    )
     args = parser.parse_args(argv)
     notebook = REPO_ROOT / "notebooks" / "11_longtriever_ablation.ipynb"
-    overrides = {"backbone": args.backbone} if args.backbone else None
-    parameters = parameters_for(REPO_ROOT / "notebooks" / "profiles" / f"{args.profile}.yaml", notebook, overrides)
-    if args.backbone:  # other values than the profile's: not the profile's record slot (this command records nothing)
-        parameters["profile"] = f"{args.profile}-{args.backbone}"
+    overrides = dict(_assignment(text) for text in args.set) | ({"backbone": args.backbone} if args.backbone else {})
+    parameters = parameters_for(
+        REPO_ROOT / "notebooks" / "profiles" / f"{args.profile}.yaml", notebook, overrides or None
+    )
+    if overrides:  # other values than the profile's: not the profile's record slot (this command records nothing)
+        parameters["profile"] = f"{args.profile}-{args.backbone or 'set'}"
     study = Study(notebook.stem, parameters, RETRIEVAL)
     rates = args.learning_rates or [study.settings(PretrainingSettings).pretrain_learning_rate]
     variants = {
