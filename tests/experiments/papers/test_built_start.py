@@ -58,10 +58,33 @@ def test_a_search_where_no_budget_learns_ends_at_the_largest_and_says_so(monkeyp
     monkeypatch.setattr(built_start, "learns", learning_from(1000))
     search = built_start.budget_search(FakeStudy(4, [1, 2, 4], fitted))
     assert fitted == [4, 8, 16] and not search.found
-    backbone = pd.DataFrame([{"backbone": "minilm", "built here": False, "learned language": None}])
+    backbone = pd.DataFrame([{"backbone": "bert", "built here": False, "MLM head": True, "learned language": True}])
     text = built_start.decision(backbone, search)
     assert "at 16 steps, the largest budget tried (4, 8, 16), I, II still fail the rule" in text
-    assert "stay not testable" in text
+    assert "stay not testable" in text and not built_start.start_precondition(backbone, search).holds
+
+
+def test_claims_are_posed_only_on_an_mlm_start_whose_rows_learn(monkeypatch):
+    monkeypatch.setattr(built_start, "learns", learning_from(4))
+    search = built_start.budget_search(FakeStudy(4, [1, 2], []))
+    mlm = pd.DataFrame([{"backbone": "bert", "built here": False, "MLM head": True, "learned language": True}])
+    minilm = pd.DataFrame([{"backbone": "minilm", "built here": False, "MLM head": False, "learned language": False}])
+    assert built_start.start_precondition(mlm, search).holds and "are posed on it" in built_start.decision(mlm, search)
+    assert not built_start.start_precondition(minilm, search).holds
+    assert "has no trained MLM head" in built_start.decision(minilm, search)
+
+
+def test_the_packaged_minilm_has_no_trained_mlm_head_and_a_saved_mlm_has_one(tmp_path, tokenizer):
+    from transformers import BertConfig, BertForMaskedLM
+
+    from longdoc.models.backbone import resolve_backbone
+
+    assert not built_start.mlm_head_trained(resolve_backbone("minilm"))
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64
+    )
+    BertForMaskedLM(config).save_pretrained(tmp_path / "mlm")
+    assert built_start.mlm_head_trained(str(tmp_path / "mlm"))
 
 
 class FakeTable:

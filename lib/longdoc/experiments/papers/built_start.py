@@ -22,7 +22,7 @@ it: :mod:`longdoc.experiments.backbones`). The questions, in the README's number
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -33,7 +33,7 @@ from longdoc.experiments.papers.longtriever import ablation_claims, ablation_sys
 from longdoc.experiments.settings import EncoderSettings, settings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import System, Table
-from longdoc.experiments.verdicts import Claim
+from longdoc.experiments.verdicts import Claim, Precondition
 
 LANGUAGE_MARGIN = 0.10  # question 1: held-out MLM accuracy this far above always guessing the commonest token
 
@@ -57,17 +57,31 @@ class BudgetSearch:
         return bool(last["learns"].all())
 
 
+def mlm_head_trained(path: str) -> bool:
+    """Whether the backbone folder holds trained MLM head weights (an MLM-trained encoder, as BERT; the
+    packaged MiniLM, a contrastive sentence encoder, has none)."""
+    from transformers import BertForMaskedLM
+
+    try:
+        _, info = BertForMaskedLM.from_pretrained(path, output_loading_info=True)
+    except (OSError, ValueError):
+        return False
+    return not any(key.startswith("cls.") for key in info["missing_keys"])
+
+
 def backbone_learned(study: Study) -> pd.DataFrame:
-    """Question 1 from the backbone's own record (``mlm-backbone.json``): its size, steps, wall time and
-    held-out MLM accuracy against always guessing the commonest masked token; one row, empty figures and
-    no verdict for a backbone not built here (the packaged MiniLM has no MLM head to measure)."""
+    """Question 1: for a backbone built here, from its own record (``mlm-backbone.json``): its size, steps,
+    wall time and held-out MLM accuracy against always guessing the commonest masked token; for any other,
+    whether it is an MLM-trained encoder at all (its MLM head's weights: BERT has them, MiniLM not)."""
     from longdoc.models.backbone import resolve_backbone
     from longdoc.train.mlm_backbone import RECORD
 
     backbone = study.params["backbone"]
-    record_file = Path(resolve_backbone(study.settings(EncoderSettings).backbone)) / RECORD
+    folder = resolve_backbone(study.settings(EncoderSettings).backbone)
+    record_file = Path(folder) / RECORD
     if not record_file.is_file():
-        return pd.DataFrame([{"backbone": backbone, "built here": False, "learned language": None}])
+        head = mlm_head_trained(folder)
+        return pd.DataFrame([{"backbone": backbone, "built here": False, "MLM head": head, "learned language": head}])
     record = json.loads(record_file.read_text(encoding="utf-8"))
     held, config = record["held_out"], record["config"]
     return pd.DataFrame(
@@ -75,6 +89,7 @@ def backbone_learned(study: Study) -> pd.DataFrame:
             {
                 "backbone": backbone,
                 "built here": True,
+                "MLM head": True,
                 "shape": f"{config['layers']} × {config['hidden']}",
                 "parameters": record["parameters"],
                 "steps": config["steps"],
@@ -214,13 +229,36 @@ def budget_search(study: Study) -> BudgetSearch:
     return BudgetSearch(rung, pd.concat(frames, ignore_index=True))
 
 
+def start_precondition(backbone: pd.DataFrame, search: BudgetSearch) -> Precondition:
+    """The README's gate on every claim of the notebook: the start is an MLM-trained encoder that learned
+    language (question 1) and every row learns at the budget the search stopped at (question 4 or 5)."""
+    first = backbone.iloc[0]
+    steps = search.study.params["train_steps"]
+    return Precondition(
+        bool(first["learned language"]) and search.found,
+        f"the start ({first['backbone']}) is an MLM-trained encoder that learned language, and every row "
+        f"learns at {steps} fine-tuning steps (README, questions 1, 4-5)",
+    )
+
+
+def findings(study: Study, systems: list[System], backbone: pd.DataFrame, search: BudgetSearch):
+    """The notebook's claims, each gated by :func:`start_precondition`, with :func:`decision` as context."""
+    gate = start_precondition(backbone, search)
+    gated = [replace(claim, precondition=gate) for claim in claims(study, systems)]
+    return study.findings(gated, decision(backbone, search))
+
+
 def decision(backbone: pd.DataFrame, search: BudgetSearch) -> str:
     """Question 1 and whether the rows learn (question 4, SMITH's question 5) in words, and what they decide
     for this notebook's rows (README's rule: the pre-training claims are posed on this start only if its
     rows learn)."""
     first = backbone.iloc[0]
     if not first["built here"]:
-        language = f"question 1 does not apply: {first['backbone']} was not built here (no MLM record)"
+        language = f"question 1: {first['backbone']} was not built here; it " + (
+            "is an MLM-trained encoder (its MLM head has trained weights)"
+            if first["MLM head"]
+            else "has no trained MLM head, so it is not the start the papers assume"
+        )
     else:
         language = (
             f"question 1: held-out MLM accuracy {first['held-out accuracy']:.3f} against "
@@ -236,10 +274,10 @@ def decision(backbone: pd.DataFrame, search: BudgetSearch) -> str:
     else:
         failing = ", ".join(last.loc[~last["learns"], "row"])
         learning = f"{question}: at {steps} steps, the largest budget tried ({tried}), {failing} still fail the rule"
-    learned = search.found and (not first["built here"] or bool(first["learned language"]))
+    learned = search.found and bool(first["learned language"])
     verdict = (
         "the rows learn from this start, so the pre-training claims below are posed on it"
         if learned
-        else "the rows do not all learn from this start, so the pre-training claims stay not testable on it"
+        else "the start or its rows fail the README's rule, so the pre-training claims stay not testable on it"
     )
     return f"{language}; {learning}; {verdict}."
