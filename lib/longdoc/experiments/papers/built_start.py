@@ -128,33 +128,27 @@ def smith_claims(study: Study, systems: list[System]) -> list[Claim]:
     """Table 5's pre-training claims at one start: WP+SP > WP, WP > none, WP+SP > none."""
     from longdoc.experiments.papers import smith
 
-    def quoted(a: str, b: str) -> str:
-        return "; ".join(
-            f"{d}: {smith.paper_value(a, dataset=d):.4f} vs {smith.paper_value(b, dataset=d):.4f}"
-            for d in smith.DATASETS
-        ) + smith.contradicted(a, b)
-
     none = smith.FROM_BACKBONE
     return [
         Claim(
             "masked sentence-block prediction adds to word prediction (WP+SP > WP)",
             "SMITH-WP+SP",
             "SMITH-WP",
-            quoted("SMITH-WP+SP", "SMITH-WP"),
+            smith.quoted("SMITH-WP+SP", "SMITH-WP"),
             "Accuracy",
         ),
         Claim(
             f"pre-training helps (WP > {none}; the paper's WP > NP)",
             "SMITH-WP",
             none,
-            quoted("SMITH-WP", "SMITH-NP"),
+            smith.quoted("SMITH-WP", "SMITH-NP"),
             "Accuracy",
         ),
         Claim(
             f"pre-training helps (WP+SP > {none}; the paper's WP+SP > NP)",
             "SMITH-WP+SP",
             none,
-            quoted("SMITH-WP+SP", "SMITH-NP"),
+            smith.quoted("SMITH-WP+SP", "SMITH-NP"),
             "Accuracy",
         ),
     ]

@@ -182,6 +182,13 @@ def contradicted(better: str, worse: str, table: str = "Table 5") -> str:
     )
 
 
+def quoted(better: str, worse: str) -> str:
+    """Table 5's accuracies of two rows on both collections, as a claim quotes them."""
+    return "; ".join(
+        f"{d}: {paper_value(better, dataset=d):.4f} vs {paper_value(worse, dataset=d):.4f}" for d in DATASETS
+    ) + contradicted(better, worse)
+
+
 def main_claims(study: Study, systems: list[System]) -> list[Claim]:
     """Table 5's claims, worded for what is compared here (both collections' accuracies quoted)."""
     names = [s.name for s in systems]
@@ -193,11 +200,6 @@ def main_claims(study: Study, systems: list[System]) -> list[Claim]:
         if s.spec.model == "MatchBERT" and s.spec.encoder.segment_length >= tokens(short.spec.encoder)
     ]
     flat = same_length[0] if same_length else longest_matchbert
-
-    def quoted(a: str, b: str) -> str:
-        return "; ".join(
-            f"{d}: {paper_value(a, dataset=d):.4f} vs {paper_value(b, dataset=d):.4f}" for d in DATASETS
-        ) + contradicted(a, b)
 
     return [
         Claim(
@@ -409,7 +411,7 @@ def sweep_claims(first: str, others: list[str], statement: str, paper: str) -> l
 def combine_claims() -> list[Claim]:
     """Table 7: normal beats the three other modes; attention beats sum- and mean-concat."""
 
-    def quoted(a: str, b: str) -> str:
+    def quoted_modes(a: str, b: str) -> str:
         a, b = "SMITH-WP+SP " + a, "SMITH-WP+SP " + b
         return "; ".join(
             f"{d} dev: {paper_value(a, dataset=d, table='Table 7'):.4f} vs "
@@ -418,11 +420,11 @@ def combine_claims() -> list[Claim]:
         ) + contradicted(a, b, "Table 7")
 
     claims = [
-        Claim(f"normal beats {mode}", "normal", mode, quoted("normal", mode), "Accuracy")
+        Claim(f"normal beats {mode}", "normal", mode, quoted_modes("normal", mode), "Accuracy")
         for mode in ("sum-concat", "mean-concat", "attention")
     ]
     return claims + [
-        Claim(f"attention beats {mode}", "attention", mode, quoted("attention", mode), "Accuracy")
+        Claim(f"attention beats {mode}", "attention", mode, quoted_modes("attention", mode), "Accuracy")
         for mode in ("sum-concat", "mean-concat")
     ]
 
