@@ -383,6 +383,8 @@ def notebook_plan(
     planner = Planner(study, _scale(scale, table.family.role, params), every_rate)
     for system, seeds in table.runs(study):  # the rows and seeds Study.run_table fits
         planner.run(system, seeds)
+    for system in table.beside(study) if table.beside else []:  # measured beside the table, not fitted
+        planner.run(system)
     return planner.plan
 
 

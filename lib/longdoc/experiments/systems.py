@@ -275,7 +275,8 @@ class Table:
     """What one notebook runs: its rows (built by the paper module from the study), the seeds of each
     row (``seeds``: ``"all"`` the study's, ``"first"`` only the first: a sweep; ``single_seed`` picks rows
     of an all-seeds table that run once), the claims it tests (on the rows it ran, by their objects), and
-    its headline for the ladder."""
+    its headline for the ladder; ``beside``: rows it measures without fitting and without claims beside
+    the table (a backbone's zero-shot), which the GPU-hour planner prices too."""
 
     notebook: str
     family: Family
@@ -284,6 +285,7 @@ class Table:
     seeds: str = "all"
     single_seed: Callable[[list[System]], list[System]] | None = None
     headline: Headline | None = None
+    beside: Callable[[Any], list[System]] | None = None
 
     def __post_init__(self) -> None:
         if self.seeds not in SEED_POLICIES:

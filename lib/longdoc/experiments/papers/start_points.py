@@ -130,17 +130,21 @@ def pretraining_variants(study: Study, variants: dict[str, dict]) -> pd.DataFram
 def zero_shot_table(study: Study) -> pd.DataFrame:
     """Dev and test MRR@100 of the backbone as it is (FirstP over N × M tokens, no training), under the
     study's pooling and the other one (notebook 01's zero-shot rows)."""
+    rows = {}
+    for system in zero_shot_systems(study):
+        result = study.run(system)
+        rows[system.name] = {
+            split: result.metrics(study.data, split, ["MRR@100"])[0]["MRR@100"] for split in ("dev", "test")
+        }
+    return pd.DataFrame(rows).T
+
+
+def zero_shot_systems(study: Study) -> list[System]:
+    """Notebook 01's two zero-shot rows of the study's backbone: FirstP under its pooling and the other."""
     from longdoc.experiments.papers.baselines import baseline_names, passage_baselines
 
     names = baseline_names(study)
-    rows = {}
-    for system in passage_baselines(study):
-        if system.name in (names["zero_shot"], names["zero_shot_other"]):
-            result = study.run(system)
-            rows[system.name] = {
-                split: result.metrics(study.data, split, ["MRR@100"])[0]["MRR@100"] for split in ("dev", "test")
-            }
-    return pd.DataFrame(rows).T
+    return [s for s in passage_baselines(study) if s.name in (names["zero_shot"], names["zero_shot_other"])]
 
 
 def _assignment(text: str) -> tuple[str, object]:
