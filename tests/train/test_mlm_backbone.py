@@ -225,3 +225,22 @@ def test_a_built_name_is_a_backbone_not_a_query_generator():
     from longdoc.experiments.preflight import model_problem
 
     assert "resolves to nothing" in model_problem("qg_generator", "manpages-mlm")
+
+
+def test_a_built_backbone_s_positions_are_known_without_building_it(planted, tiny_dataset, tokenizer, monkeypatch):
+    from conftest import build_tiny_study
+    from longdoc.experiments import backbones
+    from longdoc.experiments.papers.baselines import passage_baselines
+    from longdoc.experiments.settings import EncoderSettings
+
+    assert new_model(TINY, tokenizer).config.max_position_embeddings == backbones.POSITIONS
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("naming a built backbone's rows built it")
+
+    monkeypatch.setattr(backbones, "built_backbone", no_build)
+    study = build_tiny_study(tiny_dataset, "manpages-mlm", max_blocks=16, block_size=64)
+    named = study.settings(EncoderSettings).backbone
+    assert named.startswith("cache:backbone/") and backbones.position_embeddings(named) == backbones.POSITIONS
+    lengths = {s.spec.encoder.segment_length for s in passage_baselines(study) if s.name.startswith("zero-shot")}
+    assert lengths == {backbones.POSITIONS}  # 16 x 64 capped at the positions, and nothing built

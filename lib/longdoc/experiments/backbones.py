@@ -158,6 +158,21 @@ def tokenizer_name(name: str) -> str:
     return TOKENIZER if is_built(name) else name
 
 
+POSITIONS = 512  # position embeddings of every built backbone (train.mlm_backbone.new_model; a test checks)
+
+
+def position_embeddings(backbone: str) -> int:
+    """How many positions ``backbone`` embeds, read without building it: a built one's (by its name or its
+    ``cache:`` name) is :data:`POSITIONS`, any other's comes from its config."""
+    from longdoc.models.backbone import CACHED, resolve_backbone
+
+    if is_built(backbone) or str(backbone).startswith(CACHED):
+        return POSITIONS
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(resolve_backbone(backbone)).max_position_embeddings
+
+
 def backbone_path(name: str) -> str:
     """Where backbone ``name`` is read from: a built one's cache folder by its portable name
     (``cache:backbone/<key>``: what every downstream key and record holds, wherever the checkout or the

@@ -22,14 +22,12 @@ def other_pooling(pooling: str) -> str:
 
 
 def firstp_long_length(study: Study) -> int:
-    """FirstP over N × M tokens, capped at the backbone's position embeddings."""
-    from transformers import AutoConfig
-
-    from longdoc.models.backbone import resolve_backbone
+    """FirstP over N × M tokens, capped at the backbone's position embeddings (a built backbone's are
+    known without building it: a planner names its rows for free)."""
+    from longdoc.experiments.backbones import position_embeddings
 
     encoding = study.settings(EncoderSettings)
-    positions = AutoConfig.from_pretrained(resolve_backbone(encoding.backbone)).max_position_embeddings
-    return min(encoding.max_blocks * encoding.block_size, positions)
+    return min(encoding.max_blocks * encoding.block_size, position_embeddings(encoding.backbone))
 
 
 def baseline_names(study: Study) -> dict[str, str]:
