@@ -136,3 +136,60 @@ def test_a_card_names_each_headline_claims_largest_budget_and_its_trend():
     )
     assert "no budget gives a verdict (not testable at this scale)" in ladder_lines("NCI", records)[2]
     assert ladder_lines("SMITH", records) == [] and ladder_lines("SeDR", {}) == []
+
+
+def test_a_claim_posed_on_two_starts_has_a_row_for_each_naming_its_backbone():
+    """The pre-training claims are posed on the MLM-only start built here beside the MiniLM rows: each
+    card row names the backbone its record ran from, and the forest plot labels them apart."""
+    card = pd.DataFrame(
+        [
+            {"notebook": "11_ablation", "claim": "A beats B", "paper_delta": 0.05, "paper_source": "Table 4"},
+            {"notebook": "50_built", "claim": "A beats B", "paper_delta": 0.05, "paper_source": "Table 4"},
+        ]
+    )
+    claim = {"claim": "A beats B", "ours: Δ [95% CI]": "+0.09 [+0.05, +0.13]", "verdict": "holds"}
+    records = {
+        "11_ablation": {"config": {"backbone": "minilm"}, "metrics": {"findings": {"claims": [claim]}}},
+        "50_built": {"config": {"backbone": "manpages-mlm"}, "metrics": {"findings": {"claims": [claim]}}},
+    }
+    filled = claim_cards.fill(card, records, {})
+    assert list(filled["start"]) == ["minilm", "manpages-mlm"]
+    labels = list(claim_cards.forest_frame(filled, card)["claim"])
+    assert labels == ["minilm: A beats B", "manpages-mlm: A beats B"]
+    one_start = claim_cards.fill(card.iloc[:1], records, {})
+    assert list(claim_cards.forest_frame(one_start, card.iloc[:1])["claim"]) == ["A beats B"]  # nothing to tell apart
+    assert list(claim_cards.fill(card, {}, {})["start"]) == ["—", "—"]  # not run: no start to name
+
+
+def budget(steps: int, learns: bool) -> list[dict]:
+    """One budget of a built-start notebook's search, as its record holds it (rows I and III)."""
+    common = {"95% high": 0.2, "95% low": 0.01, "chance": 0.005, "seeds": 2, "train_steps": steps}
+    multiple = f"{steps // 32}×"
+    return [
+        {**common, "row": "I", "MRR@100": 0.1, "learns": True, "budget": multiple},
+        {**common, "row": "III", "MRR@100": 0.08 if learns else 0.02, "learns": learns, "budget": multiple},
+    ]
+
+
+def test_a_card_says_what_decided_the_claims_posed_on_the_built_start():
+    card = pd.DataFrame(
+        [
+            {"notebook": "11_ablation", "claim": "A", "paper_delta": 0.05, "paper_source": "x"},
+            {"notebook": "50_built", "claim": "A", "paper_delta": 0.05, "paper_source": "x"},
+        ]
+    )
+    context = "question 1: the backbone learned language; question 4: every row learns at 128 steps"
+    records = {
+        "11_ablation": {"config": {"backbone": "minilm"}, "metrics": {"findings": {"context": "other"}}},
+        "50_built": {
+            "config": {"backbone": "manpages-mlm"},
+            "metrics": {"findings": {"context": context}, "budgets": budget(32, False) + budget(128, True)},
+        },
+    }
+    lines = claim_cards.built_start_lines(card, records)
+    assert lines[0].startswith("From the MLM-only start built here")
+    assert lines[2] == f"- notebook 50's findings, from `manpages-mlm`: {context}"
+    assert lines[3] == "  - 1× (32 fine-tuning steps), test MRR@100: I 0.100, III 0.020 (not every row learns)"
+    assert lines[4] == "  - 4× (128 fine-tuning steps), test MRR@100: I 0.100, III 0.080 (every row learns)"
+    assert len(lines) == 6  # the MiniLM notebook's context is not a built start's
+    assert claim_cards.built_start_lines(card, {"11_ablation": records["11_ablation"]}) == []

@@ -405,3 +405,19 @@ def test_a_bootstrap_p_of_zero_reads_below_one_in_the_resamples_in_every_table()
     older = "| system | Δ | p (bootstrap) |\n|---|---|---|\n| A | 0.200 | 0 |\n| B | 0 | 0.0312 |\n\nafter | 0 |"
     assert p_cells(older) == table + "\n\nafter | 0 |"  # a record written before the rule is mended
     assert p_cells("| a | b |\n|---|---|\n| 0 | 0 |") == "| a | b |\n|---|---|\n| 0 | 0 |"  # no p column
+
+
+def test_the_scale_line_names_the_notebooks_that_started_from_another_backbone():
+    found = [
+        {"notebook": "10_longtriever_main", "config": {"backbone": "minilm"}},
+        {"notebook": "50_built_start", "config": {"backbone": "manpages-mlm"}},
+        {"notebook": "51_built_start_smith", "config": {"backbone": "manpages-mlm"}},
+        {"notebook": "60_other", "config": {"backbone": "bert-base-uncased"}},
+        {"notebook": "61_no_config"},
+    ]
+    clause = report.other_starts(found, "minilm")
+    assert clause == (
+        ', except notebooks 50, 51 from `manpages-mlm` (an MLM-only BERT built here: README, "A start built '
+        'here"); notebook 60 from `bert-base-uncased`'
+    )
+    assert report.other_starts(found[:1], "minilm") == ""

@@ -75,15 +75,17 @@ def find_claim(prefix: str, claims: list[dict], notebook: str) -> dict | None:
 
 
 def fill(card: pd.DataFrame, records: dict[str, dict], carried: dict[str, dict]) -> pd.DataFrame:
-    """One row per card claim: the paper's difference beside ours and the verdict (``—`` where the
-    notebook has neither a record nor a carried-over section, or no such claim)."""
+    """One row per card claim: the paper's difference beside ours, the verdict (``—`` where the
+    notebook has neither a record nor a carried-over section, or no such claim) and the backbone its
+    rows started from (the record's ``backbone``: a claim posed on two starts has a row for each)."""
     rows = []
     for entry in card.itertuples(index=False):
-        found = None
+        found, start = None, "—"
         if entry.notebook in records:
             claims = ((records[entry.notebook]["metrics"].get("findings")) or {}).get("claims") or []
             hit = find_claim(entry.claim, claims, entry.notebook)
             found = hit and Found(hit["claim"], hit.get(OURS, "—"), hit["verdict"], "record")
+            start = records[entry.notebook].get("config", {}).get("backbone", "—")
         elif entry.notebook in carried:
             hit = find_claim(entry.claim, findings_rows(carried[entry.notebook]["text"]), entry.notebook)
             found = hit and Found(hit["claim"], hit.get(OURS, "—"), hit["verdict"], "carried-over section")
@@ -91,6 +93,7 @@ def fill(card: pd.DataFrame, records: dict[str, dict], carried: dict[str, dict])
             {
                 "claim": found.statement if found else entry.claim,
                 "notebook": entry.notebook[:2],
+                "start": start,
                 "paper: Δ": "—" if pd.isna(entry.paper_delta) else f"{entry.paper_delta:+.3g}",
                 "paper's numbers": entry.paper_source,
                 OURS: found.ours if found else "—",
@@ -110,6 +113,41 @@ def beside_reference(filled: pd.DataFrame, card: pd.DataFrame, reference: dict[s
     return filled.assign(**{f"verdict at {name}": theirs, f"vs {name}": agree.where(ran, "—")})
 
 
+def built_start_lines(card: pd.DataFrame, records: dict[str, dict]) -> list[str]:
+    """Under a paper's card, for each of its notebooks whose rows started from a backbone built here
+    (``manpages-mlm``), the rule that decided whether its claims are posed on that start and what it
+    decided (the findings' context: did the backbone learn language, at what fine-tuning budget every
+    row learns). Empty where no card notebook ran from a built backbone."""
+    from longdoc.experiments.backbones import is_built
+
+    lines = []
+    for notebook in dict.fromkeys(card["notebook"]):
+        record = records.get(notebook) or {}
+        backbone = record.get("config", {}).get("backbone", "")
+        context = ((record.get("metrics") or {}).get("findings") or {}).get("context", "")
+        if is_built(backbone) and context:
+            lines.append(f"- notebook {notebook[:2]}'s findings, from `{backbone}`: {context}")
+            lines += budget_lines((record.get("metrics") or {}).get("budgets") or [])
+    if not lines:
+        return []
+    return ['From the MLM-only start built here (README, "A start built here"):', "", *lines, ""]
+
+
+def budget_lines(budgets: list[dict]) -> list[str]:
+    """The budget search of a built-start notebook (its record's ``budgets``: one entry per budget and
+    row) as one indented line per budget: each row's mean test measure (the pre-training claims' rows
+    at growing fine-tuning, as the ladder shows the headline claims)."""
+    measure = next((k for k in (budgets[0] if budgets else {}) if k not in BUDGET_KEYS), None)
+    lines = []
+    for steps in dict.fromkeys(b["train_steps"] for b in budgets):
+        rows = [b for b in budgets if b["train_steps"] == steps]
+        means = ", ".join(f"{b['row']} {b[measure]:.3f}" for b in rows)
+        learns = "every row learns" if all(b["learns"] for b in rows) else "not every row learns"
+        lines.append(f"  - {rows[0]['budget']} ({steps} fine-tuning steps), test {measure}: {means} ({learns})")
+    return lines
+
+
+BUDGET_KEYS = {"95% high", "95% low", "budget", "chance", "learns", "row", "seeds", "train_steps"}
 LADDER_NOTEBOOK = "90_budget_ladder"
 
 
@@ -158,8 +196,12 @@ def _forest(rows, paper_deltas) -> pd.DataFrame:
 
 
 def forest_frame(filled: pd.DataFrame, card: pd.DataFrame) -> pd.DataFrame:
-    """The numbers a card's forest plot draws: label, ours (Δ, low, high), the paper's Δ and the verdict."""
-    return _forest(filled.to_dict("records"), card["paper_delta"])
+    """The numbers a card's forest plot draws: label, ours (Δ, low, high), the paper's Δ and the verdict;
+    on a card whose claims ran from more than one backbone, each label begins with its row's start."""
+    rows = filled.to_dict("records")
+    if len({row["start"] for row in rows if row.get("start", "—") != "—"}) > 1:
+        rows = [row | {"claim": f"{row['start']}: {row['claim']}"} for row in rows]
+    return _forest(rows, card["paper_delta"])
 
 
 DECIMAL = re.compile(r"-?\d*\.\d+")

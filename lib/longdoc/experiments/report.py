@@ -23,6 +23,7 @@ from pathlib import Path
 
 from longdoc.analysis import claim_cards
 from longdoc.data.registry import REPO_ROOT
+from longdoc.experiments.backbones import is_built
 from longdoc.experiments.profiles import NOTEBOOKS_DIR, PROFILES_DIR, parameters_for
 from longdoc.experiments.records import RESULTS_DIR, own_data_folder
 from longdoc.experiments.tables import markdown_table, p_cells
@@ -186,6 +187,22 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
     return "\n".join(lines).rstrip() + "\n"
 
 
+def other_starts(found: list[dict], backbone: str) -> str:
+    """The notebooks whose records started from another backbone than ``backbone``, by backbone, as a
+    clause of the scale line ("" where every record read ``backbone``)."""
+    by_backbone: dict[str, list[str]] = {}
+    for record in found:
+        other = record.get("config", {}).get("backbone")
+        if other and other != backbone:
+            by_backbone.setdefault(other, []).append(record["notebook"][:2])
+    parts = [
+        f"notebook{'s' if len(set(notebooks)) > 1 else ''} {', '.join(dict.fromkeys(notebooks))} from `{other}`"
+        + (' (an MLM-only BERT built here: README, "A start built here")' if is_built(other) else "")
+        for other, notebooks in by_backbone.items()
+    ]
+    return f", except {'; '.join(parts)}" if parts else ""
+
+
 def scale_lines(profile: str, found: list[dict]) -> list[str]:
     """What ran, in three lines: data and backbone, the budget per run, seeds (each headline notebook's
     configuration from its record, else from the profile)."""
@@ -200,7 +217,7 @@ def scale_lines(profile: str, found: list[dict]) -> list[str]:
     if len(config) < 3:
         return []
     lt, smith, nci = (config[n] for n in ("10_longtriever_main", "30_smith_main", "40_nci_main"))
-    backbone = BACKBONES.get(lt["backbone"], f"`{lt['backbone']}`")
+    backbone = BACKBONES.get(lt["backbone"], f"`{lt['backbone']}`") + other_starts(found, lt["backbone"])
     subsample = f"{nci['max_docs']} of its documents" if nci["max_docs"] else "all of it"
 
     def steps(values: dict) -> str:  # a ceiling under early stopping (patience)
@@ -247,6 +264,7 @@ def card_lines(
             filled = claim_cards.beside_reference(filled, card, reference_by_notebook, COMMITTED_PROFILE)
         figure = Path(_relative(card_figure(profile, key, link_base), base))
         lines += [f"### {claim_cards.PAPERS[key]}", "", markdown_table(filled), ""]
+        lines += claim_cards.built_start_lines(card, by_notebook)
         lines += claim_cards.ladder_lines(claim_cards.PAPERS[key], by_notebook)
         if len(claim_cards.forest_frame(filled, card)):
             lines += [f"![{key} claims]({figure.as_posix()})", ""]
