@@ -136,6 +136,8 @@ def test_a_card_names_each_headline_claims_largest_budget_and_its_trend():
     )
     assert "no budget gives a verdict (not testable at this scale)" in ladder_lines("NCI", records)[2]
     assert ladder_lines("SMITH", records) == [] and ladder_lines("SeDR", {}) == []
+    records[LADDER_NOTEBOOK]["config"] = {"backbone": "minilm"}
+    assert ladder_lines("SeDR", records)[0] == "With more fine-tuning (the budget ladder, notebook 90, from `minilm`):"
 
 
 def test_a_claim_posed_on_two_starts_has_a_row_for_each_naming_its_backbone():
@@ -159,6 +161,18 @@ def test_a_claim_posed_on_two_starts_has_a_row_for_each_naming_its_backbone():
     one_start = claim_cards.fill(card.iloc[:1], records, {})
     assert list(claim_cards.forest_frame(one_start, card.iloc[:1])["claim"]) == ["A beats B"]  # nothing to tell apart
     assert list(claim_cards.fill(card, {}, {})["start"]) == ["—", "—"]  # not run: no start to name
+    carried = {
+        "12_other": {
+            "text": "| claim | ours: Δ [95% CI] | verdict |\n|---|---|---|\n| A beats B | +0.1 [+0.0, +0.2] | holds |\n"
+        }
+    }
+    mixed_card = pd.concat([card, card.iloc[[0]].assign(notebook="12_other")], ignore_index=True)
+    mixed = claim_cards.fill(mixed_card, records, carried)
+    assert list(mixed["start"]) == ["minilm", "manpages-mlm", "—"]  # a carried-over section names no start
+    mixed_labels = list(claim_cards.forest_frame(mixed, mixed_card)["claim"])
+    assert mixed_labels[-1] == "notebook 12: A beats B"  # ... so its notebook labels it
+    no_config = {"11_ablation": records["11_ablation"] | {"config": None}}
+    assert claim_cards.fill(card.iloc[:1], no_config, {})["start"].tolist() == ["—"]
 
 
 def budget(steps: int, learns: bool) -> list[dict]:
@@ -188,7 +202,7 @@ def test_a_card_says_what_decided_the_claims_posed_on_the_built_start():
     }
     lines = claim_cards.built_start_lines(card, records)
     assert lines[0].startswith("From the MLM-only start built here")
-    assert lines[2] == f"- notebook 50's findings, from `manpages-mlm`: {context}"
+    assert lines[2] == f'- notebook 50, from `manpages-mlm`, in its findings: "{context}"'
     assert lines[3] == "  - 1× (32 fine-tuning steps), test MRR@100: I 0.100, III 0.020 (not every row learns)"
     assert lines[4] == "  - 4× (128 fine-tuning steps), test MRR@100: I 0.100, III 0.080 (every row learns)"
     assert len(lines) == 6  # the MiniLM notebook's context is not a built start's

@@ -85,7 +85,7 @@ def fill(card: pd.DataFrame, records: dict[str, dict], carried: dict[str, dict])
             claims = ((records[entry.notebook]["metrics"].get("findings")) or {}).get("claims") or []
             hit = find_claim(entry.claim, claims, entry.notebook)
             found = hit and Found(hit["claim"], hit.get(OURS, "—"), hit["verdict"], "record")
-            start = records[entry.notebook].get("config", {}).get("backbone", "—")
+            start = (records[entry.notebook].get("config") or {}).get("backbone", "—")
         elif entry.notebook in carried:
             hit = find_claim(entry.claim, findings_rows(carried[entry.notebook]["text"]), entry.notebook)
             found = hit and Found(hit["claim"], hit.get(OURS, "—"), hit["verdict"], "carried-over section")
@@ -113,6 +113,12 @@ def beside_reference(filled: pd.DataFrame, card: pd.DataFrame, reference: dict[s
     return filled.assign(**{f"verdict at {name}": theirs, f"vs {name}": agree.where(ran, "—")})
 
 
+def start_label(row: dict) -> str:
+    """A card row's start as a label: its backbone, or its notebook where no record names one (a
+    carried-over section)."""
+    return row["start"] if row.get("start", "—") != "—" else f"notebook {row['notebook']}"
+
+
 def built_start_lines(card: pd.DataFrame, records: dict[str, dict]) -> list[str]:
     """Under a paper's card, for each of its notebooks whose rows started from a backbone built here
     (``manpages-mlm``), the rule that decided whether its claims are posed on that start and what it
@@ -123,10 +129,10 @@ def built_start_lines(card: pd.DataFrame, records: dict[str, dict]) -> list[str]
     lines = []
     for notebook in dict.fromkeys(card["notebook"]):
         record = records.get(notebook) or {}
-        backbone = record.get("config", {}).get("backbone", "")
+        backbone = (record.get("config") or {}).get("backbone", "")
         context = ((record.get("metrics") or {}).get("findings") or {}).get("context", "")
         if is_built(backbone) and context:
-            lines.append(f"- notebook {notebook[:2]}'s findings, from `{backbone}`: {context}")
+            lines.append(f'- notebook {notebook[:2]}, from `{backbone}`, in its findings: "{context}"')
             lines += budget_lines((record.get("metrics") or {}).get("budgets") or [])
     if not lines:
         return []
@@ -137,8 +143,10 @@ def budget_lines(budgets: list[dict]) -> list[str]:
     """The budget search of a built-start notebook (its record's ``budgets``: one entry per budget and
     row) as one indented line per budget: each row's mean test measure (the pre-training claims' rows
     at growing fine-tuning, as the ladder shows the headline claims)."""
-    measure = next((k for k in (budgets[0] if budgets else {}) if k not in BUDGET_KEYS), None)
-    lines = []
+    measures = [k for k in (budgets[0] if budgets else {}) if k not in BUDGET_KEYS]
+    if len(measures) != 1:  # none searched, or a record this reader does not know
+        return []
+    measure, lines = measures[0], []
     for steps in dict.fromkeys(b["train_steps"] for b in budgets):
         rows = [b for b in budgets if b["train_steps"] == steps]
         means = ", ".join(f"{b['row']} {b[measure]:.3f}" for b in rows)
@@ -160,7 +168,9 @@ def ladder_lines(paper: str, records: dict[str, dict]) -> list[str]:
     mine = [c for c in claims if c.get("paper") == paper]
     if not mine:
         return []
-    lines = [f"With more fine-tuning (the budget ladder, notebook {LADDER_NOTEBOOK[:2]}):", ""]
+    backbone = ((record or {}).get("config") or {}).get("backbone")
+    start = f", from `{backbone}`" if backbone else ""
+    lines = [f"With more fine-tuning (the budget ladder, notebook {LADDER_NOTEBOOK[:2]}{start}):", ""]
     for claim in mine:
         largest = claim.get("largest budget with a verdict", "none")
         verdict = (
@@ -200,7 +210,7 @@ def forest_frame(filled: pd.DataFrame, card: pd.DataFrame) -> pd.DataFrame:
     on a card whose claims ran from more than one backbone, each label begins with its row's start."""
     rows = filled.to_dict("records")
     if len({row["start"] for row in rows if row.get("start", "—") != "—"}) > 1:
-        rows = [row | {"claim": f"{row['start']}: {row['claim']}"} for row in rows]
+        rows = [row | {"claim": f"{start_label(row)}: {row['claim']}"} for row in rows]
     return _forest(rows, card["paper_delta"])
 
 

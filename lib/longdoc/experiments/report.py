@@ -192,7 +192,7 @@ def other_starts(found: list[dict], backbone: str) -> str:
     clause of the scale line ("" where every record read ``backbone``)."""
     by_backbone: dict[str, list[str]] = {}
     for record in found:
-        other = record.get("config", {}).get("backbone")
+        other = (record.get("config") or {}).get("backbone")
         if other and other != backbone:
             by_backbone.setdefault(other, []).append(record["notebook"][:2])
     parts = [
