@@ -9,6 +9,7 @@ of the previous report where the record is absent (a carried-over section).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,13 +120,11 @@ def start_label(row: dict) -> str:
     return row["start"] if row.get("start", "—") != "—" else f"notebook {row['notebook']}"
 
 
-def built_start_lines(card: pd.DataFrame, records: dict[str, dict]) -> list[str]:
+def built_start_lines(card: pd.DataFrame, records: dict[str, dict], is_built: Callable[[str], bool]) -> list[str]:
     """Under a paper's card, for each of its notebooks whose rows started from a backbone built here
-    (``manpages-mlm``), the rule that decided whether its claims are posed on that start and what it
-    decided (the findings' context: did the backbone learn language, at what fine-tuning budget every
-    row learns). Empty where no card notebook ran from a built backbone."""
-    from longdoc.experiments.backbones import is_built
-
+    (``is_built``: ``manpages-mlm``), the rule that decided whether its claims are posed on that start and
+    what it decided (the findings' context: did the backbone learn language, at what fine-tuning budget
+    every row learns). Empty where no card notebook ran from a built backbone."""
     lines = []
     for notebook in dict.fromkeys(card["notebook"]):
         record = records.get(notebook) or {}

@@ -264,7 +264,7 @@ def card_lines(
             filled = claim_cards.beside_reference(filled, card, reference_by_notebook, COMMITTED_PROFILE)
         figure = Path(_relative(card_figure(profile, key, link_base), base))
         lines += [f"### {claim_cards.PAPERS[key]}", "", markdown_table(filled), ""]
-        lines += claim_cards.built_start_lines(card, by_notebook)
+        lines += claim_cards.built_start_lines(card, by_notebook, is_built)
         lines += claim_cards.ladder_lines(claim_cards.PAPERS[key], by_notebook)
         if len(claim_cards.forest_frame(filled, card)):
             lines += [f"![{key} claims]({figure.as_posix()})", ""]
