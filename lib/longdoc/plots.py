@@ -340,6 +340,7 @@ VERDICT_COLOURS = {
     "holds": "#55A868",
     "reversed": "#C44E52",
     "not shown at this scale": "#4C72B0",
+    "underpowered here": "#DD8452",
     "not testable at this scale": "#999999",
 }
 

@@ -97,3 +97,22 @@ def test_a_systems_interval_is_its_mean_over_queries_and_seeds_resampled_like_th
     assert (stats["ci_low"], stats["ci_high"]) == (pytest.approx(means[99]), pytest.approx(means[-100]))
     one_seed = seed_query_interval(seeds[:1], samples=4000)
     assert one_seed["ci_high"] - one_seed["ci_low"] < stats["ci_high"] - stats["ci_low"]  # seeds widen it
+
+
+def test_the_minimum_detectable_difference_is_found_80_percent_of_the_time():
+    """Brute force: paired per-query differences with sd σ over n queries; the bootstrap's standard error
+    is σ/√n, the MDD 2.80 σ/√n, and experiments whose true difference is the MDD find it (interval above
+    zero, z > 1.96) in about 80% of repeats."""
+    from longdoc.eval.significance import minimum_detectable_difference, seed_query_bootstrap
+
+    rng = np.random.default_rng(0)
+    n, sigma = 400, 0.3
+    base = {str(q): 0.0 for q in range(n)}
+    diffs = rng.normal(0.0, sigma, n)
+    stats = seed_query_bootstrap([{str(q): float(d) for q, d in enumerate(diffs)}], [base], samples=4000)
+    expected = sigma / np.sqrt(n)
+    assert stats["standard_error"] == pytest.approx(expected, rel=0.1)
+    mdd = minimum_detectable_difference(stats["standard_error"])
+    assert mdd == pytest.approx(2.8016 * stats["standard_error"], rel=1e-3)
+    means = rng.normal(minimum_detectable_difference(expected), sigma, size=(4000, n)).mean(axis=1)
+    assert np.mean(means / expected > 1.959964) == pytest.approx(0.80, abs=0.03)

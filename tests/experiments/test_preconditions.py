@@ -1,5 +1,7 @@
-"""Preconditions of a claim: pre-training works (its losses fell and its start beats the plain start
-on the dev probe) and the system is above chance; wired into every study."""
+"""Preconditions of a claim: pre-training learned (its losses fell; its start probe is a diagnostic that
+gates nothing), a pre-training claim's rows start as the paper assumes (MLM-trained or random), the system
+is above chance, at its plateau; wired into every study. None restates a claim: a pre-trained start that
+lands below the plain one still gets its verdict, reversed included."""
 
 import json
 from types import SimpleNamespace
@@ -9,9 +11,9 @@ import pytest
 
 from longdoc.experiments.families.retrieval import BM25, Dense
 from longdoc.experiments.papers.longtriever import longtriever, pretrain_config
-from longdoc.experiments.preconditions import above_chance, losses_fell, pretraining_works
+from longdoc.experiments.preconditions import RANDOM, above_chance, losses_fell, paper_start, pretraining_works
 from longdoc.experiments.systems import System
-from longdoc.experiments.verdicts import NOT_TESTABLE, Claim, assess
+from longdoc.experiments.verdicts import MDD, NOT_TESTABLE, REVERSED, Claim, assess
 
 
 def history(mlm, lmae=None):
@@ -28,8 +30,9 @@ def test_every_pretraining_loss_must_fall_by_a_tenth():
 
 
 class FakeSpec:
-    def __init__(self, probe, plain_probe, directory):
+    def __init__(self, probe, plain_probe, directory, backbone="minilm", random_init=False):
         self.probe, self.plain_probe, self.directory = probe, plain_probe, directory
+        self.encoder, self.random_init = SimpleNamespace(backbone=backbone), random_init
 
     def without_pretraining(self):
         return SimpleNamespace(start_probe=lambda study: self.plain_probe, start_key=lambda: "plain")
@@ -44,6 +47,11 @@ class FakeSpec:
         return json.loads((self.directory / "history.json").read_text())["history"]
 
 
+class PlainSpec:
+    def without_pretraining(self):
+        return None
+
+
 class ProbingStudy:
     def start_probe(self, spec):
         return spec.start_probe(self)
@@ -54,17 +62,81 @@ class ProbingStudy:
     [
         ([10.0] * 5 + [5.0] * 5, {"score": 0.3, "loss": 2.0}, True),
         ([10.0] * 10, {"score": 0.3, "loss": 2.0}, False),  # the losses did not fall
-        ([10.0] * 5 + [5.0] * 5, {"score": 0.3, "loss": 3.0}, False),  # a higher loss on the probe
-        ([10.0] * 5 + [5.0] * 5, {"score": 0.1, "loss": 2.0}, False),  # a lower score: erased the backbone
+        ([10.0] * 5 + [5.0] * 5, {"score": 0.3, "loss": 3.0}, True),  # a higher loss on the probe: reported only
+        ([10.0] * 5 + [5.0] * 5, {"score": 0.1, "loss": 2.0}, True),  # a lower score: reported, not a gate
     ],
 )
-def test_pretraining_works_only_when_losses_fell_and_the_start_beats_the_plain_one(tmp_path, losses, probe, holds):
+def test_pretraining_is_gated_by_its_own_losses_and_its_start_probe_is_only_reported(tmp_path, losses, probe, holds):
     (tmp_path / "history.json").write_text(json.dumps({"history": history(losses)}))
     plain = {"score": 0.2, "loss": 2.5, "probe": "dev probe"}
     system = System("LT", FakeSpec({**probe, "probe": "dev probe"}, plain, tmp_path))
-    condition = pretraining_works(ProbingStudy(), system)
-    assert condition.holds is holds and condition.what.startswith("pre-training of LT works")
-    assert f"{probe['score']:.3f} vs 0.200" in condition.what
+    learned, diagnostic = pretraining_works(ProbingStudy(), system)
+    assert learned.holds is holds and learned.what.startswith("pre-training of LT learned")
+    assert diagnostic.holds and diagnostic.diagnostic
+    assert f"{probe['score']:.3f} vs 0.200" in diagnostic.what and "without pre-training" in diagnostic.what
+
+
+def test_a_pretraining_claim_needs_the_start_the_paper_assumes(tmp_path):
+    """From MiniLM (a contrastive sentence encoder, no trained MLM head) a pre-training claim is not
+    testable; from an MLM-trained encoder or from random weights it is; a claim about something else,
+    or a row that is not pre-trained, is not held to it."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    BertForMaskedLM(config).save_pretrained(tmp_path / "mlm")
+    starts = {
+        "from MiniLM": FakeSpec(None, None, tmp_path, backbone="minilm"),
+        "from MLM": FakeSpec(None, None, tmp_path, backbone=str(tmp_path / "mlm")),
+        "from random": FakeSpec(None, None, tmp_path, random_init=True),
+        "plain": PlainSpec(),
+    }
+    study = SimpleNamespace(results={n: SimpleNamespace(system=System(n, spec)) for n, spec in starts.items()})
+
+    def rule(system, pretraining=True):
+        return paper_start(study, Claim("pre-training helps", system, "plain", pretraining=pretraining))
+
+    (minilm,) = rule("from MiniLM")
+    assert not minilm.holds and "without a trained MLM head" in minilm.what
+    (mlm,) = rule("from MLM")
+    assert mlm.holds and "an MLM-trained encoder" in mlm.what
+    (random,) = rule("from random")
+    assert random.holds and RANDOM in random.what
+    assert rule("from MiniLM", pretraining=False) == [] and rule("plain") == []
+
+
+class ReversedStudy:
+    """A pre-trained row (losses fell, from random weights) whose start probe and final score land below
+    the plain row's on every query: two seeds each."""
+
+    def __init__(self, directory):
+        pre = FakeSpec({"score": 0.1, "probe": "dev probe"}, {"score": 0.3, "probe": "dev probe"}, directory)
+        pre.random_init = True
+        self.results = {
+            "pre-trained": SimpleNamespace(system=System("pre-trained", pre), seeds=[0, 1]),
+            "plain": SimpleNamespace(system=System("plain", PlainSpec()), seeds=[0, 1]),
+        }
+
+    def start_probe(self, spec):
+        return spec.start_probe(self)
+
+    def compare(self, pairs, measure):
+        row = {"Δ": -0.18, "95% CI low": -0.23, "95% CI high": -0.13, "p (bootstrap)": 0.0, MDD: 0.05}
+        return pd.DataFrame([row])
+
+    def preconditions(self, name, measure):
+        return pretraining_works(self, self.results[name].system)
+
+    def start_conditions(self, claim):
+        return paper_start(self, claim)
+
+
+def test_a_pretraining_claim_whose_start_lands_below_the_plain_one_is_reported_reversed(tmp_path):
+    (tmp_path / "history.json").write_text(json.dumps({"history": history([10.0] * 5 + [5.0] * 5)}))
+    claim = Claim("pre-training helps", "pre-trained", "plain", "0.329 vs 0.280", pretraining=True)
+    row = assess(ReversedStudy(tmp_path), [claim]).iloc[0]
+    assert row["verdict"] == REVERSED
+    assert "diagnostic: pre-trained's start against its start without pre-training" in row["condition"]
+    assert "0.100 vs 0.300" in row["condition"] and row[MDD] == 0.05
 
 
 def test_a_system_below_chance_fails_its_precondition():
@@ -83,15 +155,17 @@ def test_a_study_checks_the_pretrained_row_against_its_start_without_pretraining
     row = longtriever(study, "LT", pretrain=pretrain_config(study))
     study.run(row)
     study.run(System("BM25", BM25()))
-    first, chance = study.preconditions("LT", "MRR@100")
+    first, probe, chance = study.preconditions("LT", "MRR@100")
     plain = study.start_probe(row.spec.without_pretraining())
     assert plain is study.start_probe(Dense("Longtriever", row.spec.encoder))  # one probe per start
-    assert f"vs {plain['score']:.3f}" in first.what and "MLM " in first.what and "LMAE " in first.what
+    assert f"vs {plain['score']:.3f}" in probe.what and probe.diagnostic
+    assert "MLM " in first.what and "LMAE " in first.what
     expected = study.table(["LT"], ["MRR@100"])["MRR@100"].iloc[0] > study.family.chance(study, "MRR@100")
     assert chance.routine and chance.holds == expected
     row_verdict = assess(study, [Claim("LT beats BM25", "LT", "BM25")]).iloc[0]
     assert row_verdict["verdict"] == NOT_TESTABLE  # one seed, and whatever the pre-training did
-    assert f"{'met' if first.holds else 'NOT met'}: pre-training of LT works" in row_verdict["condition"]
+    assert f"{'met' if first.holds else 'NOT met'}: pre-training of LT learned" in row_verdict["condition"]
+    assert "diagnostic: LT's start against its start without pre-training" in row_verdict["condition"]
 
 
 def test_a_row_still_improving_at_its_last_evaluation_has_not_reached_its_plateau():

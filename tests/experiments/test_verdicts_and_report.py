@@ -13,13 +13,16 @@ from longdoc.experiments import report
 from longdoc.experiments.tables import markdown_table
 from longdoc.experiments.verdicts import (
     HOLDS,
+    MDD,
     NOT_SHOWN,
     NOT_TESTABLE,
     REVERSED,
+    UNDERPOWERED,
     Claim,
     Findings,
     Precondition,
     assess,
+    paper_difference,
     verdict,
 )
 
@@ -38,9 +41,39 @@ def test_a_claim_of_no_difference_holds_only_inside_its_margin():
     assert verdict(0.02, 0.05, margin=0.01) == REVERSED  # wholly beyond it
 
 
+def test_an_interval_across_zero_is_underpowered_where_the_papers_difference_is_below_the_detectable_one():
+    """Underpowered only when "not shown" was bound to come: the paper's own Δ is positive and smaller
+    than our minimum detectable difference; an interval clear of zero keeps its verdict."""
+    assert verdict(-0.02, 0.03, detectable=0.04, paper_delta=0.015) == UNDERPOWERED
+    assert verdict(-0.02, 0.03, detectable=0.04, paper_delta=0.05) == NOT_SHOWN  # we could have seen it
+    assert verdict(-0.02, 0.03, detectable=0.04, paper_delta=None) == NOT_SHOWN  # no number to compare
+    assert verdict(-0.02, 0.03, detectable=0.04, paper_delta=-0.01) == NOT_SHOWN  # the paper's own reversal
+    assert verdict(0.001, 0.03, detectable=0.04, paper_delta=0.015) == HOLDS
+    assert verdict(-0.02, 0.03, detectable=0.04, paper_delta=0.015, margin=0.01) == NOT_SHOWN
+
+
+@pytest.mark.parametrize(
+    ("paper", "delta"),
+    [
+        ("0.329 vs 0.296 (Table 2)", 0.033),
+        ("Wiki65K: 0.9585 vs 0.9492; AAN104K: 0.8536 vs 0.8400", 0.0136),  # the larger collection's
+        ("NQ320k: 73.12 vs 44.47 MRR@100", 0.2865),  # percentages
+        ("NQ320k: M3 = 2: 72.83 vs M3 = 0: 70.56 MRR@100", 0.0227),
+        ("0.409 vs STAR 0.390 (our warm start is In-Batch Neg's recipe: 0.320)", 0.019),
+        ("0.434 (Table 1: 3 iterations after MS MARCO passage fine-tuning) vs 0.329 (Table 2)", 0.105),
+        ("Table 6: 0.9589 / 0.9594 vs 0.9537 (Wiki65K dev)", 0.0057),
+        ("Figure 3b: peak at 0.5", None),
+        ("", None),
+    ],
+)
+def test_the_papers_difference_is_read_from_its_quoted_numbers(paper, delta):
+    found = paper_difference(paper)
+    assert found == pytest.approx(delta) if delta is not None else found is None
+
+
 class FakeStudy:
-    def __init__(self, intervals, seeds=None, conditions=None):
-        self.intervals = intervals
+    def __init__(self, intervals, seeds=None, conditions=None, detectable=0.01):
+        self.intervals, self.detectable = intervals, detectable
         names = {name for pair in intervals for name in pair}
         self.results = {name: SimpleNamespace(seeds=(seeds or {}).get(name, [0, 1, 2])) for name in names}
         self.conditions = conditions or {}
@@ -48,10 +81,20 @@ class FakeStudy:
     def preconditions(self, name, measure):
         return self.conditions.get(name, [])
 
+    def start_conditions(self, claim):
+        return []
+
     def compare(self, pairs, measure):
         ((a, b),) = pairs
         low, high = self.intervals[(a, b)]
-        return pd.DataFrame([{"Δ": (low + high) / 2, "95% CI low": low, "95% CI high": high, "p (bootstrap)": 0.01}])
+        row = {"Δ": (low + high) / 2, "95% CI low": low, "95% CI high": high, "p (bootstrap)": 0.01}
+        return pd.DataFrame([{**row, MDD: self.detectable}])
+
+
+def test_assess_labels_a_claim_underpowered_and_shows_the_detectable_difference():
+    study = FakeStudy({("A", "B"): (-0.02, 0.03), ("A", "C"): (-0.02, 0.03)}, detectable=0.04)
+    table = assess(study, [Claim("A beats B", "A", "B", "0.310 vs 0.300"), Claim("A beats C", "A", "C", "0.4 vs 0.3")])
+    assert list(table.verdict) == [UNDERPOWERED, NOT_SHOWN] and list(table[MDD]) == [0.04, 0.04]
 
 
 def test_assess_gives_one_row_per_claim_with_its_interval():
@@ -181,10 +224,54 @@ def test_the_report_is_rendered_from_the_records(tmp_path):
     assert "| A beats B | 0.3 vs 0.2 | holds |" in text and "### Main" in text
     assert "### Findings\n\n**1 claim(s) of the paper: 1 holds.**" in text  # the verdict count, no empty context line
     assert "](figures/cpu/manpages/10_longtriever_main.png)" in text
-    assert "| 10_longtriever_main | 1 | 1 | 0 | 0 | 0 |" in text  # the claims at a glance
+    assert "| 10_longtriever_main | 1 | 1 | 0 | 0 | 0 | 0 |" in text  # the claims at a glance
     assert "| 14_efficiency |" not in text.split("## Paper claims at a glance")[1].split("##")[0]  # no claims, no row
     with pytest.raises(FileNotFoundError, match="run_all.sh --profile smoke"):
         report.render("smoke", root=root)
+
+
+def test_the_report_marks_a_planted_stale_record_on_its_first_screen_and_in_its_section(tmp_path, monkeypatch):
+    """A record made by other code than the checkout's is named before the claim cards and flagged in its
+    own section; a record of the current code is not."""
+    monkeypatch.setattr("longdoc.experiments.cache.code_fingerprint", lambda: "0123456789abcdef")
+    root = tmp_path / "results"
+    write_record(root, "10_longtriever_main")
+    write_record(root, "20_sedr_main")
+    stale = root / "cpu" / "manpages" / "20_sedr_main" / "metrics.json"
+    stale.write_text(stale.read_text().replace("0123456789abcdef", "feedfacefeedface"))
+    text = report.render("cpu", root=root, link_base=tmp_path, out=tmp_path / "RESULTS.md")
+    first_screen = text.split("## Claim cards")[0]
+    assert "**STALE: 1 of 2 records were made by other code than this checkout's**" in first_screen
+    assert "notebooks 20 by `feedfacefeedface`" in first_screen and "`0123456789abcdef`" in first_screen
+    sedr, longtriever = text.split("`20_sedr_main` on")[1], text.split("`10_longtriever_main` on")[1].split("\n## ")[0]
+    assert "**STALE:** made by code `feedfacefeedface`" in sedr.split("\n## ")[0]
+    assert "STALE" not in longtriever
+    write_record(root, "30_smith_main")
+    stale.write_text(stale.read_text().replace("feedfacefeedface", "0123456789abcdef"))
+    text = report.render("cpu", root=root, link_base=tmp_path, out=tmp_path / "RESULTS.md")
+    assert "**Current.** Every record was made by this checkout's code" in text and "STALE" not in text
+
+
+def test_the_first_screen_counts_verdicts_per_paper_with_why_claims_are_not_testable(tmp_path):
+    root = tmp_path / "results"
+    claims = [
+        {"claim": "a", "verdict": HOLDS, "condition": ""},
+        {"claim": "b", "verdict": UNDERPOWERED, "condition": ""},
+        {"claim": "c", "verdict": NOT_TESTABLE, "condition": "NOT met: one seed of B: a trained system needs two runs"},
+        {
+            "claim": "d",
+            "verdict": NOT_TESTABLE,
+            "condition": "met: x; NOT met: I is pre-trained from minilm, without "
+            "a trained MLM head (a contrastive sentence encoder, as the packaged MiniLM), the start the paper assumes",
+        },
+    ]
+    write_record(root, "11_longtriever_ablation", findings={"context": "", "claims": claims})
+    write_record(root, "50_built_start", findings={"context": "", "claims": claims[:1]})
+    text = report.render("cpu", root=root, link_base=tmp_path, out=tmp_path / "RESULTS.md").split("## Claim cards")[0]
+    assert (
+        "- **Longtriever**: 5 claims: 2 holds, 1 underpowered here, 2 not testable at this scale (not testable: 1 a "
+        "compared row ran one seed; 1 pre-trained from a contrastive encoder, not the paper's start)." in text
+    )
 
 
 def test_the_report_redraws_each_notebooks_claims_figure_from_its_record(tmp_path):
@@ -317,7 +404,10 @@ def test_the_committed_report_is_what_the_committed_records_render(tmp_path):
         shutil.copyfile(REPO_ROOT / path, tmp_path / path)
     committed = (tmp_path / "RESULTS.md").read_text()
     rendered = report.render("cpu", root=tmp_path / "results", link_base=tmp_path, out=tmp_path / "RESULTS.md")
-    assert rendered == committed, "RESULTS.md is stale: python -m longdoc.experiments.report --profile cpu"
+    assert rendered == committed, (
+        "RESULTS.md is stale (a record, the report's code, or code in the fingerprint changed, which its first "
+        "screen names): python -m longdoc.experiments.report --profile cpu"
+    )
 
 
 def test_the_report_header_names_the_seeds_each_row_ran():
@@ -338,8 +428,8 @@ def test_the_claims_at_a_glance_follow_notebook_order_carried_over_or_not():
     carried = {"10_longtriever_main": {"claims": ("2", "1 holds, 1 reversed")}}
     rows = [line for line in report.verdict_summary(found, carried) if line.startswith("| 0") or line.startswith("| 1")]
     assert rows == [
-        "| 01_baselines | 1 | 1 | 0 | 0 | 0 |",
-        "| 10_longtriever_main (carried over) | 2 | 1 | 0 | 1 | 0 |",
+        "| 01_baselines | 1 | 1 | 0 | 0 | 0 | 0 |",
+        "| 10_longtriever_main (carried over) | 2 | 1 | 0 | 0 | 1 | 0 |",
     ]
 
 

@@ -18,6 +18,7 @@ whole package's: a later change elsewhere keeps it). A study names it by that fo
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from dataclasses import asdict, replace
@@ -69,6 +70,36 @@ BUILDER_MODULES = (  # the code that makes a built backbone (its key's fingerpri
 
 def is_built(name: str) -> bool:
     return str(name) in BUILT_BACKBONES
+
+
+MLM_TRAINED = "an MLM-trained encoder"
+
+
+def mlm_head_trained(path: str) -> bool:
+    """Whether the backbone folder holds trained MLM head weights (an MLM-trained encoder, as BERT; the
+    packaged MiniLM, a contrastive sentence encoder, has none)."""
+    from transformers import BertForMaskedLM
+
+    try:
+        _, info = BertForMaskedLM.from_pretrained(path, output_loading_info=True)
+    except (OSError, ValueError):
+        return False
+    return not any(key.startswith("cls.") for key in info["missing_keys"])
+
+
+@functools.cache
+def backbone_training(backbone: str) -> str:
+    """How ``backbone`` (a name, a folder, or a built one's ``cache:`` name) was trained, in words that
+    start with :data:`MLM_TRAINED` where it is one: built here (MLM only), or a folder with trained MLM
+    head weights; any other has no MLM head to show for it (the packaged MiniLM: a contrastive sentence
+    encoder trained with mean pooling)."""
+    from longdoc.models.backbone import CACHED, resolve_backbone
+
+    if is_built(backbone) or str(backbone).startswith(f"{CACHED}backbone/"):
+        return f"{MLM_TRAINED} (built here: {backbone})"
+    if mlm_head_trained(str(resolve_backbone(backbone))):
+        return f"{MLM_TRAINED} ({backbone}: trained MLM head)"
+    return f"{backbone}, without a trained MLM head (a contrastive sentence encoder, as the packaged MiniLM)"
 
 
 def build_problem(name: str) -> str | None:

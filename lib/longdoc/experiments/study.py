@@ -34,14 +34,14 @@ from typing import Any, TypeVar
 import pandas as pd
 
 from longdoc.data.registry import REPO_ROOT
-from longdoc.eval.significance import seed_query_bootstrap, seed_query_interval
+from longdoc.eval.significance import minimum_detectable_difference, seed_query_bootstrap, seed_query_interval
 from longdoc.experiments.backbones import backbone_path, is_built
 from longdoc.experiments.cache import build_guard, cached_json, code_fingerprint, dataset_key
 from longdoc.experiments.deadline import ChainGuard
 from longdoc.experiments.fitting import CheckpointMissing, FineTuned
 from longdoc.experiments.paper import paper_beside
 from longdoc.experiments.parameters import PARAMETERS, check_parameters
-from longdoc.experiments.preconditions import above_chance, pretraining_works, reached_plateau
+from longdoc.experiments.preconditions import above_chance, paper_start, pretraining_works, reached_plateau
 from longdoc.experiments.profiles import profile_values
 from longdoc.experiments.records import (
     RESULTS_DIR,
@@ -54,7 +54,7 @@ from longdoc.experiments.records import (
 from longdoc.experiments.settings import SETTINGS, BudgetSettings, StudySettings, from_parameters, required_fields
 from longdoc.experiments.systems import Family, Result, Spec, System, Table, pretraining_key
 from longdoc.experiments.tables import difference_label, markdown_table, summary_table, use_display_format
-from longdoc.experiments.verdicts import Claim, Findings, Precondition, assess
+from longdoc.experiments.verdicts import MDD, Claim, Findings, Precondition, assess
 from longdoc.plots import FIGURES_DIR
 
 T = TypeVar("T")
@@ -362,13 +362,17 @@ class Study:
 
     def preconditions(self, name: str, measure: str) -> list[Precondition]:
         """What must hold of system ``name`` for a claim on ``measure`` to be tested
-        (:mod:`longdoc.experiments.preconditions`): its pre-training works, it is above chance, it
-        reached its dev plateau (where its family trains to one)."""
+        (:mod:`longdoc.experiments.preconditions`): its pre-training learned (with its start probe as a
+        diagnostic), it is above chance, it reached its dev plateau (where its family trains to one)."""
         if (name, measure) not in self._preconditions:
             system = self.results[name].system
-            found = [pretraining_works(self, system), above_chance(self, name, measure), reached_plateau(self, name)]
+            found = [*pretraining_works(self, system), above_chance(self, name, measure), reached_plateau(self, name)]
             self._preconditions[name, measure] = [c for c in found if c is not None]
         return self._preconditions[name, measure]
+
+    def start_conditions(self, claim: Claim) -> list[Precondition]:
+        """A pre-training claim's start rule (:func:`~longdoc.experiments.preconditions.paper_start`)."""
+        return paper_start(self, claim)
 
     # -- tables and comparisons ---------------------------------------------------------------
     def table(
@@ -410,7 +414,8 @@ class Study:
 
     def compare(self, pairs: list[tuple[str, str]], measure: str | None = None, split: str = "test") -> pd.DataFrame:
         """For each (system, against): Δ of the means, 95% interval over items and seeds, the same
-        bootstrap's p-value, and whether the interval excludes zero. ``measure`` defaults to the family's selection
+        bootstrap's p-value, whether the interval excludes zero, and the minimum difference detectable at
+        80% power (:func:`~longdoc.eval.significance.minimum_detectable_difference`). ``measure`` defaults to the family's selection
         measure. No correction for multiple comparisons: a table of ten comparisons at 95% expects one
         interval to exclude zero by chance."""
         measure = measure or self.family.selection_measure
@@ -430,6 +435,7 @@ class Study:
                     "95% CI high": stats["ci_high"],
                     "p (bootstrap)": stats["p_value"],
                     "difference": difference_label(stats["ci_low"], stats["ci_high"]),
+                    MDD: minimum_detectable_difference(stats["standard_error"]),
                 }
             )
         return pd.DataFrame(rows)

@@ -9,8 +9,12 @@ comes from the 95% interval of our difference over items (queries or pairs) and 
 - a claim of *no* difference ("C = 100 performs near C = 50") names a ``margin``: it **holds** when the
   interval lies inside ±margin, is **reversed** when it lies wholly beyond the margin, and is **not
   shown at this scale** otherwise (an interval wider than the margin cannot show equivalence);
-- **not testable at this scale**: a stated precondition failed (e.g. pre-training did not move the
-  start point at the ``cpu`` budget), so the comparison cannot speak to the claim.
+- **underpowered here**: the interval includes zero and the paper's own difference is below our minimum
+  detectable difference at 80% power (:data:`MDD`): "not shown" was the expected outcome whatever the
+  truth, so the comparison says nothing either way;
+- **not testable at this scale**: a stated precondition failed (e.g. the pre-training claims' rows start
+  from a contrastive sentence encoder, not the MLM-trained or random start the paper assumes), so the
+  comparison cannot speak to the claim.
 
 No sentence here is written by hand after the fact: the notebook's last cell and the results report
 show exactly what :func:`assess` computed.
@@ -18,6 +22,7 @@ show exactly what :func:`assess` computed.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pandas as pd
@@ -25,6 +30,9 @@ import pandas as pd
 from longdoc.experiments.tables import P_FLOOR, format_number, markdown_table
 
 HOLDS, REVERSED, NOT_SHOWN, NOT_TESTABLE = "holds", "reversed", "not shown at this scale", "not testable at this scale"
+UNDERPOWERED = "underpowered here"
+VERDICTS = (HOLDS, NOT_SHOWN, UNDERPOWERED, REVERSED, NOT_TESTABLE)  # every verdict, in the order tables count them
+MDD = "MDD (80% power)"  # the findings column of the minimum detectable difference
 
 
 @dataclass(frozen=True)
@@ -32,8 +40,9 @@ class Precondition:
     """What must be true for a comparison to test a claim, and whether it is."""
 
     holds: bool
-    what: str  # e.g. "pre-training raises the start probe's dev accuracy (0.10 vs 0.16)"
+    what: str  # e.g. "every pre-training loss fell by 10% (MLM −19%, SP −29%)"
     routine: bool = False  # a check every system passes when sound (above chance): shown only when it fails
+    diagnostic: bool = False  # a measurement shown beside the verdict that never gates it (the start probe)
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,25 @@ class Claim:
     measure: str = "MRR@100"
     precondition: Precondition | None = None
     margin: float | None = None  # set: the claim is that the two are within ±margin of each other
+    pretraining: bool = False  # a claim about pre-training: its rows need the start the paper assumes
+
+
+def paper_difference(paper: str) -> float | None:
+    """The paper's own difference behind a claim, read from its quoted numbers ("0.329 vs 0.296";
+    "Wiki65K: 0.9585 vs 0.9492; AAN104K: 0.8536 vs 0.8400"; NQ320k's percentages are divided by 100): the
+    largest of its collections' differences, so a claim is called underpowered only when even the paper's
+    largest effect is below what we could detect; None where no "a vs b" pair of decimals is quoted."""
+    differences = []
+    for part in str(paper or "").split(";"):
+        before, vs, after = part.partition(" vs ")
+        if not vs:
+            continue
+        left = re.findall(r"\d+\.\d+", before)
+        right = re.findall(r"\d+\.\d+", re.split(r"[(;]", after)[0])
+        if left and right:
+            a, b = float(left[-1]), float(right[0])
+            differences.append((a - b) / 100 if max(a, b) > 1 else a - b)
+    return max(differences) if differences else None
 
 
 def claims_comparing(claims: list[Claim], pairs: set[tuple[str, str]]) -> list[Claim]:
@@ -57,7 +85,17 @@ def claims_comparing(claims: list[Claim], pairs: set[tuple[str, str]]) -> list[C
     return found
 
 
-def verdict(low: float, high: float, precondition: Precondition | None = None, margin: float | None = None) -> str:
+def verdict(
+    low: float,
+    high: float,
+    precondition: Precondition | None = None,
+    margin: float | None = None,
+    detectable: float | None = None,
+    paper_delta: float | None = None,
+) -> str:
+    """The verdict of an interval [low, high] (module docstring); ``detectable``: the comparison's minimum
+    detectable difference, ``paper_delta``: the paper's own (an interval across zero is "underpowered here"
+    when 0 < paper_delta < detectable)."""
     if precondition is not None and not precondition.holds:
         return NOT_TESTABLE
     if margin is not None:
@@ -68,6 +106,8 @@ def verdict(low: float, high: float, precondition: Precondition | None = None, m
         return HOLDS
     if high < 0:
         return REVERSED
+    if detectable is not None and paper_delta is not None and 0 < paper_delta < detectable:
+        return UNDERPOWERED
     return NOT_SHOWN
 
 
@@ -106,7 +146,7 @@ def condition_text(conditions: list[Precondition | None]) -> str:
     """Each condition with its own status ("met: …; NOT met: …"), so a reader sees which part failed;
     a routine condition that holds is left out."""
     return "; ".join(
-        f"{'met' if c.holds else 'NOT met'}: {c.what}"
+        f"{'diagnostic' if c.diagnostic else 'met' if c.holds else 'NOT met'}: {c.what}"
         for c in conditions
         if c is not None and not (c.holds and c.routine)
     )
@@ -114,9 +154,11 @@ def condition_text(conditions: list[Precondition | None]) -> str:
 
 def assess(study, claims: list[Claim]) -> pd.DataFrame:
     """One row per claim: the paper's numbers, our Δ with its 95% interval and the same bootstrap's
-    p-value, and the verdict. A claim is not testable when any of its conditions fails: its own
-    precondition, each compared system's (:meth:`Study.preconditions`: pre-training works, above
-    chance) and enough runs (a trained system with one seed); the condition column lists them all."""
+    p-value, the minimum difference detectable at 80% power, and the verdict. A claim is not testable
+    when any of its conditions fails: its own precondition, each compared system's
+    (:meth:`Study.preconditions`: pre-training's losses fell, above chance, at its dev plateau), a
+    pre-training claim's start (:meth:`Study.start_conditions`) and enough runs (a trained system with
+    one seed); the condition column lists them all, with the start probes as diagnostics."""
     rows = []
     for claim in claims:
         stats = study.compare([(claim.system, claim.against)], claim.measure).iloc[0]
@@ -124,17 +166,20 @@ def assess(study, claims: list[Claim]) -> pd.DataFrame:
             claim.precondition,
             *study.preconditions(claim.system, claim.measure),
             *study.preconditions(claim.against, claim.measure),
+            *study.start_conditions(claim),
             enough_runs(study, claim),
         ]
-        failed = first_failed(conditions)
+        failed, paper_delta = first_failed(conditions), paper_difference(claim.paper)
+        low, high = stats["95% CI low"], stats["95% CI high"]
         rows.append(
             {
                 "claim": claim.statement,
                 "paper": claim.paper,
                 "measure": claim.measure,
-                INTERVAL: interval_text(stats["Δ"], stats["95% CI low"], stats["95% CI high"]),
+                INTERVAL: interval_text(stats["Δ"], low, high),
                 "p (bootstrap)": float(f"{float(stats['p (bootstrap)']):.3g}"),
-                "verdict": verdict(stats["95% CI low"], stats["95% CI high"], failed, claim.margin),
+                MDD: float(f"{float(stats[MDD]):.3g}"),
+                "verdict": verdict(low, high, failed, claim.margin, stats[MDD], paper_delta),
                 "condition": condition_text(conditions),
             }
         )

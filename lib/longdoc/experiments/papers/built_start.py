@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from longdoc.experiments.backbones import mlm_head_trained
 from longdoc.experiments.families.matching import MATCHING
 from longdoc.experiments.families.retrieval import RETRIEVAL
 from longdoc.experiments.papers.longtriever import ablation_claims, ablation_systems
@@ -56,18 +57,6 @@ class BudgetSearch:
     def found(self) -> bool:
         last = self.budgets[self.budgets["train_steps"] == self.study.params["train_steps"]]
         return bool(last["learns"].all())
-
-
-def mlm_head_trained(path: str) -> bool:
-    """Whether the backbone folder holds trained MLM head weights (an MLM-trained encoder, as BERT; the
-    packaged MiniLM, a contrastive sentence encoder, has none)."""
-    from transformers import BertForMaskedLM
-
-    try:
-        _, info = BertForMaskedLM.from_pretrained(path, output_loading_info=True)
-    except (OSError, ValueError):
-        return False
-    return not any(key.startswith("cls.") for key in info["missing_keys"])
 
 
 def backbone_learned(study: Study) -> pd.DataFrame:
@@ -137,6 +126,7 @@ def smith_claims(study: Study, systems: list[System]) -> list[Claim]:
             "SMITH-WP",
             smith.quoted("SMITH-WP+SP", "SMITH-WP"),
             "Accuracy",
+            pretraining=True,
         ),
         Claim(
             f"pre-training helps (WP > {none}; the paper's WP > NP)",
@@ -144,6 +134,7 @@ def smith_claims(study: Study, systems: list[System]) -> list[Claim]:
             none,
             smith.quoted("SMITH-WP", "SMITH-NP"),
             "Accuracy",
+            pretraining=True,
         ),
         Claim(
             f"pre-training helps (WP+SP > {none}; the paper's WP+SP > NP)",
@@ -151,6 +142,7 @@ def smith_claims(study: Study, systems: list[System]) -> list[Claim]:
             none,
             smith.quoted("SMITH-WP+SP", "SMITH-NP"),
             "Accuracy",
+            pretraining=True,
         ),
     ]
 

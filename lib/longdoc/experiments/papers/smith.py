@@ -208,6 +208,7 @@ def main_claims(study: Study, systems: list[System]) -> list[Claim]:
             "SMITH-WP",
             quoted("SMITH-WP+SP", "SMITH-WP"),
             "Accuracy",
+            pretraining=True,
         ),
         Claim(
             "pre-training helps (WP > NP; here WP continues from the backbone, NP starts random)",
@@ -215,6 +216,7 @@ def main_claims(study: Study, systems: list[System]) -> list[Claim]:
             "SMITH-NP",
             quoted("SMITH-WP", "SMITH-NP"),
             "Accuracy",
+            pretraining=True,
         ),
         Claim(
             "pre-training helps (WP+SP > NP; here WP+SP continues from the backbone, NP starts random)",
@@ -222,6 +224,7 @@ def main_claims(study: Study, systems: list[System]) -> list[Claim]:
             "SMITH-NP",
             quoted("SMITH-WP+SP", "SMITH-NP"),
             "Accuracy",
+            pretraining=True,
         ),
         *(
             Claim(
@@ -231,6 +234,7 @@ def main_claims(study: Study, systems: list[System]) -> list[Claim]:
                 FROM_BACKBONE,
                 quoted(name, "SMITH-NP"),
                 "Accuracy",
+                pretraining=True,
             )
             for name in ("SMITH-WP", "SMITH-WP+SP")
         ),
