@@ -2,7 +2,6 @@
 reference for the batched interaction, no leakage across documents, ragged segment counts."""
 
 import copy
-import math
 
 import pytest
 import torch
@@ -157,7 +156,6 @@ def test_global_attention_cls_reads_the_whole_document_and_tokens_their_segment(
     for projections in model.global_projections:  # global projections unlike the local ones
         for linear in projections.values():
             linear.weight.add_(0.3 * torch.randn_like(linear.weight))
-    model.own_segment_bias.add_(torch.randn_like(model.own_segment_bias))  # a bias per layer and head
     docs = documents(tokenizer, counts=(2, 1, 3))
     batched = model.encode_segments(model.doc_inputs(docs))
     reference = []
@@ -165,17 +163,13 @@ def test_global_attention_cls_reads_the_whole_document_and_tokens_their_segment(
         batch = model.doc_inputs([doc])
         hidden = model.input_states(batch)
         real = batch.attention_mask.bool()
-        for layer, projections, bias in zip(
-            model.backbone.encoder.layer, model.global_projections, model.own_segment_bias
-        ):
+        for layer, projections in zip(model.backbone.encoder.layer, model.global_projections):
             everything = torch.cat([hidden[i, real[i]] for i in range(len(doc))]).unsqueeze(0)
-            segment_of = torch.cat([torch.full((int(real[i].sum()),), i) for i in range(len(doc))])
             rows = []
             for i in range(len(doc)):
                 own = hidden[i : i + 1, real[i]]
                 local = attention_mix(layer.attention.self, own, own, None)
-                own_keys = bias[None, :, None, None] * (segment_of == i).float()  # [1, heads, 1, K]
-                cls = attention_mix(layer.attention.self, own[:, :1], everything, own_keys, projections)
+                cls = attention_mix(layer.attention.self, own[:, :1], everything, None, projections)
                 out = finish_layer(layer, torch.cat([cls, local[:, 1:]], 1), own)
                 rows.append(torch.nn.functional.pad(out, (0, 0, 0, hidden.shape[1] - out.shape[1])))
             hidden = torch.cat(rows)
@@ -187,8 +181,7 @@ def test_global_attention_adds_three_projections_per_layer_and_equals_maxp_on_on
     model, plain = sedr(tiny_bert, tokenizer, interaction="global"), sedr(tiny_bert, tokenizer, interaction="none")
     hidden, layers = tiny_bert.config.hidden_size, tiny_bert.config.num_hidden_layers
     extra = sum(p.numel() for p in model.parameters()) - sum(p.numel() for p in plain.parameters())
-    heads = tiny_bert.config.num_attention_heads
-    assert extra == layers * 3 * (hidden * hidden + hidden) + layers * heads
+    assert extra == layers * 3 * (hidden * hidden + hidden)
     with torch.no_grad():  # at the start the global projections are the local ones: one segment = SeDR-MaxP
         batch = model.doc_inputs(documents(tokenizer, counts=(1, 1)))
         torch.testing.assert_close(model.encode_segments(batch), plain.encode_segments(batch), rtol=1e-5, atol=1e-5)
@@ -203,17 +196,18 @@ def test_the_order_embedding_starts_at_zero_and_the_map_at_the_identity(tiny_ber
 
 
 @torch.no_grad()
-def test_global_attention_segment_vectors_differ_and_the_own_segment_bias_is_why(tiny_bert, tokenizer):
-    """With the own-segment bias at its start (ln k) a document's segment vectors differ; at 0 every
-    [CLS] reads the same keys with a query that differs only by the (zero) order embedding: identical."""
+def test_global_attention_collapses_a_documents_segment_vectors_as_the_paper_builds_it(tiny_bert, tokenizer):
+    """As the paper and its release build it (no own-segment bias): every [CLS] of a document reads the
+    same keys with a query that differs only by the (zero) order embedding, so its segment vectors are
+    identical; the order embedding, once trained, is what tells them apart."""
     model = sedr(tiny_bert, tokenizer, interaction="global")
-    assert torch.allclose(model.own_segment_bias, torch.tensor(math.log(3)))
+    assert not any("own_segment" in name for name, _ in model.named_parameters())
     batch = model.doc_inputs(documents(tokenizer, counts=(3, 2, 3)))
 
     def largest_gap_within_documents() -> float:
         vectors = model.encode_segments(batch)
         return max(float((vectors[batch.owner == d] - vectors[batch.owner == d][0]).abs().max()) for d in range(3))
 
-    assert largest_gap_within_documents() > 1e-3
-    model.own_segment_bias.zero_()
     assert largest_gap_within_documents() < 1e-5
+    model.segment_embedding.weight.normal_(0, 0.5)
+    assert largest_gap_within_documents() > 1e-3

@@ -39,16 +39,15 @@ Table 2's variants, by ``interaction``:
   its document (absent segments and padding masked) through separate global query/key/value
   projections, as Longformer's global attention has (they start as copies of the layer's own, as in
   Longformer's conversion; the extra parameters are why the paper's row has 149M against 125M); the
-  other tokens attend within their segment. Read that way alone, every [CLS] of a document has the same
-  keys and a query that differs only through the segment-order embedding, and the segment vectors
-  are identical by construction: measured on 80 ``manpages`` documents (4 × 64 tokens, MiniLM), one
-  minus their mean cosine is 2e-8 with our zero order embedding, 3e-8 with the release's random one
-  and 1e-5 with document-wide positions for the [CLS] rows. So each [CLS] also knows which keys are
-  its own segment's, as ETC's global-to-local relative labels do (Ainslie et al. 2020, the paper's
-  reference for global attention; not in the release): a learned bias per layer and head on its own
-  segment's keys, starting at ln k (under even attention the own segment then gets about half of it;
-  at the start one minus the cosine is then 0.036, SeDR's own 0.128). At bias 0 it is the release's
-  reading; with one segment the bias shifts every key alike and the variant is SeDR-MaxP.
+  other tokens attend within their segment. Read that way, every [CLS] of a document has the same
+  keys and a query that differs only through the segment-order embedding, so a document's segment
+  vectors are (nearly) identical by construction: measured on 80 ``manpages`` documents (4 × 64 tokens,
+  MiniLM), one minus their mean cosine is 2e-8 with our zero order embedding, 3e-8 with the release's
+  random one. That is the paper's model and its Figure 5 ("the segment embeddings of Global-Attention
+  collapse"). Neither the paper (Section 4.1, Table 2's variants) nor the release adds anything that
+  tells a [CLS] its own segment's keys; an earlier version here added a learned own-segment bias
+  (ln k at the start, after ETC's relative labels), which set the variant's within-document cosine
+  at initialisation, and is removed.
 
 SeDR-Longformer (Table 2's fifth row) is not built: it needs a Longformer converted from the backbone.
 """
@@ -56,7 +55,6 @@ SeDR-Longformer (Table 2's fifth row) is not built: it needs a Longformer conver
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass
 
 import torch
@@ -100,8 +98,6 @@ class SeDR(BiEncoder):
             self.segment_layer = copy.deepcopy(self.backbone.encoder.layer[-1])  # over a document's segments
             self.segment_gate = nn.Parameter(torch.zeros(()))  # g: the layer's change enters gated, from 0
         if config.interaction == "global":  # per layer: the [CLS] rows' query/key/value projections
-            layers, heads = self.backbone.config.num_hidden_layers, self.backbone.config.num_attention_heads
-            self.own_segment_bias = nn.Parameter(torch.full((layers, heads), math.log(config.max_segments)))
             self.global_projections = nn.ModuleList(
                 nn.ModuleDict(
                     {name: copy.deepcopy(getattr(layer.attention.self, name)) for name in ("query", "key", "value")}
@@ -141,21 +137,15 @@ class SeDR(BiEncoder):
 
     def global_attention_states(self, batch: DocBatch, hidden: torch.Tensor) -> torch.Tensor:
         """SeDR-Global-Attention: tokens attend within their segment; each segment's [CLS] attends to
-        all tokens of its document through the layer's global projections, its own segment's tokens
-        with the layer's :attr:`own_segment_bias` added to their scores."""
+        all tokens of its document through the layer's global projections."""
         keep_tokens = batch.attention_mask.bool()
         segments, length = keep_tokens.shape
         k = batch.max_segments
         slots, _ = scatter_slots(keep_tokens.to(hidden.dtype), batch.owner, batch.position, batch.num_docs, k)
         document_keep = slots.bool().reshape(batch.num_docs, k * length)  # [D, k·L] real tokens of the document
         local_bias = attention_bias(keep_tokens, hidden.dtype)
-        global_mask = attention_bias(document_keep, hidden.dtype)  # [D, 1, 1, k·L]
-        segment_of_key = torch.arange(k, device=hidden.device).repeat_interleave(length)
-        own = (segment_of_key[None, :] == torch.arange(k, device=hidden.device)[:, None]).to(hidden.dtype)  # [k, k·L]
-        for layer, projections, own_bias in zip(
-            self.backbone.encoder.layer, self.global_projections, self.own_segment_bias
-        ):
-            global_bias = global_mask + own_bias[None, :, None, None] * own  # [D, heads, k, k·L]
+        global_bias = attention_bias(document_keep, hidden.dtype)  # [D, 1, 1, k·L]
+        for layer, projections in zip(self.backbone.encoder.layer, self.global_projections):
             attention = layer.attention.self
             mixed = attention_mix(attention, hidden, hidden, local_bias)  # [S, L, d]
             tokens = hidden.new_zeros((batch.num_docs, k, length, hidden.shape[-1])).index_put(
