@@ -191,4 +191,35 @@ def test_a_row_still_improving_at_its_last_evaluation_has_not_reached_its_platea
     assert reached_plateau(study, "FirstP") is None
     condition = reached_plateau(study, "DSI")
     assert not condition.holds and condition.routine
-    assert condition.what == "DSI reached its dev plateau (dev-best step [240, 120] of [240, 240] trained, per seed)"
+    assert condition.what == (
+        "DSI reached its dev plateau (per seed: dev-best step [240, 120] of [240, 240] trained, stopped by its rule "
+        "[False, True])"
+    )
+
+
+def test_a_run_that_stopped_at_its_cap_has_not_reached_its_plateau_and_every_ensemble_member_is_checked():
+    """A run whose best came before its last evaluation but that ran to the step cap (its patience rule
+    never fired) has not plateaued; an ensemble's condition covers every member's runs."""
+    from longdoc.experiments.preconditions import reached_plateau, stopped_at_plateau
+
+    def run(best, last, stopped):
+        return {"best_step": best, "dev_curve": [[s, 0.1] for s in range(60, last + 1, 60)], "stopped_early": stopped}
+
+    capped, stopped = run(420, 480, False), run(300, 420, True)
+    assert not stopped_at_plateau(capped) and stopped_at_plateau(stopped)
+    plateau = SimpleNamespace(trains_to_plateau=True)
+
+    def row(name, *runs, spec=None):
+        system = SimpleNamespace(name=name, family=plateau, spec=spec or SimpleNamespace())
+        return SimpleNamespace(system=system, training=list(runs))
+
+    results = {"NCI": row("NCI", capped, stopped), "NCI k1": row("NCI k1", stopped, stopped)}
+    members = (results["NCI"].system, results["NCI k1"].system)
+    results["ensemble"] = row("ensemble", spec=SimpleNamespace(members=members))
+    study = SimpleNamespace(results=results)
+    assert not reached_plateau(study, "NCI").holds and reached_plateau(study, "NCI k1").holds
+    condition = reached_plateau(study, "ensemble")
+    assert not condition.holds and "NCI: dev-best step [420, 300] of [480, 420]" in condition.what
+    assert "stopped by its rule [False, True]" in condition.what and "NCI k1:" in condition.what
+    results["NCI"] = row("NCI", stopped, stopped)
+    assert reached_plateau(study, "ensemble").holds

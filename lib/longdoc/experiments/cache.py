@@ -60,6 +60,7 @@ PRESENTATION_ONLY = (
     "experiments/records.py",
     "experiments/paper.py",
     "experiments/notebook_outputs.py",
+    "experiments/recompute.py",
     "eval/significance.py",
     "eval/run_files.py",
     "eval/classification.py",

@@ -88,6 +88,12 @@ class FineTuned:
             "dev_curve": [[h["step"], round(h["dev"], 4)] for h in last["history"] if "dev" in h],
             "iterations": len(self.history["iterations"]),
             **({"patience": last["config"]["patience"]} if last.get("config", {}).get("patience") else {}),
+            **({"stopped_early": last["stopped_early"]} if "stopped_early" in last else {}),
+            **(
+                {"epochs_at_best": round(last["best_step"] / last["steps_per_epoch"], 2)}
+                if last.get("steps_per_epoch")
+                else {}
+            ),
             **({"train_terms": terms} if terms else {}),
             **{name: self.history[name] for name in extra},
         }

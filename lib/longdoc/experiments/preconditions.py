@@ -120,18 +120,34 @@ def above_chance(study, name: str, measure: str) -> Precondition | None:
     )
 
 
+def stopped_at_plateau(training: dict) -> bool:
+    """Whether one run stopped at its dev plateau: its stopping rule fired (``stopped_early``: ``patience``
+    dev evaluations in a row without a new best), not the step cap; a run that ran to its cap has not
+    plateaued, whenever its best came. A record without that flag (made before it was kept) falls back
+    to its dev-best evaluation coming before its last."""
+    if "stopped_early" in training:
+        return bool(training["stopped_early"])
+    return training["best_step"] < training["dev_curve"][-1][0]
+
+
 def reached_plateau(study, name: str) -> Precondition | None:
     """Whether every run of a trained row that trains to its dev plateau (a plateau-training family, or
-    runs with early stopping, ``patience``) peaked before its last dev evaluation (None: neither, or the
-    row is not trained)."""
+    runs with early stopping, ``patience``) stopped there (:func:`stopped_at_plateau`); for an ensemble,
+    every run of every member (None: neither, or nothing trained)."""
     result = study.results[name]
-    to_plateau = result.system.family.trains_to_plateau or any(t.get("patience") for t in result.training)
-    if not to_plateau or not result.training:  # the row's family (FirstP in NCI's table: none)
+    members = getattr(getattr(result.system, "spec", None), "members", None)  # an ensemble's rows
+    runs = {m.name: study.results[m.name].training for m in members} if members else {name: result.training}
+    to_plateau = result.system.family.trains_to_plateau or any(t.get("patience") for r in runs.values() for t in r)
+    if not to_plateau or not any(runs.values()):  # the row's family (FirstP in NCI's table: none)
         return None
-    best = [t["best_step"] for t in result.training]
-    last = [t["dev_curve"][-1][0] for t in result.training]
+    each = "; ".join(
+        f"{member + ': ' if members else ''}dev-best step {[t['best_step'] for t in training]} of {[t['dev_curve'][-1][0] for t in training]} "
+        f"trained, stopped by its rule {[stopped_at_plateau(t) for t in training]}"
+        for member, training in runs.items()
+        if training
+    )
     return Precondition(
-        all(b < end for b, end in zip(best, last)),
-        f"{name} reached its dev plateau (dev-best step {best} of {last} trained, per seed)",
+        all(stopped_at_plateau(t) for training in runs.values() for t in training),
+        f"{name} reached its dev plateau (per seed{'; ' if members else ': '}{each})",
         routine=True,
     )

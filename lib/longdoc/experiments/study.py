@@ -547,8 +547,29 @@ class Study:
         }
 
     def write_runs(self, folder: Path) -> None:
-        """The run files of every system and seed, beside the record."""
+        """The run files of every system and seed, and every system's per-item test scores
+        (:func:`~longdoc.experiments.recompute.write_scores`), beside the record."""
+        from longdoc.experiments.recompute import write_scores
+
         for name, result in self.results.items():
             tag = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
             for seed, outcome in zip(result.seeds, result.outcomes):
                 outcome.write(folder, self.data, tag, seed)
+        if self.options.dataset is not None and self.results:
+            write_scores(folder, self.per_item_scores())
+
+    def per_item_scores(self, split: str = "test") -> dict:
+        """Each system's per-item values (query or pair) per seed on ``split``, for every measure that has
+        them: ``{system: {"seeds": [...], "measures": {measure: [{item: value} per seed]}}}``."""
+        scores = {}
+        for name, result in self.results.items():
+            measures = {}
+            for measure in self.family.measures_on(split):
+                try:
+                    measures[measure] = result.per_item(self.data, measure, split)
+                except ValueError as err:  # no per-item values (F1); any other error stands
+                    if "intervals are defined for" not in str(err):
+                        raise
+            if measures:
+                scores[name] = {"seeds": result.seeds, "measures": measures}
+        return scores

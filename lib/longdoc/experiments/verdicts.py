@@ -33,6 +33,7 @@ HOLDS, REVERSED, NOT_SHOWN, NOT_TESTABLE = "holds", "reversed", "not shown at th
 UNDERPOWERED = "underpowered here"
 VERDICTS = (HOLDS, NOT_SHOWN, UNDERPOWERED, REVERSED, NOT_TESTABLE)  # every verdict, in the order tables count them
 MDD = "MDD (80% power)"  # the findings column of the minimum detectable difference
+COMPARED = ("system", "against")  # the rows a claim compares: in the record (recomputed from it), not shown
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,8 @@ def assess(study, claims: list[Claim]) -> pd.DataFrame:
                 "claim": claim.statement,
                 "paper": claim.paper,
                 "measure": claim.measure,
+                "system": claim.system,
+                "against": claim.against,
                 INTERVAL: interval_text(stats["Δ"], low, high),
                 "p (bootstrap)": float(f"{float(stats['p (bootstrap)']):.3g}"),
                 MDD: float(f"{float(stats[MDD]):.3g}"),
@@ -242,7 +245,7 @@ class Findings:
             for c in self.table.columns
             if self.table[c].map(lambda v: v is None or str(v).strip() in ("", "nan")).all()
         ]
-        shown = self.table.drop(columns=empty)
+        shown = self.table.drop(columns=empty + [c for c in COMPARED if c in self.table])
         if "p (bootstrap)" in shown:  # no resample on the far side of zero: p is below one in the resamples
             shown = shown.assign(**{"p (bootstrap)": shown["p (bootstrap)"].map(p_text)})
         return shown

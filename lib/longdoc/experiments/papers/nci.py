@@ -34,6 +34,7 @@ from longdoc.experiments.families.generative import (
 from longdoc.experiments.families.retrieval import BM25, Dense, ExactSearch
 from longdoc.experiments.paper import paper_beside_by_collection, paper_results
 from longdoc.experiments.paper import paper_value as reported
+from longdoc.experiments.preconditions import stopped_at_plateau
 from longdoc.experiments.settings import EncoderSettings, settings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import Headline, System, Table
@@ -393,7 +394,8 @@ def generation_summary(study: Study) -> pd.DataFrame:
 def training_budget(study: Study) -> pd.DataFrame:
     """What each trained row really got (the budget stated): its training examples, the steps it took
     (it stops at its dev plateau, at most ``nci_train_steps``), the step of its dev best and the epochs
-    over its own examples at that step, per seed."""
+    over its own examples at that step, per seed, and whether every run stopped by its plateau rule
+    (:func:`~longdoc.experiments.preconditions.stopped_at_plateau`; a run cut by the cap did not)."""
     rows = {}
     for name, result in study.results.items():
         if not result.fits or not result.training:
@@ -405,7 +407,7 @@ def training_budget(study: Study) -> pd.DataFrame:
             "steps trained": ", ".join(str(t["dev_curve"][-1][0]) for t in training),
             "dev-best step": ", ".join(str(t["best_step"]) for t in training),
             "epochs at the dev best": ", ".join(f"{t['best_step'] / per_epoch:.1f}" for t in training),
-            "plateau reached": all(t["best_step"] < t["dev_curve"][-1][0] for t in training),
+            "plateau reached": all(stopped_at_plateau(t) for t in training),
         }
     return pd.DataFrame(rows).T
 

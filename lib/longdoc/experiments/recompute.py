@@ -1,0 +1,125 @@
+"""Every interval of the committed records, recomputed from their per-item scores.
+
+Each record folder holds ``scores.json.gz`` beside ``metrics.json``: every system's per-item test values
+(a query's reciprocal rank, a pair's correctness) per seed and measure, written by
+:meth:`~longdoc.experiments.study.Study.write_runs`. A claim of the record's findings names the two rows
+it compares (``system``, ``against``); its Δ, 95% interval and minimum detectable difference are
+recomputed here with the same bootstrap (:func:`~longdoc.eval.significance.seed_query_bootstrap`, its
+default seed) and compared with what the record says::
+
+    python -m longdoc.experiments.recompute                  # every cpu record; exit 1 on any mismatch
+    python -m longdoc.experiments.recompute --profile gpu results/gpu/manpages/20_sedr_main
+
+A claim without the two rows (a bucketed or a per-document comparison computed another way) is listed as
+not recomputable from the scores, with its notebook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+from pathlib import Path
+
+from longdoc.eval.significance import minimum_detectable_difference, seed_query_bootstrap
+from longdoc.experiments.records import RESULTS_DIR
+from longdoc.experiments.verdicts import INTERVAL, MDD, interval_text
+
+SCORES = "scores.json.gz"
+
+
+def write_scores(folder: Path, scores: dict) -> Path:
+    """``folder/scores.json.gz``: ``scores`` (:meth:`~longdoc.experiments.study.Study.per_item_scores`),
+    values rounded to six decimals, written without a timestamp so an unchanged run writes the same bytes."""
+    rounded = {
+        name: {
+            "seeds": entry["seeds"],
+            "measures": {
+                measure: [{item: round(float(v), 6) for item, v in sorted(seed.items())} for seed in per_seed]
+                for measure, per_seed in entry["measures"].items()
+            },
+        }
+        for name, entry in scores.items()
+    }
+    path = Path(folder) / SCORES
+    with gzip.GzipFile(path, "wb", mtime=0) as handle:
+        handle.write(json.dumps(rounded, sort_keys=True, separators=(",", ":")).encode())
+    return path
+
+
+def read_scores(folder: Path) -> dict | None:
+    path = Path(folder) / SCORES
+    if not path.is_file():
+        return None
+    with gzip.open(path, "rb") as handle:
+        return json.loads(handle.read())
+
+
+def recompute_claim(scores: dict, claim: dict) -> dict | None:
+    """The claim's Δ [95% CI] and minimum detectable difference from ``scores`` as the findings print them
+    (None: the claim does not name two rows with per-item scores on its measure)."""
+    system, against, measure = claim.get("system"), claim.get("against"), claim.get("measure")
+    if system not in scores or against not in scores:
+        return None
+    if measure not in scores[system]["measures"] or measure not in scores[against]["measures"]:
+        return None
+    stats = seed_query_bootstrap(scores[system]["measures"][measure], scores[against]["measures"][measure])
+    return {
+        INTERVAL: interval_text(stats["mean_difference"], stats["ci_low"], stats["ci_high"]),
+        MDD: float(f"{minimum_detectable_difference(stats['standard_error']):.3g}"),
+    }
+
+
+def check_record(folder: Path) -> list[dict]:
+    """One row per claim of the record in ``folder``: what the record says, what the scores give, and
+    whether they agree (``None``: not recomputable from the scores)."""
+    record = json.loads((Path(folder) / "metrics.json").read_text())
+    claims = ((record.get("metrics") or {}).get("findings") or {}).get("claims") or []
+    scores = read_scores(folder)
+    rows = []
+    for claim in claims:
+        found = recompute_claim(scores, claim) if scores is not None else None
+        rows.append(
+            {
+                "notebook": record["notebook"],
+                "claim": claim.get("claim"),
+                "recorded": claim.get(INTERVAL),
+                "recomputed": found[INTERVAL] if found else None,
+                "agrees": None
+                if found is None
+                else found[INTERVAL] == claim.get(INTERVAL) and (MDD not in claim or found[MDD] == claim[MDD]),
+            }
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m longdoc.experiments.recompute", description=__doc__.split("\n")[0])
+    parser.add_argument("folders", nargs="*", type=Path, help="record folders (default: every record of the profile)")
+    parser.add_argument("--profile", default="cpu")
+    args = parser.parse_args(argv)
+    folders = args.folders or sorted(p.parent for p in (RESULTS_DIR / args.profile).glob("*/*/metrics.json"))
+    missing = [f for f in folders if not (Path(f) / "metrics.json").is_file()]
+    if missing:
+        parser.error(f"no metrics.json in {', '.join(map(str, missing))}")
+    mismatches = 0
+    for folder in folders:
+        rows = check_record(folder)
+        if not rows:
+            continue
+        agreed = sum(r["agrees"] is True for r in rows)
+        skipped = [r for r in rows if r["agrees"] is None]
+        wrong = [r for r in rows if r["agrees"] is False]
+        mismatches += len(wrong)
+        note = "" if read_scores(folder) is not None else f" (no {SCORES})"
+        print(f"{folder}: {agreed} of {len(rows)} intervals recomputed and equal{note}")
+        for r in wrong:
+            print(f"  DIFFERS: {r['claim']}: recorded {r['recorded']}, recomputed {r['recomputed']}")
+        for r in skipped:
+            print(f"  not recomputable from the scores: {r['claim']}")
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

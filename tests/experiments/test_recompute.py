@@ -1,0 +1,61 @@
+"""Every interval of a record is recomputed from the per-item scores written beside it
+(``python -m longdoc.experiments.recompute``)."""
+
+import gzip
+import json
+
+import pytest
+from tests.conftest import committed_records
+
+from longdoc.experiments import recompute
+from longdoc.experiments.families.retrieval import BM25, Dense
+from longdoc.experiments.settings import EncoderSettings
+from longdoc.experiments.systems import System
+from longdoc.experiments.verdicts import INTERVAL, Claim
+
+
+def test_the_recompute_command_reproduces_a_records_intervals_and_names_a_changed_one(
+    tiny_dataset, tiny_backbone, isolated_outputs, tiny_study, capsys
+):
+    study = tiny_study(tiny_dataset, tiny_backbone, seeds=[0, 1], learning_rates=[1e-3])
+    study.run_all(
+        [System("BM25", BM25()), System("MaxP", Dense("MaxP", study.settings(EncoderSettings).encoder("MaxP")))]
+    )
+    study.findings([Claim("MaxP beats BM25", "MaxP", "BM25", "0.3 vs 0.2"), Claim("BM25 beats MaxP", "BM25", "MaxP")])
+    directory = study.record()
+    scores = recompute.read_scores(directory)
+    assert set(scores) == {"BM25", "MaxP"} and scores["MaxP"]["seeds"] == [0, 1]
+    assert len(scores["MaxP"]["measures"]["MRR@100"]) == 2  # one dict of per-query values per seed
+    rows = recompute.check_record(directory)
+    assert [r["agrees"] for r in rows] == [True, True]
+    assert recompute.main([str(directory)]) == 0
+    record = json.loads((directory / "metrics.json").read_text())
+    assert record["metrics"]["findings"]["claims"][0]["system"] == "MaxP"  # the rows it compares are recorded
+    record["metrics"]["findings"]["claims"][0][INTERVAL] = "+0.500 [+0.400, +0.600]"
+    (directory / "metrics.json").write_text(json.dumps(record))
+    assert recompute.main([str(directory)]) == 1
+    assert "DIFFERS: MaxP beats BM25: recorded +0.500 [+0.400, +0.600]" in capsys.readouterr().out
+
+
+def test_the_scores_file_is_the_same_bytes_for_the_same_scores(tmp_path):
+    scores = {"A": {"seeds": [0], "measures": {"MRR@100": [{"q2": 0.5, "q1": 1 / 3}]}}}
+    first = recompute.write_scores(tmp_path, scores).read_bytes()
+    assert recompute.write_scores(tmp_path, scores).read_bytes() == first
+    assert json.loads(gzip.decompress(first))["A"]["measures"]["MRR@100"] == [{"q1": 0.333333, "q2": 0.5}]
+
+
+def test_every_committed_records_intervals_recompute_from_its_scores():
+    """Where a committed record has its scores (records made after they were written), every claim that
+    names two rows recomputes to the interval and detectable difference it shows."""
+    folders = [p.parent for p in committed_records() if (p.parent / recompute.SCORES).is_file()]
+    if not folders:
+        pytest.skip("no committed record has its scores yet")
+    for folder in folders:
+        for row in recompute.check_record(folder):
+            assert row["agrees"] is not False, (folder, row)
+
+
+def test_the_recompute_command_names_a_folder_without_a_record(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        recompute.main([str(tmp_path)])
+    assert "no metrics.json in" in capsys.readouterr().err
