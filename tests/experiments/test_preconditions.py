@@ -126,6 +126,9 @@ class ReversedStudy:
     def preconditions(self, name, measure):
         return pretraining_works(self, self.results[name].system)
 
+    def start_difference(self, claim):
+        return None
+
     def start_conditions(self, claim):
         return paper_start(self, claim)
 
@@ -223,3 +226,30 @@ def test_a_run_that_stopped_at_its_cap_has_not_reached_its_plateau_and_every_ens
     assert "stopped by its rule [False, True]" in condition.what and "NCI k1:" in condition.what
     results["NCI"] = row("NCI", stopped, stopped)
     assert reached_plateau(study, "ensemble").holds
+
+
+def test_each_table_reports_how_far_the_starts_predict_the_final_scores_and_flags_a_claim_decided_at_the_start():
+    """Spearman's ρ over the trained rows' start probes and final test scores; a claim whose rows' starts
+    differ by more than the paper's Δ carries a diagnostic flag (never a gate)."""
+    from longdoc.experiments.study import Study
+    from longdoc.experiments.verdicts import decided_at_start
+
+    starts = {"A": 0.30, "B": 0.20, "C": 0.10, "BM25": None}
+    finals = {"A": 0.5, "B": 0.4, "C": 0.45, "BM25": 0.3}
+    study = Study.__new__(Study)
+    study.family = SimpleNamespace(selection_measure="MRR@100")
+    study._start_scores, study.params = ((), None), {}
+    study.results = {
+        n: SimpleNamespace(system=SimpleNamespace(spec=SimpleNamespace(trained=s is not None, start=s)))
+        for n, s in starts.items()
+    }
+    study.start_probe = lambda spec: {"score": spec.start, "accuracy": spec.start}
+    study.table = lambda names, measures: pd.DataFrame({measures[0]: [finals[names[0]]]}, index=names)
+    frame = study.start_scores()
+    assert list(frame.index) == ["A", "B", "C"] and list(frame["test MRR@100"]) == [0.5, 0.4, 0.45]
+    assert "over 3 trained rows: Spearman ρ = 0.50" in study.start_line()
+    assert study.start_difference(Claim("A beats C", "A", "C")) == pytest.approx(0.2)
+    assert study.start_difference(Claim("A beats BM25", "A", "BM25")) is None
+    flag = decided_at_start(0.2, 0.05)
+    assert flag.holds and flag.diagnostic and "differ by +0.200" in flag.what and "Δ +0.050" in flag.what
+    assert decided_at_start(0.02, 0.05) is None and decided_at_start(0.2, None) is None

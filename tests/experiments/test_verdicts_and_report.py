@@ -81,6 +81,9 @@ class FakeStudy:
     def preconditions(self, name, measure):
         return self.conditions.get(name, [])
 
+    def start_difference(self, claim):
+        return None
+
     def start_conditions(self, claim):
         return []
 

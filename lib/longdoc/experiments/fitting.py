@@ -95,7 +95,7 @@ class FineTuned:
                 else {}
             ),
             **({"train_terms": terms} if terms else {}),
-            **{name: self.history[name] for name in extra},
+            **{name: self.history[name] for name in extra if name in self.history},
         }
 
 

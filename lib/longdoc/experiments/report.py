@@ -219,6 +219,7 @@ def stale_lines(found: list[dict]) -> list[str]:
     ]
 
 
+AT_START = "DECIDED AT THE START?"  # the flag of :func:`~longdoc.experiments.verdicts.decided_at_start`
 PAPER_OF = {"01": "baselines", "1": "Longtriever", "2": "SeDR", "3": "SMITH", "4": "NCI", "50": "Longtriever"}
 PAPER_OF |= {"51": "SMITH", "90": "budget ladder"}
 REASONS = (  # the first unmet condition of a "not testable" claim, in a few words (first match wins)
@@ -251,10 +252,12 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
 
     counts: dict[str, Counter] = {}
     reasons: dict[str, Counter] = {}
+    at_start: Counter = Counter()
     for record in by_notebook_own_last(found).values():
         paper = paper_of(record["notebook"])
         for claim in (record["metrics"].get("findings") or {}).get("claims") or []:
             counts.setdefault(paper, Counter())[claim.get("verdict")] += 1
+            at_start[paper] += AT_START in str(claim.get("condition", ""))
             if claim.get("verdict") == VERDICTS[-1]:
                 reasons.setdefault(paper, Counter())[unmet_reason(claim.get("condition", ""))] += 1
     for notebook, section in (carried or {}).items():
@@ -272,9 +275,11 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
             continue
         found_counts = ", ".join(f"{counts[paper][v]} {v}" for v in VERDICTS if counts[paper][v])
         why = "; ".join(f"{n} {reason}" for reason, n in reasons.get(paper, Counter()).most_common())
+        flagged = f"; {at_start[paper]} flagged as possibly decided at the start" if at_start[paper] else ""
         lines.append(
             f"- **{paper}**: {sum(counts[paper].values())} claims: {found_counts}"
             + (f" (not testable: {why})" if why else "")
+            + flagged
             + "."
         )
     return [*lines, ""]

@@ -130,6 +130,7 @@ class Study:
         self._selections: dict[str, dict] = {}
         self._settings: dict[type, Any] = {}
         self._probes: dict[str, dict | None] = {}
+        self._start_scores: tuple = ((), None)  # (the rows it was computed for, the frame)
         self._preconditions: dict[tuple[str, str], list[Precondition]] = {}
         self.options = self.settings(StudySettings)
         for kind in SETTINGS:  # every settings view the notebook declares is built now: cross-parameter errors
@@ -220,9 +221,76 @@ class Study:
         return frame
 
     def findings(self, claims: list[Claim], context: str = "") -> Findings:
-        """Verdicts of the paper's claims from our intervals (:mod:`longdoc.experiments.verdicts`)."""
-        self.verdicts = Findings(assess(self, claims), context)
+        """Verdicts of the paper's claims from our intervals (:mod:`longdoc.experiments.verdicts`), with how
+        far the rows' starts predict their final scores (:meth:`start_line`) after the context."""
+        table = assess(self, claims)
+        self.verdicts = Findings(table, "\n\n".join(t for t in (context, self.start_line()) if t))
         return self.verdicts
+
+    # -- where the rows start ------------------------------------------------------------------------
+    def start_scores(self) -> pd.DataFrame:
+        """Each trained row's start on the family's dev probe (:meth:`start_probe`, before fine-tuning;
+        ``start accuracy``: the probe's accuracy, in-batch for retrieval, at the dev-best threshold for
+        matching) beside its final mean test selection measure; empty where the family has no probe."""
+        memo = tuple(self.results)
+        if self._start_scores[0] != memo:
+            self._start_scores = (memo, self._start_frame())
+        return self._start_scores[1]
+
+    def _start_frame(self) -> pd.DataFrame:
+        measure = self.family.selection_measure if self.family is not None else None
+        rows = {}
+        for name, result in self.results.items():
+            if not result.system.spec.trained:
+                continue
+            probe = self.start_probe(result.system.spec)
+            if probe is None:
+                continue
+            final = self.table([name], [measure])[measure].iloc[0]
+            rows[name] = {"start probe": probe["score"], "start accuracy": probe["accuracy"], f"test {measure}": final}
+        return pd.DataFrame(rows).T
+
+    def start_line(self) -> str:
+        """Spearman's ρ between the trained rows' start probes and their final test scores, as a sentence
+        ("" with fewer than three rows): near 1, the fine-tuning budget kept the order the starts had."""
+        from scipy.stats import spearmanr
+
+        frame = self.start_scores()
+        if len(frame) < 3:
+            return ""
+        final = frame.columns[-1]
+        rho = float(spearmanr(frame["start probe"], frame[final]).statistic)
+        ranked = ", ".join(f"{n} {frame.loc[n, 'start probe']:.3f}" for n in frame.index)
+        return (
+            f"{self.pooling_line()}Start probes (dev, before fine-tuning) against the final {final} over "
+            f"{len(frame)} trained rows: Spearman ρ = {rho:.2f}. Starts: {ranked}."
+        )
+
+    def pooling_line(self) -> str:
+        """What the rows read of their backbone against how it was trained ("" without a backbone)."""
+        from longdoc.experiments.backbones import MLM_TRAINED, backbone_training
+
+        backbone, pooling = self.params.get("backbone"), self.params.get("pooling")
+        if not backbone or not pooling:
+            return ""
+        reading = (
+            "a summary token ([CLS], [DOC]) as the papers' models do" if pooling == "cls" else f"{pooling} pooling"
+        )
+        trained = backbone_training(str(backbone))
+        if trained.startswith(MLM_TRAINED):
+            return f"The rows read {reading}, from {trained}, as the papers assume. "
+        return (
+            f"The rows read {reading}, but the backbone is {trained}; the packaged MiniLM was trained with mean "
+            "pooling, so every row starts from a reading its backbone was not trained for (the probes measure it). "
+        )
+
+    def start_difference(self, claim: Claim) -> float | None:
+        """The two compared rows' start accuracy difference on the dev probe (system − against; None: a
+        row without a probe, or untrained)."""
+        frame = self.start_scores()
+        if claim.system not in frame.index or claim.against not in frame.index:
+            return None
+        return float(frame.loc[claim.system, "start accuracy"] - frame.loc[claim.against, "start accuracy"])
 
     def claims_figure(self, findings: Findings):
         """The notebook's verdicts as a forest plot (:func:`~longdoc.plots.claim_forest`): each claim's Δ

@@ -251,7 +251,7 @@ class Result:
         return [o.per_item(data, split, measure) for o in self.outcomes]
 
 
-SEED_POLICIES = ("all", "first")
+SEED_POLICIES = ("all", "first", "claimed")
 
 
 @dataclass(frozen=True)
@@ -273,8 +273,9 @@ class Headline:
 @dataclass(frozen=True)
 class Table:
     """What one notebook runs: its rows (built by the paper module from the study), the seeds of each
-    row (``seeds``: ``"all"`` the study's, ``"first"`` only the first: a sweep; ``single_seed`` picks rows
-    of an all-seeds table that run once), the claims it tests (on the rows it ran, by their objects), and
+    row (``seeds``: ``"all"`` the study's, ``"first"`` only the first: a sweep; ``"claimed"``: the study's
+    for every row a claim compares, so each claim has two runs a side, and only the first for the other
+    points of a sweep; ``single_seed`` picks rows of an all-seeds table that run once), the claims it tests (on the rows it ran, by their objects), and
     its headline for the ladder; ``beside``: rows it measures without fitting and without claims beside
     the table (a backbone's zero-shot), which the GPU-hour planner prices too."""
 
@@ -290,6 +291,8 @@ class Table:
     def __post_init__(self) -> None:
         if self.seeds not in SEED_POLICIES:
             raise ValueError(f"{self.notebook}: seeds={self.seeds!r}; expected one of {SEED_POLICIES}")
+        if self.seeds == "claimed" and self.claims is None:
+            raise ValueError(f"{self.notebook}: seeds='claimed' needs the table's claims")
         if self.headline is not None:  # the headline reruns this table's notebook in its family
             object.__setattr__(self, "headline", replace(self.headline, notebook=self.notebook, family=self.family))
 
@@ -299,4 +302,7 @@ class Table:
         rows = self.rows(study)
         single = self.single_seed(rows) if self.single_seed else []
         first = self.seeds == "first"
+        if self.seeds == "claimed":  # a claimed table's claims name its rows without running anything
+            compared = {name for claim in self.claims(study, rows) for name in (claim.system, claim.against)}
+            single = [row for row in rows if row.name not in compared]
         return [(row, list(study.seeds[:1] if first or row in single else study.seeds)) for row in rows]

@@ -138,6 +138,19 @@ def enough_runs(study, claim: Claim) -> Precondition | None:
     return Precondition(False, f"one seed of {', '.join(single)}: a trained system needs two runs or more")
 
 
+def decided_at_start(start_delta: float | None, paper_delta: float | None) -> Precondition | None:
+    """A flag, never a gate: the two rows' starts differ on the dev probe by more than the paper's own
+    difference, so the comparison may measure where the rows began rather than what the claim names."""
+    if start_delta is None or paper_delta is None or abs(start_delta) <= abs(paper_delta):
+        return None
+    return Precondition(
+        True,
+        f"DECIDED AT THE START? the starts differ by {start_delta:+.3f} on the dev probe's accuracy, more than "
+        f"the paper's Δ {paper_delta:+.3f}",
+        diagnostic=True,
+    )
+
+
 def first_failed(conditions: list[Precondition | None]) -> Precondition | None:
     """The first unmet condition (None: every condition holds, or there is none)."""
     return next((c for c in conditions if c is not None and not c.holds), None)
@@ -171,6 +184,7 @@ def assess(study, claims: list[Claim]) -> pd.DataFrame:
             enough_runs(study, claim),
         ]
         failed, paper_delta = first_failed(conditions), paper_difference(claim.paper)
+        conditions.append(decided_at_start(study.start_difference(claim), paper_delta))
         low, high = stats["95% CI low"], stats["95% CI high"]
         rows.append(
             {

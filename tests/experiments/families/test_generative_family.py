@@ -12,6 +12,7 @@ from longdoc.experiments.families.generative import (
     finetune_nci,
     nci_identifiers,
     training_examples,
+    usable_generated_queries,
 )
 from longdoc.experiments.families.retrieval import exact_cosine_run
 from longdoc.index.nci_retriever import DecodingConfig
@@ -37,6 +38,26 @@ def test_training_examples_by_kind(tiny_dataset):
         training_examples(data, spec, None)
     with pytest.raises(ValueError, match="at least one"):
         QuerySpec(train_queries=False, document_as_query=False, generated=False)
+
+
+def test_generated_queries_train_nci_only_where_bm25_finds_their_documents_half_as_well_as_labelled_ones(tiny_dataset):
+    """Queries copied from their documents pass the floor and are used; noise fails it and the model
+    trains on its other queries, with the measurement and the decision kept; a spec of generated queries
+    alone keeps them and says they fail."""
+    data = load_beir(tiny_dataset)
+    good = {d: [" ".join(t.split()[:6])] for d, t in zip(data.doc_ids, data.texts)}
+    noise = {d: ["zzqx wvvy"] for d in data.doc_ids}
+    spec = QuerySpec(terms=8, windows=2)
+    used, queries, decision = usable_generated_queries(data, spec, good)
+    assert used is spec and queries is good and decision["used"] and decision["passes"]
+    assert decision["generated"] >= 0.5 * decision["labelled"] and decision["floor"] == 0.5
+    dropped, queries, decision = usable_generated_queries(data, spec, noise)
+    assert not dropped.generated and queries is None and not decision["used"] and decision["generated"] == 0.0
+    assert len(training_examples(data, dropped, queries)) == 12 + 3 * len(data.doc_ids)
+    alone = QuerySpec(train_queries=False, document_as_query=False)
+    kept, queries, decision = usable_generated_queries(data, alone, noise)
+    assert kept is alone and decision["used"] and not decision["passes"]
+    assert usable_generated_queries(data, QuerySpec(generated=False), None)[2] is None
 
 
 def test_expanded_corpus_appends_the_generated_queries(tiny_dataset):

@@ -59,3 +59,24 @@ def test_a_table_refuses_an_unknown_seed_policy_and_an_unknown_notebook():
         Table("99_x", None, lambda study: [], seeds="some")
     with pytest.raises(KeyError, match="no table for notebook '99_x'"):
         catalogue.table("99_x")
+
+
+def test_a_claimed_table_runs_every_seed_for_the_rows_its_claims_compare_and_one_for_the_others():
+    """Every claim has two runs a side; the sweep's other points keep the first seed (a trend only)."""
+    from types import SimpleNamespace
+
+    from longdoc.experiments.systems import System
+    from longdoc.experiments.verdicts import Claim
+
+    rows = [System(name, None) for name in ("base", "a", "b", "c")]
+    table = Table(
+        "99_x",
+        None,
+        lambda study: rows,
+        claims=lambda study, rows: [Claim("base beats a", "base", "a")],
+        seeds="claimed",
+    )
+    runs = {row.name: seeds for row, seeds in table.runs(SimpleNamespace(seeds=[0, 1, 2]))}
+    assert runs == {"base": [0, 1, 2], "a": [0, 1, 2], "b": [0], "c": [0]}
+    with pytest.raises(ValueError, match="seeds='claimed' needs the table's claims"):
+        Table("99_x", None, lambda study: rows, seeds="claimed")

@@ -94,8 +94,9 @@ class QuerySpec:
     document_as_query: bool = True  # the first `terms` terms (+ `windows` random windows)
     terms: int = 64  # the paper's
     windows: int = 10  # the paper's
-    generated: bool = True  # DocT5Query-style generated queries
+    generated: bool = True  # DocT5Query-style generated queries, where they pass ``quality_floor``
     generation: QueryGenerationConfig = field(default_factory=QueryGenerationConfig)
+    quality_floor: float = 0.5  # used only if BM25 finds their documents at ≥ this × the labelled queries' MRR
 
     def __post_init__(self) -> None:
         if not (self.train_queries or self.document_as_query or self.generated):
@@ -300,6 +301,60 @@ def training_examples(
     return examples
 
 
+def copied_share(queries: dict[str, str], qrels: dict[str, dict[str, int]], texts: dict[str, str]) -> float:
+    """The share of queries that appear verbatim (case and spacing aside) in a document they point at."""
+    if not queries:
+        return 0.0
+
+    def normalised(text: str) -> str:
+        return " ".join(text.lower().split())
+
+    documents = {d: normalised(t) for d, t in texts.items()}
+    copied = sum(
+        any(normalised(q) in documents.get(d, "") for d, grade in qrels.get(qid, {}).items() if grade > 0)
+        for qid, q in queries.items()
+    )
+    return copied / len(queries)
+
+
+def generated_query_quality(dataset: RetrievalDataset, generated: dict[str, list[str]]) -> dict[str, float]:
+    """How well generated queries point at their documents, beside the labelled train queries (train
+    split only): BM25 over the (unexpanded) corpus, queried by each generated query, MRR@100 of the
+    document it was generated from; and by each labelled train query, of its relevant documents. Beside
+    it, the share of each that is a verbatim span of its document: BM25 finds a copied span easily, so a
+    generator that copies passes the MRR test without writing queries."""
+    retriever = BM25Retriever().index(dataset.doc_ids, dataset.texts)
+    queries = {f"{d}#{i}": q for d, qs in generated.items() for i, q in enumerate(qs) if q.strip()}
+    own = {qid: {qid.rsplit("#", 1)[0]: 1} for qid in queries}
+    train_queries, train_qrels = dataset.split("train")
+    texts = dict(zip(dataset.doc_ids, dataset.texts))
+    return {
+        "generated": evaluate(retriever.search(queries, 100), own, ["MRR@100"])["MRR@100"] if queries else 0.0,
+        "labelled": evaluate(retriever.search(train_queries, 100), train_qrels, ["MRR@100"])["MRR@100"],
+        "generated queries": len(queries),
+        "generated copied": copied_share(queries, own, texts),
+        "labelled copied": copied_share(train_queries, train_qrels, texts),
+    }
+
+
+def usable_generated_queries(
+    dataset: RetrievalDataset, spec: QuerySpec, generated: dict[str, list[str]] | None
+) -> tuple[QuerySpec, dict[str, list[str]] | None, dict | None]:
+    """NCI's rule for generated queries (ours, from the issue that found a generator writing noise): they
+    train a model only where they pass ``spec.quality_floor`` (:func:`generated_query_quality`); else the
+    model trains on its other kinds of queries. Returns the queries spec it trains with, the queries, and
+    the measurement with its decision (None: no generated queries asked for)."""
+    if not spec.generated or generated is None:
+        return spec, generated, None
+    quality = generated_query_quality(dataset, generated)
+    passes = quality["generated"] >= spec.quality_floor * quality["labelled"]
+    alone = not (spec.train_queries or spec.document_as_query)  # nothing else to train on: kept, and said
+    decision = {"used": passes or alone, "passes": passes, "floor": spec.quality_floor, **quality}
+    if decision["used"]:
+        return spec, generated, decision
+    return replace(spec, generated=False), None, decision
+
+
 # -- 4-5: fitting and decoding --------------------------------------------------------------------
 class NciEvaluation(DevEvaluation):
     """Constrained beam search on the dev queries; keeps each evaluation's dev measures (the learning curve)."""
@@ -367,7 +422,8 @@ def finetune_nci(
             if spec.queries.generated
             else None
         )
-        examples = training_examples(dataset, spec.queries, generated, train.seed)
+        queries, generated, generation = usable_generated_queries(dataset, spec.queries, generated)
+        examples = training_examples(dataset, queries, generated, train.seed)
         job = NciJob(
             asdict(spec.model_config(backbone, id_tokenizer)),
             asdict(replace(train, batch_size=train.batch_size // n_devices)),
@@ -376,6 +432,7 @@ def finetune_nci(
             asdict(id_tokenizer),
             str(resume / "examples.json") if n_devices > 1 else None,
             progress,
+            generation,
         )
         if n_devices == 1:
             train_and_save_nci(job, examples, dataset, directory, resume)
@@ -409,6 +466,7 @@ class NciJob:
     id_tokenizer: dict
     examples: str | None  # a JSON file of (query, document number) pairs (several processes)
     progress: bool = True
+    generated_queries: dict | None = None  # their quality and whether they were used (usable_generated_queries)
 
 
 def train_and_save_nci(
@@ -449,6 +507,7 @@ def train_and_save_nci(
         "model": asdict(config),
         "id_tokenizer": job.id_tokenizer,
         "examples": len(examples),
+        **({"generated_queries": job.generated_queries} if job.generated_queries else {}),
         "processes": world_size(),  # the iterations' config.batch_size is per process
         "curve": evaluation.kept,
         "parameters": sum(p.numel() for p in model.parameters()),
@@ -634,7 +693,7 @@ class Generative(Spec):
         )
 
     def summary(self, fit: FineTuned, seed: int) -> dict:
-        return fit.summary(seed, extra=("examples",))
+        return fit.summary(seed, extra=("examples", "generated_queries"))
 
     def fits(self, plan, learning_rate: float, seed: int) -> None:
         """One cached fit by ``nci`` (a row that only decodes another way is the same fit): NCI's training

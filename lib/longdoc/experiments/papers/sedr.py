@@ -606,7 +606,7 @@ INTERACTION = Table(
     "21_sedr_interaction", RETRIEVAL, interaction_systems, claims=lambda study, rows: interaction_claims(study)
 )
 NEGATIVES = Table(
-    "22_sedr_negatives", RETRIEVAL, sweep_rows, claims=lambda study, rows: sweep_claims(study), seeds="first"
+    "22_sedr_negatives", RETRIEVAL, sweep_rows, claims=lambda study, rows: sweep_claims(study), seeds="claimed"
 )
 TSNE = Table("23_sedr_tsne", RETRIEVAL, interaction_systems)
 LENGTH_BUCKETS = Table("24_length_buckets", RETRIEVAL, length_bucket_systems)
