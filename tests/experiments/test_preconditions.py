@@ -206,10 +206,12 @@ def test_a_run_that_stopped_at_its_cap_has_not_reached_its_plateau_and_every_ens
     from longdoc.experiments.preconditions import reached_plateau, stopped_at_plateau
 
     def run(best, last, stopped):
-        return {"best_step": best, "dev_curve": [[s, 0.1] for s in range(60, last + 1, 60)], "stopped_early": stopped}
+        curve = [[s, 0.1] for s in range(60, last + 1, 60)]
+        return {"best_step": best, "dev_curve": curve, "stopped_early": stopped, "patience": 2}
 
     capped, stopped = run(420, 480, False), run(300, 420, True)
     assert not stopped_at_plateau(capped) and stopped_at_plateau(stopped)
+    assert stopped_at_plateau(capped | {"patience": 0})  # no stopping rule (smoke): its best came before its last
     plateau = SimpleNamespace(trains_to_plateau=True)
 
     def row(name, *runs, spec=None):

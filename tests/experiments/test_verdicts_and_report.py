@@ -234,23 +234,35 @@ def test_the_report_is_rendered_from_the_records(tmp_path):
 
 
 def test_the_report_marks_a_planted_stale_record_on_its_first_screen_and_in_its_section(tmp_path, monkeypatch):
-    """A record made by other code than the checkout's is named before the claim cards and flagged in its
-    own section; a record of the current code is not."""
+    """A record made by other code than the checkout's (its artefacts' code, or only the code that computes
+    its verdicts) is named before the claim cards and flagged in its own section; a current one is not; a
+    record older than the verdicts' fingerprint is judged by its code fingerprint."""
     monkeypatch.setattr("longdoc.experiments.cache.code_fingerprint", lambda: "0123456789abcdef")
+    monkeypatch.setattr("longdoc.experiments.cache.record_fingerprint", lambda: "0123456789abcdef+aaaa")
     root = tmp_path / "results"
-    write_record(root, "10_longtriever_main")
-    write_record(root, "20_sedr_main")
-    stale = root / "cpu" / "manpages" / "20_sedr_main" / "metrics.json"
-    stale.write_text(stale.read_text().replace("0123456789abcdef", "feedfacefeedface"))
+    for notebook in ("10_longtriever_main", "20_sedr_main", "30_smith_main"):
+        write_record(root, notebook)
+    path = {n: root / "cpu" / "manpages" / n / "metrics.json" for n in ("10_longtriever_main", "20_sedr_main")}
+
+    def fingerprint(notebook, value):
+        record = json.loads(path[notebook].read_text())
+        path[notebook].write_text(json.dumps(record | {"record_fingerprint": value}))
+
+    fingerprint("10_longtriever_main", "0123456789abcdef+aaaa")  # current
+    fingerprint("20_sedr_main", "0123456789abcdef+bbbb")  # the same fits, verdicts computed by other code
     text = report.render("cpu", root=root, link_base=tmp_path, out=tmp_path / "RESULTS.md")
     first_screen = text.split("## Claim cards")[0]
-    assert "**STALE: 1 of 2 records were made by other code than this checkout's**" in first_screen
-    assert "notebooks 20 by `feedfacefeedface`" in first_screen and "`0123456789abcdef`" in first_screen
-    sedr, longtriever = text.split("`20_sedr_main` on")[1], text.split("`10_longtriever_main` on")[1].split("\n## ")[0]
-    assert "**STALE:** made by code `feedfacefeedface`" in sedr.split("\n## ")[0]
-    assert "STALE" not in longtriever
-    write_record(root, "30_smith_main")
-    stale.write_text(stale.read_text().replace("feedfacefeedface", "0123456789abcdef"))
+    assert "**STALE: 1 of 3 records were made by other code than this checkout's**" in first_screen
+    assert "notebooks 20 by `0123456789abcdef+bbbb`" in first_screen and "`0123456789abcdef+aaaa`" in first_screen
+    section = {n: text.split(f"`{n}` on")[1].split("\n## ")[0] for n in ("10_longtriever_main", "20_sedr_main")}
+    assert "**STALE:** made by code `0123456789abcdef+bbbb`" in section["20_sedr_main"]
+    assert "STALE" not in section["10_longtriever_main"]
+    smith = root / "cpu" / "manpages" / "30_smith_main" / "metrics.json"  # no verdicts' fingerprint: its code's
+    smith.write_text(smith.read_text().replace("0123456789abcdef", "feedfacefeedface"))
+    fingerprint("20_sedr_main", "0123456789abcdef+aaaa")
+    text = report.render("cpu", root=root, link_base=tmp_path, out=tmp_path / "RESULTS.md")
+    assert "**STALE: 1 of 3 records" in text and "notebooks 30 by `feedfacefeedface`" in text
+    smith.write_text(smith.read_text().replace("feedfacefeedface", "0123456789abcdef"))
     text = report.render("cpu", root=root, link_base=tmp_path, out=tmp_path / "RESULTS.md")
     assert "**Current.** Every record was made by this checkout's code" in text and "STALE" not in text
 

@@ -85,6 +85,23 @@ def code_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
+# the modules that turn a record's numbers into intervals and verdicts: presentation-only (they change no
+# artefact, so the cache keeps its fits when they change), yet a record whose findings they computed is
+# out of date when they do (the report marks it: :func:`record_fingerprint`)
+VERDICT_MODULES = (
+    "eval/significance.py",
+    "experiments/preconditions.py",
+    "experiments/study.py",
+    "experiments/verdicts.py",
+)
+
+
+def record_fingerprint() -> str:
+    """What a record's numbers and verdicts depend on: the artefacts' code (:func:`code_fingerprint`) and
+    the verdicts' (:data:`VERDICT_MODULES`), as ``<code>+<verdicts>``."""
+    return f"{code_fingerprint()}+{modules_fingerprint(VERDICT_MODULES)}"
+
+
 def modules_fingerprint(modules: tuple[str, ...]) -> str:
     """Hash of the source of the named ``longdoc`` modules only (paths relative to the package): the key
     of an artefact that only they can change (a built backbone outlives edits elsewhere)."""

@@ -79,9 +79,9 @@ def start_trained_as(spec) -> str:
     encoder's backbone (:func:`longdoc.experiments.backbones.backbone_training`)."""
     from longdoc.experiments.backbones import backbone_training
 
-    if getattr(spec, "random_init", False):
-        return RANDOM
     encoder = getattr(spec, "pretrain_encoder", None) or spec.encoder
+    if getattr(spec, "random_init", False) or getattr(encoder, "random_init", False):  # SMITH's config holds it
+        return RANDOM
     return backbone_training(encoder.backbone)
 
 
@@ -121,11 +121,12 @@ def above_chance(study, name: str, measure: str) -> Precondition | None:
 
 
 def stopped_at_plateau(training: dict) -> bool:
-    """Whether one run stopped at its dev plateau: its stopping rule fired (``stopped_early``: ``patience``
-    dev evaluations in a row without a new best), not the step cap; a run that ran to its cap has not
-    plateaued, whenever its best came. A record without that flag (made before it was kept) falls back
-    to its dev-best evaluation coming before its last."""
-    if "stopped_early" in training:
+    """Whether one run stopped at its dev plateau: a run with a stopping rule (``patience``) stopped by it
+    (``stopped_early``: ``patience`` dev evaluations in a row without a new best), not at the step cap; a
+    run that ran to its cap has not plateaued, whenever its best came. A run without the rule (patience
+    0), or a record without the flag (made before it was kept), falls back to its dev-best evaluation
+    coming before its last."""
+    if training.get("patience") and "stopped_early" in training:
         return bool(training["stopped_early"])
     return training["best_step"] < training["dev_curve"][-1][0]
 

@@ -30,13 +30,14 @@ SCORES = "scores.json.gz"
 
 
 def write_scores(folder: Path, scores: dict) -> Path:
-    """``folder/scores.json.gz``: ``scores`` (:meth:`~longdoc.experiments.study.Study.per_item_scores`),
-    values rounded to six decimals, written without a timestamp so an unchanged run writes the same bytes."""
+    """``folder/scores.json.gz``: ``scores`` (:meth:`~longdoc.experiments.study.Study.per_item_scores`) at
+    full precision (a rounded value could move an interval across a printed digit), written without a
+    timestamp so an unchanged run writes the same bytes."""
     rounded = {
         name: {
             "seeds": entry["seeds"],
             "measures": {
-                measure: [{item: round(float(v), 6) for item, v in sorted(seed.items())} for seed in per_seed]
+                measure: [{item: float(v) for item, v in sorted(seed.items())} for seed in per_seed]
                 for measure, per_seed in entry["measures"].items()
             },
         }

@@ -190,31 +190,38 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
 
 
 def stale(record: dict) -> str | None:
-    """The code fingerprint a record was made by, where it is not this checkout's (None: current)."""
-    from longdoc.experiments.cache import code_fingerprint
+    """What made a record, where it is not this checkout's code (None: current): its artefacts' code and
+    its verdicts' (:func:`~longdoc.experiments.cache.record_fingerprint`; a record older than that
+    fingerprint is judged by its code fingerprint alone)."""
+    from longdoc.experiments.cache import code_fingerprint, record_fingerprint
 
+    if "record_fingerprint" in record:
+        made_by = record["record_fingerprint"]
+        return made_by if made_by != record_fingerprint() else None
     made_by = record.get("code_fingerprint")
     return made_by if made_by != code_fingerprint() else None
 
 
 def stale_lines(found: list[dict]) -> list[str]:
     """The first screen's word on whether the records are what this checkout's code computes: each record's
-    code fingerprint against the current one (:func:`~longdoc.experiments.cache.code_fingerprint`)."""
-    from longdoc.experiments.cache import code_fingerprint
+    fingerprint (artefacts' code + verdicts' code) against the current one."""
+    from longdoc.experiments.cache import record_fingerprint
 
-    current = code_fingerprint()
+    current = record_fingerprint()
     by_code: dict[str, list[str]] = {}
     for record in found:
-        if stale(record):
-            by_code.setdefault(str(record.get("code_fingerprint")), []).append(record["notebook"][:2])
+        made_by = stale(record)
+        if made_by:
+            by_code.setdefault(str(made_by), []).append(record["notebook"][:2])
     if not by_code:
         return [f"**Current.** Every record was made by this checkout's code (fingerprint `{current}`).", ""]
     listed = "; ".join(f"{', '.join(dict.fromkeys(n))} by `{code}`" for code, n in by_code.items())
     count = sum(len(n) for n in by_code.values())
     return [
         f"**STALE: {count} of {len(found)} records were made by other code than this checkout's** (fingerprint "
-        f"`{current}`): notebooks {listed}. Their numbers and verdicts are not what the code computes now; their "
-        "sections say so. `./run_all.sh --profile cpu --only <notebooks>` regenerates them.",
+        f"`{current}`: the artefacts' code + the verdicts'): notebooks {listed}. Their numbers or verdicts are not "
+        "what the code computes now; their sections say so. `./run_all.sh --profile cpu --only <notebooks>` "
+        "regenerates them.",
         "",
     ]
 

@@ -36,7 +36,7 @@ import pandas as pd
 from longdoc.data.registry import REPO_ROOT
 from longdoc.eval.significance import minimum_detectable_difference, seed_query_bootstrap, seed_query_interval
 from longdoc.experiments.backbones import backbone_path, is_built
-from longdoc.experiments.cache import build_guard, cached_json, code_fingerprint, dataset_key
+from longdoc.experiments.cache import build_guard, cached_json, code_fingerprint, dataset_key, record_fingerprint
 from longdoc.experiments.deadline import ChainGuard
 from longdoc.experiments.fitting import CheckpointMissing, FineTuned
 from longdoc.experiments.paper import paper_beside
@@ -251,19 +251,21 @@ class Study:
         return pd.DataFrame(rows).T
 
     def start_line(self) -> str:
-        """Spearman's ρ between the trained rows' start probes and their final test scores, as a sentence
-        ("" with fewer than three rows): near 1, the fine-tuning budget kept the order the starts had."""
+        """What the rows read of their backbone (:meth:`pooling_line`) and Spearman's ρ between the trained
+        rows' start probes and their final test scores (with three rows or more): near 1, the fine-tuning
+        budget kept the order the starts had."""
         from scipy.stats import spearmanr
 
         frame = self.start_scores()
         if len(frame) < 3:
-            return ""
+            return self.pooling_line().strip()
         final = frame.columns[-1]
         rho = float(spearmanr(frame["start probe"], frame[final]).statistic)
+        said = f"Spearman ρ = {rho:.2f}" if rho == rho else "Spearman ρ undefined (the starts or the scores tie)"
         ranked = ", ".join(f"{n} {frame.loc[n, 'start probe']:.3f}" for n in frame.index)
         return (
             f"{self.pooling_line()}Start probes (dev, before fine-tuning) against the final {final} over "
-            f"{len(frame)} trained rows: Spearman ρ = {rho:.2f}. Starts: {ranked}."
+            f"{len(frame)} trained rows: {said}. Starts: {ranked}."
         )
 
     def pooling_line(self) -> str:
@@ -583,6 +585,7 @@ class Study:
             seeds=self.seeds,
             extra={
                 "code_fingerprint": code_fingerprint(),
+                "record_fingerprint": record_fingerprint(),
                 "usage": usage,
                 "dataset": data_folder(self.params),
                 **({"ran_with": changed(self.filed_params, self.params)} if self.filed_params != self.params else {}),

@@ -745,8 +745,8 @@ class Ensemble(Spec):
 
 @dataclass(frozen=True)
 class ExpandedBM25(Spec):
-    """BM25 over each document followed by the queries NCI trains on (the same generated queries, as the
-    paper's BM25 + DocT5Query baseline)."""
+    """BM25 over each document followed by its generated queries (the generator NCI's training reads, where
+    they pass its quality floor; as the paper's BM25 + DocT5Query baseline)."""
 
     family = GENERATIVE
     trained = False
