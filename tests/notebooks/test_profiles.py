@@ -89,5 +89,5 @@ def test_every_notebook_accepts_the_gpu_profile(notebook):
         assert values["patience"] > 0 and values["dev_evals"] > values["patience"] and values["precision"] == "bf16"
     if "nci_train_steps" in values:
         assert values["nci_patience"] > 0 and values["max_docs"] == 0  # NCI on all 1,100 documents
-    if "seeds" in values:
-        assert len(values["seeds"]) == 3
+    if "seeds" in values:  # two runs a side at least for every claim (the main tables three)
+        assert len(values["seeds"]) >= 2
