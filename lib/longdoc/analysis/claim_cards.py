@@ -32,6 +32,11 @@ class Found:
     source: str  # "record" or "carried-over section"
 
 
+def record_backbone(record: dict | None) -> str:
+    """The backbone a record's rows started from (its config's ``backbone``; "" where it names none)."""
+    return ((record or {}).get("config") or {}).get("backbone") or ""
+
+
 def load_cards(cards_dir: Path = CARDS_DIR) -> dict[str, pd.DataFrame]:
     """Every paper's card, in :data:`PAPERS` order; a file with a missing column is an error naming it."""
     cards = {}
@@ -86,7 +91,7 @@ def fill(card: pd.DataFrame, records: dict[str, dict], carried: dict[str, dict])
             claims = ((records[entry.notebook]["metrics"].get("findings")) or {}).get("claims") or []
             hit = find_claim(entry.claim, claims, entry.notebook)
             found = hit and Found(hit["claim"], hit.get(OURS, "—"), hit["verdict"], "record")
-            start = (records[entry.notebook].get("config") or {}).get("backbone", "—")
+            start = record_backbone(records[entry.notebook]) or "—"
         elif entry.notebook in carried:
             hit = find_claim(entry.claim, findings_rows(carried[entry.notebook]["text"]), entry.notebook)
             found = hit and Found(hit["claim"], hit.get(OURS, "—"), hit["verdict"], "carried-over section")
@@ -128,7 +133,7 @@ def built_start_lines(card: pd.DataFrame, records: dict[str, dict], is_built: Ca
     lines = []
     for notebook in dict.fromkeys(card["notebook"]):
         record = records.get(notebook) or {}
-        backbone = (record.get("config") or {}).get("backbone", "")
+        backbone = record_backbone(record)
         context = ((record.get("metrics") or {}).get("findings") or {}).get("context", "")
         if is_built(backbone) and context:
             lines.append(f'- notebook {notebook[:2]}, from `{backbone}`, in its findings: "{context}"')
@@ -167,7 +172,7 @@ def ladder_lines(paper: str, records: dict[str, dict]) -> list[str]:
     mine = [c for c in claims if c.get("paper") == paper]
     if not mine:
         return []
-    backbone = ((record or {}).get("config") or {}).get("backbone")
+    backbone = record_backbone(record)
     start = f", from `{backbone}`" if backbone else ""
     lines = [f"With more fine-tuning (the budget ladder, notebook {LADDER_NOTEBOOK[:2]}{start}):", ""]
     for claim in mine:

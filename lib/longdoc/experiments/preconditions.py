@@ -22,7 +22,7 @@ testable at this scale", with the reason (:func:`longdoc.experiments.verdicts.as
 
 from __future__ import annotations
 
-from longdoc.experiments.backbones import MLM_TRAINED
+from longdoc.experiments.backbones import MLM_TRAINED, backbone_training
 from longdoc.experiments.verdicts import Precondition
 
 LOSS_FALL = 0.10  # pre-training "clearly" lowers a loss: its last tenth of steps is 10% below its first tenth
@@ -77,8 +77,6 @@ def pretraining_works(study, system) -> list[Precondition]:
 def start_trained_as(spec) -> str:
     """What a pre-trained row's pre-training continues from: "random weights", or the training of its
     encoder's backbone (:func:`longdoc.experiments.backbones.backbone_training`)."""
-    from longdoc.experiments.backbones import backbone_training
-
     encoder = getattr(spec, "pretrain_encoder", None) or spec.encoder
     if getattr(spec, "random_init", False) or getattr(encoder, "random_init", False):  # SMITH's config holds it
         return RANDOM

@@ -33,7 +33,7 @@ def write_scores(folder: Path, scores: dict) -> Path:
     """``folder/scores.json.gz``: ``scores`` (:meth:`~longdoc.experiments.study.Study.per_item_scores`) at
     full precision (a rounded value could move an interval across a printed digit), written without a
     timestamp so an unchanged run writes the same bytes."""
-    rounded = {
+    exact = {
         name: {
             "seeds": entry["seeds"],
             "measures": {
@@ -45,7 +45,7 @@ def write_scores(folder: Path, scores: dict) -> Path:
     }
     path = Path(folder) / SCORES
     with gzip.GzipFile(path, "wb", mtime=0) as handle:
-        handle.write(json.dumps(rounded, sort_keys=True, separators=(",", ":")).encode())
+        handle.write(json.dumps(exact, sort_keys=True, separators=(",", ":")).encode())
     return path
 
 

@@ -227,8 +227,16 @@ def stale_lines(found: list[dict]) -> list[str]:
 
 
 AT_START = "DECIDED AT THE START?"  # the flag of :func:`~longdoc.experiments.verdicts.decided_at_start`
-PAPER_OF = {"01": "baselines", "1": "Longtriever", "2": "SeDR", "3": "SMITH", "4": "NCI", "50": "Longtriever"}
-PAPER_OF |= {"51": "SMITH", "90": "budget ladder"}
+PAPER_OF = {  # a notebook's paper by its number's first two digits, else its first (the first screen's order)
+    "01": "baselines",
+    "1": "Longtriever",
+    "2": "SeDR",
+    "3": "SMITH",
+    "4": "NCI",
+    "50": "Longtriever",
+    "51": "SMITH",
+    "90": "budget ladder",
+}
 REASONS = (  # the first unmet condition of a "not testable" claim, in a few words (first match wins)
     ("one seed of", "a compared row ran one seed"),
     ("without a trained MLM head", "pre-trained from a contrastive encoder, not the paper's start"),
@@ -297,7 +305,7 @@ def other_starts(found: list[dict], backbone: str) -> str:
     clause of the scale line ("" where every record read ``backbone``)."""
     by_backbone: dict[str, list[str]] = {}
     for record in found:
-        other = (record.get("config") or {}).get("backbone")
+        other = claim_cards.record_backbone(record)
         if other and other != backbone:
             by_backbone.setdefault(other, []).append(record["notebook"][:2])
     parts = [

@@ -473,14 +473,21 @@ class Study:
         return pd.DataFrame(rows).T.astype({"seeds": int})
 
     def _mean_interval(self, result, measure: str, split: str) -> tuple[float, float]:
-        try:
-            values = result.per_item(self.data, measure, split)
-        except ValueError as err:  # no per-item values (F1): no interval; any other error stands
-            if "intervals are defined for" not in str(err):
-                raise
+        values = self._per_item(result, measure, split)
+        if values is None:  # no per-item values (F1): no interval
             return float("nan"), float("nan")
         stats = seed_query_interval(values)
         return stats["ci_low"], stats["ci_high"]
+
+    def _per_item(self, result, measure: str, split: str) -> list[dict[str, float]] | None:
+        """``result``'s per-item values per seed on ``measure``; None for a measure without them (F1); any
+        other error stands."""
+        try:
+            return result.per_item(self.data, measure, split)
+        except ValueError as err:
+            if "intervals are defined for" not in str(err):
+                raise
+            return None
 
     def compare(self, pairs: list[tuple[str, str]], measure: str | None = None, split: str = "test") -> pd.DataFrame:
         """For each (system, against): Δ of the means, 95% interval over items and seeds, the same
@@ -634,13 +641,8 @@ class Study:
         them: ``{system: {"seeds": [...], "measures": {measure: [{item: value} per seed]}}}``."""
         scores = {}
         for name, result in self.results.items():
-            measures = {}
-            for measure in self.family.measures_on(split):
-                try:
-                    measures[measure] = result.per_item(self.data, measure, split)
-                except ValueError as err:  # no per-item values (F1); any other error stands
-                    if "intervals are defined for" not in str(err):
-                        raise
+            per_measure = {m: self._per_item(result, m, split) for m in self.family.measures_on(split)}
+            measures = {m: values for m, values in per_measure.items() if values is not None}
             if measures:
                 scores[name] = {"seeds": result.seeds, "measures": measures}
         return scores
