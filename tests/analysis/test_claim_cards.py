@@ -89,6 +89,16 @@ def test_findings_rows_read_a_markdown_table_by_column_name_with_escaped_pipes()
     assert rows[0]["verdict"] == "reversed" and rows[0]["ours: Δ [95% CI]"] == "-0.030 [-0.060, -0.001]"
 
 
+def test_findings_rows_find_the_claim_column_wherever_it_stands():
+    moved = CARRIED_TEXT.replace("| claim | condition |", "| MDD (80% power) | claim | condition |").replace(
+        "|---|---|---|---|---|---|---|", "|---|---|---|---|---|---|---|---|"
+    )
+    moved = moved.replace("| C beats D", "| 0.05 | C beats D").replace("| C \\| pipe", "| 0.06 | C \\| pipe")
+    rows = claim_cards.findings_rows(moved)
+    assert [r["claim"] for r in rows] == ["C beats D (long form)", "C | pipe"]
+    assert rows[0]["MDD (80% power)"] == "0.05" and rows[0]["verdict"] == "reversed"
+
+
 def test_every_card_claim_is_a_claim_of_the_committed_report():
     """A card whose statement matches nothing (a typo, a renamed claim) would show "not run" for ever."""
     committed = (REPO_ROOT / "RESULTS.md").read_text()

@@ -526,3 +526,35 @@ def test_the_scale_line_names_the_notebooks_that_started_from_another_backbone()
         'here"); notebook 60 from `bert-base-uncased`'
     )
     assert report.other_starts(found[:1], "minilm") == ""
+
+
+def test_a_records_findings_show_the_claim_first_whatever_its_key_order():
+    """A record keeps a claim's fields sorted by key ("MDD ..." before "claim"); the report shows them in the
+    notebook's order, so a reader (and the claim cards reading the report) finds the claim first."""
+    sorted_keys = {
+        "MDD (80% power)": 0.07,
+        "against": "B",
+        "claim": "A beats B",
+        "condition": "",
+        "extra": 1,
+        "measure": "MRR@100",
+        "ours: Δ [95% CI]": "+0.1 [+0.0, +0.2]",
+        "p (bootstrap)": 0.04,
+        "paper": "0.4 vs 0.3",
+        "system": "A",
+        "verdict": "holds",
+    }
+    frame = report._frame([sorted_keys])
+    assert list(frame.columns) == [
+        "claim",
+        "paper",
+        "measure",
+        "system",
+        "against",
+        "ours: Δ [95% CI]",
+        "p (bootstrap)",
+        "MDD (80% power)",
+        "verdict",
+        "condition",
+        "extra",
+    ]

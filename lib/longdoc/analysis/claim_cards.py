@@ -51,10 +51,11 @@ def load_cards(cards_dir: Path = CARDS_DIR) -> dict[str, pd.DataFrame]:
 
 
 def findings_rows(section_text: str) -> list[dict]:
-    """The rows of the findings table in a report section's Markdown, by column name."""
+    """The rows of the findings table (the one with a ``claim`` column) in a report section's Markdown,
+    by column name."""
     lines = section_text.splitlines()
     for i, line in enumerate(lines):
-        if line.startswith("| claim |"):
+        if line.startswith("|") and "claim" in _cells(line):
             header = _cells(line)
             rows = []
             for row in lines[i + 2 :]:
