@@ -282,10 +282,13 @@ def test_the_first_screen_counts_verdicts_per_paper_with_why_claims_are_not_test
     ]
     write_record(root, "11_longtriever_ablation", findings={"context": "", "claims": claims})
     write_record(root, "50_built_start", findings={"context": "", "claims": claims[:1]})
+    own_wording = [{"claim": "e", "verdict": "not met / reversed", "condition": ""}]  # the efficiency benchmark's
+    write_record(root, "14_efficiency", findings={"context": "", "claims": own_wording})
     text = report.render("cpu", root=root, link_base=tmp_path, out=tmp_path / "RESULTS.md").split("## Claim cards")[0]
     assert (
-        "- **Longtriever**: 5 claims: 2 holds, 1 underpowered here, 2 not testable at this scale (not testable: 1 a "
-        "compared row ran one seed; 1 pre-trained from a contrastive encoder, not the paper's start)." in text
+        "- **Longtriever**: 6 claims: 2 holds, 1 underpowered here, 2 not testable at this scale, 1 not met / "
+        "reversed (not testable: 1 a compared row ran one seed; 1 pre-trained from a contrastive encoder, not the "
+        "paper's start)." in text
     )
 
 
@@ -439,12 +442,19 @@ def test_the_report_header_names_the_seeds_each_row_ran():
 
 
 def test_the_claims_at_a_glance_follow_notebook_order_carried_over_or_not():
-    found = [{"notebook": "01_baselines", "metrics": {"findings": {"claims": [{"verdict": HOLDS}]}}}]
-    carried = {"10_longtriever_main": {"claims": ("2", "1 holds, 1 reversed")}}
+    found = [
+        {"notebook": "01_baselines", "metrics": {"findings": {"claims": [{"verdict": HOLDS}]}}},
+        {
+            "notebook": "14_efficiency",
+            "metrics": {"findings": {"claims": [{"verdict": HOLDS}, {"verdict": "not met"}]}},
+        },
+    ]
+    carried = {"10_longtriever_main": {"claims": ("3", "1 holds, 1 reversed, 1 not met")}}
     rows = [line for line in report.verdict_summary(found, carried) if line.startswith("| 0") or line.startswith("| 1")]
-    assert rows == [
-        "| 01_baselines | 1 | 1 | 0 | 0 | 0 | 0 |",
-        "| 10_longtriever_main (carried over) | 2 | 1 | 0 | 0 | 1 | 0 |",
+    assert rows == [  # every claim counted: one of a notebook's own wording under the last column
+        "| 01_baselines | 1 | 1 | 0 | 0 | 0 | 0 | 0 |",
+        "| 10_longtriever_main (carried over) | 3 | 1 | 0 | 0 | 1 | 0 | 1 |",
+        "| 14_efficiency | 2 | 1 | 0 | 0 | 0 | 0 | 1 |",
     ]
 
 

@@ -288,7 +288,8 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
     for paper in dict.fromkeys([*PAPER_OF.values(), *counts]):
         if paper not in counts:
             continue
-        found_counts = ", ".join(f"{counts[paper][v]} {v}" for v in VERDICTS if counts[paper][v])
+        labels = [*VERDICTS, *(v for v in counts[paper] if v not in VERDICTS)]  # a notebook's own wording last
+        found_counts = ", ".join(f"{counts[paper][v]} {v}" for v in labels if counts[paper][v])
         why = "; ".join(f"{n} {reason}" for reason, n in reasons.get(paper, Counter()).most_common())
         flagged = f"; {at_start[paper]} flagged as possibly decided at the start" if at_start[paper] else ""
         lines.append(
@@ -641,34 +642,37 @@ def seeds_used(record: dict) -> str:
 
 
 VERDICT_ORDER = VERDICTS
+OTHER_VERDICTS = "other (the notebook's own wording)"  # e.g. the efficiency benchmark's "not met / reversed"
 
 
 def verdict_summary(found: list[dict], carried: dict | None = None) -> list[str]:
     """The paper claims of every record at a glance, in notebook order: how many hold, are not shown,
-    reversed, untestable (a carried-over section: its own count line)."""
+    reversed, untestable, and how many carry a verdict of the notebook's own wording (a carried-over
+    section: its own count line)."""
     by_notebook = {}
+
+    def row(label: str, total: int, counts: dict) -> str:
+        known = [counts.get(v, 0) for v in VERDICT_ORDER]
+        return f"| {label} | {total} | " + " | ".join(map(str, [*known, int(total) - sum(known)])) + " |"
+
     for notebook, section in (carried or {}).items():
         if section["claims"]:
             total, text = section["claims"]
             counts = dict((v, int(n)) for n, v in re.findall(r"(\d+) ([^,]+)", text))
-            by_notebook[notebook] = (
-                f"| {notebook} (carried over) | {total} | "
-                + " | ".join(str(counts.get(v, 0)) for v in VERDICT_ORDER)
-                + " |"
-            )
+            by_notebook[notebook] = row(f"{notebook} (carried over)", int(total), counts)
     for r in found:
         claims = (r["metrics"].get("findings") or {}).get("claims") or []
         if claims:
-            counts = [sum(c.get("verdict") == v for c in claims) for v in VERDICT_ORDER]
-            by_notebook[r["notebook"]] = f"| {r['notebook']} | {len(claims)} | " + " | ".join(map(str, counts)) + " |"
+            counts = {v: sum(c.get("verdict") == v for c in claims) for v in VERDICT_ORDER}
+            by_notebook[r["notebook"]] = row(r["notebook"], len(claims), counts)
     rows = [by_notebook[notebook] for notebook in sorted(by_notebook)]
     if not rows:
         return []
     return [
         "## Paper claims at a glance",
         "",
-        "| notebook | claims | " + " | ".join(VERDICT_ORDER) + " |",
-        "|---|---|" + "---|" * len(VERDICT_ORDER),
+        "| notebook | claims | " + " | ".join([*VERDICT_ORDER, OTHER_VERDICTS]) + " |",
+        "|---|---|" + "---|" * (len(VERDICT_ORDER) + 1),
         *rows,
         "",
     ]
