@@ -252,7 +252,7 @@ def test_the_report_marks_a_planted_stale_record_on_its_first_screen_and_in_its_
     fingerprint("20_sedr_main", "0123456789abcdef+bbbb")  # the same fits, verdicts computed by other code
     text = report.render("cpu", root=root, link_base=tmp_path, out=tmp_path / "RESULTS.md")
     first_screen = text.split("## Claim cards")[0]
-    assert "**STALE: 1 of 3 records were made by other code than this checkout's**" in first_screen
+    assert "**STALE: 1 of 3 records was made by other code than this checkout's**" in first_screen
     assert "notebooks 20 by `0123456789abcdef+bbbb`" in first_screen and "`0123456789abcdef+aaaa`" in first_screen
     section = {n: text.split(f"`{n}` on")[1].split("\n## ")[0] for n in ("10_longtriever_main", "20_sedr_main")}
     assert "**STALE:** made by code `0123456789abcdef+bbbb`" in section["20_sedr_main"]
@@ -279,6 +279,12 @@ def test_the_first_screen_counts_verdicts_per_paper_with_why_claims_are_not_test
             "condition": "met: x; NOT met: I is pre-trained from minilm, without "
             "a trained MLM head (a contrastive sentence encoder, as the packaged MiniLM), the start the paper assumes",
         },
+        {  # two unmet conditions: counted under each, not only under its first
+            "claim": "f",
+            "verdict": NOT_TESTABLE,
+            "condition": "NOT met: pre-training of I learned (every loss down 10%: MLM −17%, LMAE −9%); NOT met: I is "
+            "pre-trained from minilm, without a trained MLM head (a contrastive sentence encoder)",
+        },
     ]
     write_record(root, "11_longtriever_ablation", findings={"context": "", "claims": claims})
     write_record(root, "50_built_start", findings={"context": "", "claims": claims[:1]})
@@ -286,9 +292,9 @@ def test_the_first_screen_counts_verdicts_per_paper_with_why_claims_are_not_test
     write_record(root, "14_efficiency", findings={"context": "", "claims": own_wording})
     text = report.render("cpu", root=root, link_base=tmp_path, out=tmp_path / "RESULTS.md").split("## Claim cards")[0]
     assert (
-        "- **Longtriever**: 6 claims: 2 holds, 1 underpowered here, 2 not testable at this scale, 1 not met / "
-        "reversed (not testable: 1 a compared row ran one seed; 1 pre-trained from a contrastive encoder, not the "
-        "paper's start)." in text
+        "- **Longtriever**: 7 claims: 2 holds, 1 underpowered here, 3 not testable at this scale, 1 not met / "
+        "reversed (why not testable, every unmet condition counted: 2 pre-trained from a contrastive encoder, not "
+        "the paper's start; 1 a compared row ran one seed; 1 a pre-training failed its check)." in text
     )
 
 

@@ -218,7 +218,8 @@ def stale_lines(found: list[dict]) -> list[str]:
     listed = "; ".join(f"{', '.join(dict.fromkeys(n))} by `{code}`" for code, n in by_code.items())
     count = sum(len(n) for n in by_code.values())
     return [
-        f"**STALE: {count} of {len(found)} records were made by other code than this checkout's** (fingerprint "
+        f"**STALE: {count} of {len(found)} records {'was' if count == 1 else 'were'} made by other code than this "
+        "checkout's** (fingerprint "
         f"`{current}`: the artefacts' code + the verdicts'): notebooks {listed}. Their numbers or verdicts are not "
         "what the code computes now; their sections say so. `./run_all.sh --profile cpu --only <notebooks>` "
         "regenerates them.",
@@ -237,7 +238,7 @@ PAPER_OF = {  # a notebook's paper by its number's first two digits, else its fi
     "51": "SMITH",
     "90": "budget ladder",
 }
-REASONS = (  # the first unmet condition of a "not testable" claim, in a few words (first match wins)
+REASONS = (  # each unmet condition of a "not testable" claim, in a few words (first match wins)
     ("one seed of", "a compared row ran one seed"),
     ("without a trained MLM head", "pre-trained from a contrastive encoder, not the paper's start"),
     ("pre-training of", "a pre-training failed its check"),
@@ -249,11 +250,14 @@ REASONS = (  # the first unmet condition of a "not testable" claim, in a few wor
 )
 
 
-def unmet_reason(condition: str) -> str:
-    """The first unmet condition of a claim's condition text, in a few words (:data:`REASONS`)."""
-    unmet = next((part for part in str(condition).split("; ") if part.startswith("NOT met: ")), "")
-    reason = next((words for key, words in REASONS if key in unmet), None)
-    return reason or (unmet.removeprefix("NOT met: ")[:60] or "reason in the notebook's section")
+def unmet_reasons(condition: str) -> list[str]:
+    """Every unmet condition of a claim's condition text, in a few words (:data:`REASONS`), each once: a
+    claim that fails two conditions counts under both."""
+    unmet = [part for part in str(condition).split("; ") if part.startswith("NOT met: ")]
+    reasons = [
+        next((words for key, words in REASONS if key in part), part.removeprefix("NOT met: ")[:60]) for part in unmet
+    ]
+    return list(dict.fromkeys(reasons)) or ["reason in the notebook's section"]
 
 
 def paper_of(notebook: str) -> str:
@@ -261,8 +265,9 @@ def paper_of(notebook: str) -> str:
 
 
 def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[str]:
-    """The first screen's verdict counts per paper, with why each untestable claim is untestable (its first
-    unmet condition) and how many "not shown" were underpowered (:data:`~longdoc.experiments.verdicts.VERDICTS`)."""
+    """The first screen's verdict counts per paper, with why each untestable claim is untestable (each of
+    its unmet conditions: the reasons' counts may sum to more than the claims) and how many "not shown" were
+    underpowered (:data:`~longdoc.experiments.verdicts.VERDICTS`)."""
     from collections import Counter
 
     counts: dict[str, Counter] = {}
@@ -274,7 +279,7 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
             counts.setdefault(paper, Counter())[claim.get("verdict")] += 1
             at_start[paper] += AT_START in str(claim.get("condition", ""))
             if claim.get("verdict") == VERDICTS[-1]:
-                reasons.setdefault(paper, Counter())[unmet_reason(claim.get("condition", ""))] += 1
+                reasons.setdefault(paper, Counter()).update(unmet_reasons(claim.get("condition", "")))
     for notebook, section in (carried or {}).items():
         if section["claims"]:
             for n, v in re.findall(r"(\d+) ([^,]+)", section["claims"][1]):
@@ -294,7 +299,7 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
         flagged = f"; {at_start[paper]} flagged as possibly decided at the start" if at_start[paper] else ""
         lines.append(
             f"- **{paper}**: {sum(counts[paper].values())} claims: {found_counts}"
-            + (f" (not testable: {why})" if why else "")
+            + (f" (why not testable, every unmet condition counted: {why})" if why else "")
             + flagged
             + "."
         )
@@ -349,7 +354,8 @@ def scale_lines(profile: str, found: list[dict]) -> list[str]:
         f"head warm-up + {lt['pretrain_steps']} steps × {lt['pretrain_batch_size']} documents. SMITH: "
         f"{steps(smith)} steps × {smith['batch_size']} pairs over {smith['max_sentence_blocks']} × "
         f"{smith['sentence_block_length']}-token sentence blocks. NCI: up to {nci['nci_train_steps']} steps × "
-        f"{nci['nci_batch_size']} examples, each row to its dev plateau.",
+        f"{nci['nci_batch_size']} examples, each row until its dev plateau or that cap (a row stopped at the cap "
+        "carries no verdict). Notebooks that change a budget (50, 51, 90) state theirs in their sections.",
         f"- **Seeds and scale.** Seeds {lt['seeds']} where a table does not run fewer (each section names the "
         "seeds its rows ran); a verdict needs two. The papers trained BERT-base-size models on MS MARCO, "
         "Wiki65K/AAN104K and NQ320k for GPU-days: a verdict here is a finding at this scale, not a "
