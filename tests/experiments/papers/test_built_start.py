@@ -89,11 +89,12 @@ def test_the_packaged_minilm_has_no_trained_mlm_head_and_a_saved_mlm_has_one(tmp
 
 class FakeTable:
     def __init__(self, chance: float, rows: dict[str, tuple[float, float]]):
-        self.family = SimpleNamespace(chance=lambda study, measure: chance)
+        self.family = SimpleNamespace(chance=lambda study, measure, split: chance if split == "dev" else None)
         self.params = {"train_steps": 32}
         self.rows = rows
 
-    def table(self, names, measures, intervals):
+    def table(self, names, measures, split, intervals):
+        assert split == "dev"  # the budget is chosen on dev, never on the test split its verdicts read
         (m,) = measures
         return pd.DataFrame(
             {
