@@ -101,7 +101,28 @@ def test_a_pretraining_claim_needs_the_start_the_paper_assumes(tmp_path):
     assert mlm.holds and "an MLM-trained encoder" in mlm.what
     (random,) = rule("from random")
     assert random.holds and RANDOM in random.what
-    assert rule("from MiniLM", pretraining=False) == [] and rule("plain") == []
+    assert rule("plain") == []
+
+
+def test_a_claim_whose_rows_differ_in_pretraining_is_held_to_the_start_rule_and_a_sweep_is_not(tmp_path):
+    """SMITH-WP+SP pre-trained from MiniLM against MatchBERT (not pre-trained) compares pre-training too:
+    not testable from that start, though the claim is about length; two pre-trained rows (a sweep of one
+    pre-trained model) and two plain rows are not held to it."""
+    starts = {
+        "WP+SP from MiniLM": FakeSpec(None, None, tmp_path, backbone="minilm"),
+        "WP+SP from MiniLM, 128 tokens": FakeSpec(None, None, tmp_path, backbone="minilm"),
+        "MatchBERT": PlainSpec(),
+        "SMITH-Short": PlainSpec(),
+    }
+    study = SimpleNamespace(results={n: SimpleNamespace(system=System(n, spec)) for n, spec in starts.items()})
+
+    def rule(system, against):
+        return paper_start(study, Claim("longer inputs help", system, against))
+
+    (minilm,) = rule("WP+SP from MiniLM", "MatchBERT")
+    assert not minilm.holds and "without a trained MLM head" in minilm.what
+    assert "a claim whose rows differ in pre-training is not testable" in minilm.what
+    assert rule("WP+SP from MiniLM", "WP+SP from MiniLM, 128 tokens") == [] and rule("SMITH-Short", "MatchBERT") == []
 
 
 class ReversedStudy:

@@ -10,10 +10,11 @@ claim: each is a fact about one row or its start, never a comparison of the two 
 - **pre-training learned** (a pre-trained row): every pre-training loss fell by :data:`LOSS_FALL`. Its
   start's dev probe beside the same model's start without pre-training (:meth:`Spec.start_probe`) is
   reported as a diagnostic and gates nothing, so a pre-training claim can come out reversed;
-- **the start the paper assumes** (a claim about pre-training, ``Claim.pretraining``, checked per claim by
-  :func:`paper_start`): every pre-trained row it compares continues from an MLM-trained encoder (BERT, as
-  the papers; a backbone built here) or from random weights. From a contrastive sentence encoder (the
-  packaged MiniLM, which has no trained MLM head) the papers' pre-training claims are not testable.
+- **the start the paper assumes** (a claim that compares pre-training: ``Claim.pretraining``, or two rows of
+  which one is pre-trained and the other not; checked per claim by :func:`paper_start`): every pre-trained
+  row it compares continues from an MLM-trained encoder (BERT, as the papers; a backbone built here) or from
+  random weights. From a contrastive sentence encoder (the packaged MiniLM, which has no trained MLM head)
+  such claims are not testable.
 
 Two seeds of each trained row (:func:`longdoc.experiments.verdicts.enough_runs`) and each row above
 chance complete a pre-training claim's conditions. An unmet precondition turns the verdict into "not
@@ -86,22 +87,36 @@ def start_trained_as(spec) -> str:
 RANDOM = "random weights"
 
 
+def pretrained(study, name: str) -> bool:
+    """Whether row ``name`` is pre-trained before fine-tuning (its spec has a version without)."""
+    return study.results[name].system.spec.without_pretraining() is not None
+
+
+def compares_pretraining(study, claim) -> bool:
+    """A pre-training claim, or one whose two rows differ in pre-training (one pre-trained, the other not:
+    SMITH-WP+SP against MatchBERT compares pre-training too, whatever else it compares). Two rows both
+    pre-trained (a sweep of one pre-trained model) do not."""
+    return claim.pretraining or pretrained(study, claim.system) != pretrained(study, claim.against)
+
+
 def paper_start(study, claim) -> list[Precondition]:
-    """A pre-training claim's start rule: each pre-trained row it compares continues from an MLM-trained
-    encoder or from random weights, the starts the papers pre-train from ([]: not a pre-training claim)."""
-    if not claim.pretraining:
+    """The start rule of a claim that compares pre-training (:func:`compares_pretraining`): each pre-trained
+    row it compares continues from an MLM-trained encoder or from random weights, the starts the papers
+    pre-train from ([]: a claim that does not compare pre-training). Issue 49's review: the rule read
+    pre-training claims only, so SMITH-WP+SP pre-trained from MiniLM decided two claims about length."""
+    if not compares_pretraining(study, claim):
         return []
+    what = "a pre-training claim" if claim.pretraining else "a claim whose rows differ in pre-training"
     found = []
     for name in (claim.system, claim.against):
-        spec = study.results[name].system.spec
-        if spec.without_pretraining() is None:
+        if not pretrained(study, name):
             continue
-        start = start_trained_as(spec)
+        start = start_trained_as(study.results[name].system.spec)
         found.append(
             Precondition(
                 start == RANDOM or start.startswith(MLM_TRAINED),
                 f"{name} is pre-trained from {start}, the start the paper assumes (an MLM-trained encoder or "
-                "random weights; from a contrastive sentence encoder a pre-training claim is not testable)",
+                f"random weights; from a contrastive sentence encoder {what} is not testable)",
             )
         )
     return found

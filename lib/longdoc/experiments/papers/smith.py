@@ -254,7 +254,7 @@ def main_claims(study: Study, systems: list[System]) -> list[Claim]:
             "Accuracy",
         ),
         Claim(
-            "longer inputs beat SMITH-Short (WP+SP > Short)",
+            "longer inputs beat SMITH-Short (WP+SP > Short; WP+SP is also pre-trained, Short is not, as in Table 5)",
             "SMITH-WP+SP",
             "SMITH-Short",
             quoted("SMITH-WP+SP", "SMITH-Short"),
