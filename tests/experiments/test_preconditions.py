@@ -11,7 +11,14 @@ import pytest
 
 from longdoc.experiments.families.retrieval import BM25, Dense
 from longdoc.experiments.papers.longtriever import longtriever, pretrain_config
-from longdoc.experiments.preconditions import RANDOM, above_chance, losses_fell, paper_start, pretraining_works
+from longdoc.experiments.preconditions import (
+    RANDOM,
+    above_chance,
+    compares_pretraining,
+    losses_fell,
+    paper_start,
+    pretraining_works,
+)
 from longdoc.experiments.systems import System
 from longdoc.experiments.verdicts import MDD, NOT_TESTABLE, REVERSED, Claim, assess
 
@@ -153,6 +160,9 @@ class ReversedStudy:
     def start_conditions(self, claim):
         return paper_start(self, claim)
 
+    def compares_pretraining(self, claim):
+        return compares_pretraining(self, claim)
+
 
 def test_a_pretraining_claim_whose_start_lands_below_the_plain_one_is_reported_reversed(tmp_path):
     (tmp_path / "history.json").write_text(json.dumps({"history": history([10.0] * 5 + [5.0] * 5)}))
@@ -269,10 +279,23 @@ def test_each_table_reports_how_far_the_starts_predict_the_final_scores_and_flag
     study.start_probe = lambda spec: {"score": spec.start, "accuracy": spec.start}
     study.table = lambda names, measures: pd.DataFrame({measures[0]: [finals[names[0]]]}, index=names)
     frame = study.start_scores()
+    results_c = study.results["C"]
     assert list(frame.index) == ["A", "B", "C"] and list(frame["test MRR@100"]) == [0.5, 0.4, 0.45]
     assert "over 3 trained rows: Spearman ρ = 0.50" in study.start_line()
+    # fewer than three probed rows: no ρ, and the line says why (a family without a probe, as NCI's)
+    study._start_scores = ((), None)
+    two = {n: study.results[n] for n in ("A", "B")}
+    study.results, study.params = two, {}
+    assert study.start_line() == "No start-probe ρ: 2 of 2 trained rows have a start probe; ρ needs three."
+    study._start_scores, study.start_probe = ((), None), lambda spec: None
+    assert "this family has no probe of a start" in study.start_line()
+    study.results, study._start_scores = {**two, "C": results_c}, ((), None)
+    study.start_probe = lambda spec: {"score": spec.start, "accuracy": spec.start}
     assert study.start_difference(Claim("A beats C", "A", "C")) == pytest.approx(0.2)
     assert study.start_difference(Claim("A beats BM25", "A", "BM25")) is None
-    flag = decided_at_start(0.2, 0.05)
+    flag = decided_at_start(0.2, 0.05, our_delta=0.1)
     assert flag.holds and flag.diagnostic and "differ by +0.200" in flag.what and "Δ +0.050" in flag.what
-    assert decided_at_start(0.02, 0.05) is None and decided_at_start(0.2, None) is None
+    assert decided_at_start(-0.2, 0.05, our_delta=-0.1).holds  # the start favoured the row that ends ahead
+    assert decided_at_start(0.02, 0.05, 0.1) is None and decided_at_start(0.2, None, 0.1) is None
+    # a start gap that the final order reverses was overcome, not inherited: no flag
+    assert decided_at_start(0.2, 0.05, our_delta=-0.1) is None and decided_at_start(-0.2, 0.05, 0.1) is None

@@ -87,6 +87,9 @@ class FakeStudy:
     def start_conditions(self, claim):
         return []
 
+    def compares_pretraining(self, claim):
+        return claim.pretraining
+
     def compare(self, pairs, measure):
         ((a, b),) = pairs
         low, high = self.intervals[(a, b)]

@@ -27,7 +27,7 @@ from longdoc.experiments.backbones import is_built
 from longdoc.experiments.profiles import NOTEBOOKS_DIR, PROFILES_DIR, parameters_for
 from longdoc.experiments.records import RESULTS_DIR, own_data_folder
 from longdoc.experiments.tables import markdown_table, p_cells
-from longdoc.experiments.verdicts import COMPARED, INTERVAL, MDD, VERDICTS, Findings
+from longdoc.experiments.verdicts import COMPARED, INTERVAL, MDD, NO_FLAG_FOR_PRETRAINING, VERDICTS, Findings
 
 COMMITTED_PROFILE = "cpu"  # its report is RESULTS.md at the top of the repository
 BACKBONES = {
@@ -302,6 +302,11 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
             + (f" (why not testable, every unmet condition counted: {why})" if why else "")
             + flagged
             + "."
+        )
+    if any(at_start.values()):
+        lines.append(
+            f"\n(The flag: the rows' starts differ on the dev probe by more than the paper's Δ, in favour of the "
+            f"row that ends ahead; {NO_FLAG_FOR_PRETRAINING}.)"
         )
     return [*lines, ""]
 

@@ -41,7 +41,13 @@ from longdoc.experiments.deadline import ChainGuard
 from longdoc.experiments.fitting import CheckpointMissing, FineTuned
 from longdoc.experiments.paper import paper_beside
 from longdoc.experiments.parameters import PARAMETERS, check_parameters
-from longdoc.experiments.preconditions import above_chance, paper_start, pretraining_works, reached_plateau
+from longdoc.experiments.preconditions import (
+    above_chance,
+    compares_pretraining,
+    paper_start,
+    pretraining_works,
+    reached_plateau,
+)
 from longdoc.experiments.profiles import profile_values
 from longdoc.experiments.records import (
     RESULTS_DIR,
@@ -258,7 +264,7 @@ class Study:
 
         frame = self.start_scores()
         if len(frame) < 3:
-            return self.pooling_line().strip()
+            return f"{self.pooling_line()}{self.no_rho_reason(len(frame))}".strip()
         final = frame.columns[-1]
         rho = float(spearmanr(frame["start probe"], frame[final]).statistic)
         said = f"Spearman ρ = {rho:.2f}" if rho == rho else "Spearman ρ undefined (the starts or the scores tie)"
@@ -267,6 +273,18 @@ class Study:
             f"{self.pooling_line()}Start probes (dev, before fine-tuning) against the final {final} over "
             f"{len(frame)} trained rows: {said}. Starts: {ranked}."
         )
+
+    def no_rho_reason(self, probed: int) -> str:
+        """Why a table gives no start-probe ρ ("" where it has no trained row at all)."""
+        trained = sum(bool(r.system.spec.trained) for r in self.results.values())
+        if not trained:
+            return ""
+        if not probed:
+            return (
+                "No start-probe ρ: this family has no probe of a start before fine-tuning (a generative "
+                "retriever decodes identifiers it has not yet learned, so its start retrieves nothing to compare)."
+            )
+        return f"No start-probe ρ: {probed} of {trained} trained rows have a start probe; ρ needs three."
 
     def pooling_line(self) -> str:
         """What the rows read of their backbone against how it was trained ("" without a backbone)."""
@@ -443,6 +461,10 @@ class Study:
     def start_conditions(self, claim: Claim) -> list[Precondition]:
         """A pre-training claim's start rule (:func:`~longdoc.experiments.preconditions.paper_start`)."""
         return paper_start(self, claim)
+
+    def compares_pretraining(self, claim: Claim) -> bool:
+        """Whether ``claim`` compares pre-training (:func:`~longdoc.experiments.preconditions.compares_pretraining`)."""
+        return compares_pretraining(self, claim)
 
     # -- tables and comparisons ---------------------------------------------------------------
     def table(

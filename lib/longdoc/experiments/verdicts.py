@@ -11,7 +11,8 @@ comes from the 95% interval of our difference over items (queries or pairs) and 
   shown at this scale** otherwise (an interval wider than the margin cannot show equivalence);
 - **underpowered here**: the interval includes zero and the paper's own difference is below our minimum
   detectable difference at 80% power (:data:`MDD`): "not shown" was the expected outcome whatever the
-  truth, so the comparison says nothing either way;
+  truth, so the comparison says nothing either way (a claim read off a figure has no paper Δ, so it
+  cannot be: its paper column says :data:`FIGURE_ONLY`);
 - **not testable at this scale**: a stated precondition failed (e.g. the pre-training claims' rows start
   from a contrastive sentence encoder, not the MLM-trained or random start the paper assumes), so the
   comparison cannot speak to the claim.
@@ -33,6 +34,7 @@ HOLDS, REVERSED, NOT_SHOWN, NOT_TESTABLE = "holds", "reversed", "not shown at th
 UNDERPOWERED = "underpowered here"
 VERDICTS = (HOLDS, NOT_SHOWN, UNDERPOWERED, REVERSED, NOT_TESTABLE)  # every verdict, in the order tables count them
 MDD = "MDD (80% power)"  # the findings column of the minimum detectable difference
+FIGURE_ONLY = "(plotted without values: no paper Δ)"  # a claim read off a figure cannot be "underpowered here"
 COMPARED = ("system", "against")  # the rows a claim compares: in the record (recomputed from it), not shown
 
 
@@ -138,17 +140,29 @@ def enough_runs(study, claim: Claim) -> Precondition | None:
     return Precondition(False, f"one seed of {', '.join(single)}: a trained system needs two runs or more")
 
 
-def decided_at_start(start_delta: float | None, paper_delta: float | None) -> Precondition | None:
+# why a claim that compares pre-training carries no "decided at the start?" flag (the report says it)
+NO_FLAG_FOR_PRETRAINING = (
+    "a claim that compares pre-training carries no such flag: pre-training is what makes its rows' starts "
+    "differ, so their gap is the claim's treatment, not a confound (its start is held to the one the paper "
+    "assumes instead)"
+)
+
+
+def decided_at_start(start_delta: float | None, paper_delta: float | None, our_delta: float) -> Precondition | None:
     """A flag, never a gate: the two rows' starts differ on the dev probe by more than the paper's own
-    difference, so the comparison may measure where the rows began rather than what the claim names. The
-    probe's accuracy (in-batch for retrieval, at the dev-best threshold for matching) is not the claim's
-    measure for retrieval (MRR@100): the flag reads the two on one scale, as a warning, not a test."""
+    difference, and in favour of the row that ends ahead (``our_delta``'s sign), so the comparison may
+    measure where the rows began rather than what the claim names; a start gap the final order reverses
+    was overcome, not inherited, and carries no flag. The probe's accuracy (in-batch for retrieval, at
+    the dev-best threshold for matching) is not the claim's measure for retrieval (MRR@100): the flag
+    reads the two on one scale, as a warning, not a test."""
     if start_delta is None or paper_delta is None or abs(start_delta) <= abs(paper_delta):
+        return None
+    if not start_delta * our_delta > 0:
         return None
     return Precondition(
         True,
         f"DECIDED AT THE START? the starts differ by {start_delta:+.3f} on the dev probe's accuracy, more than "
-        f"the paper's Δ {paper_delta:+.3f}",
+        f"the paper's Δ {paper_delta:+.3f}, in favour of the row that ends ahead",
         diagnostic=True,
     )
 
@@ -186,8 +200,8 @@ def assess(study, claims: list[Claim]) -> pd.DataFrame:
             enough_runs(study, claim),
         ]
         failed, paper_delta = first_failed(conditions), paper_difference(claim.paper)
-        if not claim.pretraining:  # a pre-training claim's starts differ by its treatment: no flag
-            conditions.append(decided_at_start(study.start_difference(claim), paper_delta))
+        if not study.compares_pretraining(claim):  # :data:`NO_FLAG_FOR_PRETRAINING`
+            conditions.append(decided_at_start(study.start_difference(claim), paper_delta, stats["Δ"]))
         low, high = stats["95% CI low"], stats["95% CI high"]
         rows.append(
             {

@@ -20,7 +20,7 @@ from longdoc.experiments.papers.baselines import baseline_names, passage_baselin
 from longdoc.experiments.settings import EncoderSettings, settings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import Headline, System, Table
-from longdoc.experiments.verdicts import Claim
+from longdoc.experiments.verdicts import FIGURE_ONLY, Claim
 from longdoc.train.pretrain import PretrainConfig
 
 # Table 4's rows: (pre-training objective or None, encoder switches)
@@ -281,7 +281,13 @@ def ratio_claims(systems: list[System]) -> list[Claim]:
         return []
     peak = by_ratio[0.5]
     return [
-        Claim(f"LMAE ratio 0.5 beats {ratio}", peak.name, system.name, "Figure 3b: peak at 0.5", pretraining=True)
+        Claim(
+            f"LMAE ratio 0.5 beats {ratio}",
+            peak.name,
+            system.name,
+            f"Figure 3b: peak at 0.5 {FIGURE_ONLY}",
+            pretraining=True,
+        )
         for ratio, system in by_ratio.items()
         if ratio != 0.5
     ]
@@ -301,7 +307,9 @@ BLOCK_SIZE = Table(
     RETRIEVAL,
     block_size_systems,
     claims=lambda study, rows: rising_claims(
-        [s.name for s in rows], "a larger block size helps", "Figure 3a: rises steadily from M = 64 to 512"
+        [s.name for s in rows],
+        "a larger block size helps",
+        f"Figure 3a: rises steadily from M = 64 to 512 {FIGURE_ONLY}",
     ),
     seeds="claimed",
 )

@@ -40,7 +40,7 @@ from longdoc.experiments.preconditions import stopped_at_plateau
 from longdoc.experiments.settings import EncoderSettings, settings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import Headline, System, Table
-from longdoc.experiments.verdicts import Claim, Precondition, claims_comparing
+from longdoc.experiments.verdicts import FIGURE_ONLY, Claim, Precondition, claims_comparing
 
 PAPER = "nci"
 PAPER_MEASURES = {
@@ -531,7 +531,7 @@ def capacity_claims(study: Study, systems: list[System]) -> list[Claim]:
             f"a larger model retrieves better at the same budget ({large} > {small})",
             large,
             small,
-            "Figure 3: small ends lower than base and large (curves only)",
+            f"Figure 3: small ends lower than base and large {FIGURE_ONLY}",
             CLAIM_MEASURE,
         )
     ]

@@ -34,7 +34,7 @@ from longdoc.experiments.paper import paper_value as reported
 from longdoc.experiments.settings import EncoderSettings, settings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import Headline, System, Table
-from longdoc.experiments.verdicts import Claim, claims_comparing
+from longdoc.experiments.verdicts import FIGURE_ONLY, Claim, claims_comparing
 from longdoc.models.han import HanConfig
 from longdoc.models.smith import COMBINE_MODES, SmithConfig
 from longdoc.train.pretrain import PretrainConfig
@@ -476,7 +476,7 @@ LENGTH = Table(
     "31_smith_length",
     MATCHING,
     length_rows,
-    claims=sweep_claims_of("longer inputs help ({better} > {worse})", "Figure 4: rising with length (no values given)"),
+    claims=sweep_claims_of("longer inputs help ({better} > {worse})", f"Figure 4: rising with length {FIGURE_ONLY}"),
     seeds="claimed",
 )
 LAYERS = Table(
