@@ -48,10 +48,24 @@ def test_a_card_reads_the_record_then_the_carried_section_and_marks_what_did_not
     assert filled.loc[0, "claim"] == "A beats B"  # the exact statement wins over a longer one it begins
     assert filled.loc[1, "claim"] == "C beats D (long form)"  # a prefix finds the full statement
     assert list(filled["read from"]) == ["record", "carried-over section", "—"]
-    assert list(filled["paper: Δ"]) == ["+0.03", "—", "+0.5"]
+    # the paper's Δ is the one the verdict read where the findings quote the paper's numbers (the carried
+    # section's "0.4 vs 0.3"), else the card's
+    assert list(filled["paper: Δ"]) == ["+0.03", "+0.1", "+0.5"]
     frame = claim_cards.forest_frame(filled, CARD)
     assert frame[["Δ", "low", "high"]].values.tolist() == [[0.012, -0.004, 0.028], [-0.03, -0.06, -0.001]]
-    assert frame["paper Δ"].isna().tolist() == [False, True]
+    assert frame["paper Δ"].tolist() == pytest.approx([0.03, 0.1])
+
+
+def test_a_card_shows_the_paper_difference_its_verdict_read():
+    """Two collections: the verdict reads the larger difference (AAN104K's), so the card shows that one,
+    not the card file's (issue 49's review: a card showed Wiki65K's +0.0531 beside a verdict that read
+    AAN104K's +0.0811)."""
+    import copy
+
+    record = copy.deepcopy(RECORD)
+    record["metrics"]["findings"]["claims"][0]["paper"] = "Wiki65K: 0.9585 vs 0.9054; AAN104K: 0.8536 vs 0.7725"
+    filled = claim_cards.fill(CARD.iloc[:1].assign(paper_delta=0.0531), {"10_longtriever_main": record}, {})
+    assert filled.loc[0, "paper: Δ"] == "+0.0811"
 
 
 def test_another_profiles_card_shows_the_cpu_verdict_beside_its_own():

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from longdoc.data.registry import REPO_ROOT
+from longdoc.experiments.verdicts import paper_difference
 
 CARDS_DIR = REPO_ROOT / "data" / "claims"
 PAPERS = {"longtriever": "Longtriever", "sedr": "SeDR", "smith": "SMITH", "nci": "NCI"}  # card order and titles
@@ -30,6 +31,7 @@ class Found:
     ours: str  # Δ [95% CI] as the findings print it, or "—"
     verdict: str
     source: str  # "record" or "carried-over section"
+    paper: str = ""  # the paper's numbers the verdict read ("" where the findings do not show them)
 
 
 def record_backbone(record: dict | None) -> str:
@@ -91,17 +93,20 @@ def fill(card: pd.DataFrame, records: dict[str, dict], carried: dict[str, dict])
         if entry.notebook in records:
             claims = ((records[entry.notebook]["metrics"].get("findings")) or {}).get("claims") or []
             hit = find_claim(entry.claim, claims, entry.notebook)
-            found = hit and Found(hit["claim"], hit.get(OURS, "—"), hit["verdict"], "record")
+            found = hit and Found(hit["claim"], hit.get(OURS, "—"), hit["verdict"], "record", hit.get("paper", ""))
             start = record_backbone(records[entry.notebook]) or "—"
         elif entry.notebook in carried:
             hit = find_claim(entry.claim, findings_rows(carried[entry.notebook]["text"]), entry.notebook)
-            found = hit and Found(hit["claim"], hit.get(OURS, "—"), hit["verdict"], "carried-over section")
+            found = hit and Found(
+                hit["claim"], hit.get(OURS, "—"), hit["verdict"], "carried-over section", hit.get("paper", "")
+            )
+        delta = used_paper_delta(entry, found)
         rows.append(
             {
                 "claim": found.statement if found else entry.claim,
                 "notebook": entry.notebook[:2],
                 "start": start,
-                "paper: Δ": "—" if pd.isna(entry.paper_delta) else f"{entry.paper_delta:+.3g}",
+                "paper: Δ": "—" if pd.isna(delta) else f"{delta:+.3g}",
                 "paper's numbers": entry.paper_source,
                 OURS: found.ours if found else "—",
                 "verdict": found.verdict if found else "not run",
@@ -109,6 +114,13 @@ def fill(card: pd.DataFrame, records: dict[str, dict], carried: dict[str, dict])
             }
         )
     return pd.DataFrame(rows)
+
+
+def used_paper_delta(entry, found: Found | None) -> float:
+    """The paper's Δ a card row shows: the one its verdict read (the largest of the paper's collections,
+    :func:`paper_delta`) where the findings quote the paper's numbers, else the card's ``paper_delta``."""
+    delta = paper_delta(found.paper) if found and found.paper else float("nan")
+    return entry.paper_delta if pd.isna(delta) else delta
 
 
 def beside_reference(filled: pd.DataFrame, card: pd.DataFrame, reference: dict[str, dict], name: str) -> pd.DataFrame:
@@ -216,24 +228,15 @@ def forest_frame(filled: pd.DataFrame, card: pd.DataFrame) -> pd.DataFrame:
     rows = filled.to_dict("records")
     if len({row["start"] for row in rows if row.get("start", "—") != "—"}) > 1:
         rows = [row | {"claim": f"{start_label(row)}: {row['claim']}"} for row in rows]
-    return _forest(rows, card["paper_delta"])
-
-
-DECIMAL = re.compile(r"-?\d*\.\d+")
+    return _forest(rows, [float(r["paper: Δ"]) if r["paper: Δ"] != "—" else float("nan") for r in rows])
 
 
 def paper_delta(text: str) -> float:
-    """The paper's own difference from a claim's numbers: the last decimal before the first " vs " minus
-    the first decimal after it (``"Table 2: 0.329 vs 0.306"`` → +0.023; ``"M3 = 2: 72.83 vs M3 = 0:
-    70.56"`` and ``"0.394 vs STAR 0.390"`` read too; labels such as "Table 1" have no decimal point);
-    percentages as fractions; NaN where the paper gives no values."""
-    left, sep, right = str(text).replace("−", "-").partition(" vs ")
-    before, after = DECIMAL.findall(left), DECIMAL.findall(right)
-    if not (sep and before and after):
-        return float("nan")
-    a, b = float(before[-1]), float(after[0])
-    scale = 100.0 if abs(a) > 1 and abs(b) > 1 else 1.0  # NCI and DSI report percentages
-    return (a - b) / scale
+    """The paper's own difference from a claim's numbers, as the verdict reads it
+    (:func:`~longdoc.experiments.verdicts.paper_difference`: the largest of its collections'), NaN where
+    the paper gives no values."""
+    delta = paper_difference(str(text).replace("−", "-"))
+    return float("nan") if delta is None else delta
 
 
 def notebook_claims_title(notebook: str) -> str:
