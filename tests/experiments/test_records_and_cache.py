@@ -146,3 +146,18 @@ def test_versions_say_whether_the_tree_differed_from_its_commit(tmp_path, monkey
     assert results.versions()["git_dirty"] is False
     (tmp_path / "lib.py").write_text("x = 2\n")
     assert results.versions()["git_dirty"] is True
+
+
+def test_the_papers_numbers_are_in_the_verdicts_fingerprint(tmp_path, monkeypatch):
+    """A changed paper number changes a claim's paper Δ (so whether it is "underpowered here"): the records
+    it made are stale, as after a change to the verdicts' code; the artefacts' key is untouched."""
+    from longdoc.experiments import cache
+
+    (tmp_path / "data" / "paper_results").mkdir(parents=True)
+    table = tmp_path / "data" / "paper_results" / "sedr.csv"
+    table.write_text("system,MRR@100\nSeDR,0.409\n")
+    monkeypatch.setattr(cache, "REPO_ROOT", tmp_path)
+    before, code = cache.record_fingerprint(), cache.code_fingerprint()
+    table.write_text("system,MRR@100\nSeDR,0.410\n")
+    after = cache.record_fingerprint()
+    assert after != before and after.split("+")[0] == before.split("+")[0] == code

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from longdoc.data.registry import DATA_DIR
+from longdoc.data.registry import DATA_DIR, REPO_ROOT
 from longdoc.io import (
     IMPORTED_MARKER,
     ConcurrentWriteError,
@@ -96,10 +96,27 @@ VERDICT_MODULES = (
 )
 
 
+# the data a verdict reads: the papers' numbers (each claim's paper Δ, so whether it is "underpowered here").
+# data/claims (the report's cards) is in no fingerprint: it changes no record, only RESULTS.md, which a
+# test re-renders from the committed records and cards
+VERDICT_DATA = ("paper_results",)
+
+
 def record_fingerprint() -> str:
     """What a record's numbers and verdicts depend on: the artefacts' code (:func:`code_fingerprint`) and
-    the verdicts' (:data:`VERDICT_MODULES`), as ``<code>+<verdicts>``."""
-    return f"{code_fingerprint()}+{modules_fingerprint(VERDICT_MODULES)}"
+    the verdicts' (:data:`VERDICT_MODULES` and the papers' numbers, :data:`VERDICT_DATA`), as
+    ``<code>+<verdicts>``."""
+    return f"{code_fingerprint()}+{verdicts_fingerprint()}"
+
+
+def verdicts_fingerprint() -> str:
+    """Hash of :data:`VERDICT_MODULES`' source and of every file under ``data/`` :data:`VERDICT_DATA`."""
+    digest = hashlib.sha256(modules_fingerprint(VERDICT_MODULES).encode())
+    for folder in VERDICT_DATA:
+        for path in sorted((REPO_ROOT / "data" / folder).rglob("*")):
+            if path.is_file():
+                digest.update(f"{folder}/{path.name}".encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def modules_fingerprint(modules: tuple[str, ...]) -> str:
