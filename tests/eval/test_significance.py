@@ -134,3 +134,35 @@ def test_the_standard_error_covers_the_seed_to_seed_spread_at_two_seeds():
         deltas.append(x.mean() - y.mean())
         errors.append(difference_standard_error(x, y))
     assert np.mean(errors) == pytest.approx(np.std(deltas), rel=0.12)
+
+
+def test_pairs_are_resampled_by_source_document_so_correlated_pairs_widen_the_interval():
+    """Pairs sharing a source document share its difficulty. With a source effect as large as the pair
+    noise, the interval that resamples sources covers the true difference about 95% of the time, and the
+    one that treats pairs as independent (the same values keyed without a source) covers it far less;
+    the standard error is the cluster-robust one, checked against its formula by brute force."""
+    from longdoc.eval.significance import difference_standard_error, item_clusters, seed_query_bootstrap
+
+    rng = np.random.default_rng(3)
+    sources, per_source, trials = 30, 8, 300
+    covered = {"sources": 0, "pairs": 0}
+    for trial in range(trials):
+        source_effect = np.repeat(rng.normal(0, 0.3, size=sources), per_source)
+        base = rng.normal(0.5, 0.1, size=sources * per_source)
+        other = base + 0.1 + source_effect + rng.normal(0, 0.1, size=sources * per_source)
+        for kind in covered:
+            keys = [f"s{i // per_source}\tt{i}" if kind == "sources" else f"p{i}" for i in range(len(base))]
+            stats = seed_query_bootstrap([dict(zip(keys, other))], [dict(zip(keys, base))], samples=1000, seed=trial)
+            covered[kind] += stats["ci_low"] <= 0.1 <= stats["ci_high"]
+    assert covered["sources"] / trials >= 0.9 and covered["pairs"] / trials < 0.75  # seen: 0.943 and 0.55
+
+    keys = [f"s{i % 4}\tt{i}" for i in range(10)]
+    clusters = item_clusters(keys)
+    assert list(clusters[:5]) == [0, 1, 2, 3, 0] and list(item_clusters(["q1", "q2"])) == [0, 1]
+    x, y = rng.normal(size=(1, 10)), rng.normal(size=(1, 10))
+    d = (x - y)[0]
+    totals = np.array([d[clusters == c].sum() for c in range(4)])
+    sizes = np.array([(clusters == c).sum() for c in range(4)])
+    expected = np.sqrt(4 / 3 * ((totals - d.mean() * sizes) ** 2).sum() / 10**2)
+    assert difference_standard_error(x, y, clusters) == pytest.approx(expected)
+    assert difference_standard_error(x, y, np.arange(10)) == pytest.approx(difference_standard_error(x, y))

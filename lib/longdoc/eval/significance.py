@@ -8,6 +8,17 @@ import numpy as np
 from scipy import stats
 
 POWER = 0.80  # the power of a minimum detectable difference (:func:`minimum_detectable_difference`)
+PAIR_SEPARATOR = "\t"  # an item keyed "<source>\t<target>" is a document pair (the matching family's)
+
+
+def item_clusters(keys: list[str]) -> np.ndarray:
+    """The unit each item is resampled with, as an index per key: a pair ("<source>\t<target>") goes with
+    every pair of its source document, which it shares a document and so a judgement with (SMITH's test
+    pairs come from far fewer source documents than pairs: resampling pairs as independent would narrow
+    the interval; the paper reports no interval); a query is its own unit."""
+    units = [key.split(PAIR_SEPARATOR, 1)[0] for key in keys]
+    index = {unit: i for i, unit in enumerate(dict.fromkeys(units))}
+    return np.array([index[unit] for unit in units])
 
 
 def _paired(a: dict[str, float], b: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
@@ -67,7 +78,7 @@ def seed_query_bootstrap(
     """Interval of the difference of two systems' means when each was trained with several seeds.
 
     ``a`` and ``b`` hold per-query values, one dict per seed (a deterministic system has one). Each
-    resample draws queries with replacement (the same queries for both systems: they are paired) and,
+    resample draws queries (a pair: its source document's pairs together, :func:`item_clusters`) with replacement (the same queries for both systems: they are paired) and,
     independently for each system, its seeds with replacement; the difference of the two means over
     the resampled seeds and queries is collected. The interval therefore widens with the seed-to-seed
     spread as well as with the query-to-query spread (with three seeds the plain bootstrap still
@@ -89,30 +100,54 @@ def seed_query_bootstrap(
     weights_x = rng.multinomial(len(x), np.full(len(x), 1 / len(x)), size=samples) / len(x)  # [samples, Sa]
     weights_y = rng.multinomial(len(y), np.full(len(y), 1 / len(y)), size=samples) / len(y)
     per_query = weights_x @ x - weights_y @ y  # [samples, Q]: seed-resampled differences per query
-    queries = rng.integers(0, len(keys), size=(samples, len(keys)))
-    means = np.take_along_axis(per_query, queries, axis=1).mean(axis=1)
+    clusters = item_clusters(keys)
+    if clusters.max() + 1 == len(keys):  # every item its own unit
+        queries = rng.integers(0, len(keys), size=(samples, len(keys)))
+        means = np.take_along_axis(per_query, queries, axis=1).mean(axis=1)
+    else:
+        means = _cluster_means(per_query, clusters, rng)
     low, high = percentile_interval(means, confidence)
     return {
         "mean_difference": float(x.mean(0).mean() - y.mean(0).mean()),
         "ci_low": float(low),
         "ci_high": float(high),
         "p_value": bootstrap_p(means),
-        "standard_error": difference_standard_error(x, y),
+        "standard_error": difference_standard_error(x, y, clusters),
         "seeds": [len(x), len(y)],
         "queries": len(keys),
+        "units": int(clusters.max() + 1),
     }
 
 
-def difference_standard_error(x: np.ndarray, y: np.ndarray) -> float:
+def _cluster_means(per_item: np.ndarray, clusters: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Each resample's mean over the items of units drawn with replacement (:func:`item_clusters`): every
+    drawn unit brings all its items, so the mean weighs units by their size, as the plain mean does."""
+    units = int(clusters.max() + 1)
+    membership = np.zeros((len(clusters), units))
+    membership[np.arange(len(clusters)), clusters] = 1.0
+    totals, sizes = per_item @ membership, membership.sum(0)  # [samples, units], [units]
+    draws = rng.multinomial(units, np.full(units, 1 / units), size=len(per_item))  # [samples, units]
+    return (draws * totals).sum(1) / (draws @ sizes)
+
+
+def difference_standard_error(x: np.ndarray, y: np.ndarray, clusters: np.ndarray | None = None) -> float:
     """The standard error of the difference of two systems' means over seeds and queries (``x``: [seeds,
     queries], ``y`` likewise, the same queries): the paired per-query differences of the seed means over
     the queries, plus each system's seed-to-seed variance of its mean over its seeds (unbiased, ddof=1; 0
     with one seed). The bootstrap's own spread would understate the seed part at two seeds by half, so the
     detectable difference is built from these parts instead (a slight overstatement: per-query seed noise
-    enters both parts)."""
+    enters both parts). With ``clusters`` (:func:`item_clusters`), the item part is the cluster-robust one
+    (the variance of the units' totals around the mean, C/(C−1)·Σ(t_c − d̄·n_c)²/N²)."""
     paired = x.mean(0) - y.mean(0)
     seeds = sum(m.mean(1).var(ddof=1) / len(m) for m in (x, y) if len(m) > 1)
-    return float(np.sqrt(paired.var(ddof=1) / len(paired) + seeds))
+    if clusters is None or clusters.max() + 1 == len(paired):
+        return float(np.sqrt(paired.var(ddof=1) / len(paired) + seeds))
+    units = int(clusters.max() + 1)
+    totals = np.bincount(clusters, weights=paired, minlength=units)
+    sizes = np.bincount(clusters, minlength=units)
+    residual = totals - paired.mean() * sizes
+    items = units / (units - 1) * float((residual**2).sum()) / len(paired) ** 2
+    return float(np.sqrt(items + seeds))
 
 
 def minimum_detectable_difference(standard_error: float, power: float = POWER, confidence: float = 0.95) -> float:
