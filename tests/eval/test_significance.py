@@ -159,6 +159,7 @@ def test_pairs_are_resampled_by_source_document_so_correlated_pairs_widen_the_in
     keys = [f"s{i % 4}\tt{i}" for i in range(10)]
     clusters = item_clusters(keys)
     assert list(clusters[:5]) == [0, 1, 2, 3, 0] and list(item_clusters(["q1", "q2"])) == [0, 1]
+    assert list(item_clusters([7, 3, 7])) == [0, 1, 0]  # document ids may be integers (23's spread claims)
     x, y = rng.normal(size=(1, 10)), rng.normal(size=(1, 10))
     d = (x - y)[0]
     totals = np.array([d[clusters == c].sum() for c in range(4)])

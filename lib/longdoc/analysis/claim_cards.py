@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from longdoc.data.registry import REPO_ROOT
-from longdoc.experiments.verdicts import paper_difference
+from longdoc.eval.paper_numbers import paper_difference
 
 CARDS_DIR = REPO_ROOT / "data" / "claims"
 PAPERS = {"longtriever": "Longtriever", "sedr": "SeDR", "smith": "SMITH", "nci": "NCI"}  # card order and titles

@@ -16,7 +16,7 @@ def item_clusters(keys: list[str]) -> np.ndarray:
     every pair of its source document, which it shares a document and so a judgement with (SMITH's test
     pairs come from far fewer source documents than pairs: resampling pairs as independent would narrow
     the interval; the paper reports no interval); a query is its own unit."""
-    units = [key.split(PAIR_SEPARATOR, 1)[0] for key in keys]
+    units = [str(key).split(PAIR_SEPARATOR, 1)[0] for key in keys]
     index = {unit: i for i, unit in enumerate(dict.fromkeys(units))}
     return np.array([index[unit] for unit in units])
 

@@ -62,6 +62,7 @@ PRESENTATION_ONLY = (
     "experiments/notebook_outputs.py",
     "experiments/recompute.py",
     "eval/significance.py",
+    "eval/paper_numbers.py",
     "eval/run_files.py",
     "eval/classification.py",
     "eval/chance.py",
@@ -89,6 +90,7 @@ def code_fingerprint() -> str:
 # artefact, so the cache keeps its fits when they change), yet a record whose findings they computed is
 # out of date when they do (the report marks it: :func:`record_fingerprint`)
 VERDICT_MODULES = (
+    "eval/paper_numbers.py",
     "eval/significance.py",
     "experiments/preconditions.py",
     "experiments/study.py",

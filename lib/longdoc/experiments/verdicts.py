@@ -23,11 +23,11 @@ show exactly what :func:`assess` computed.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import pandas as pd
 
+from longdoc.eval.paper_numbers import paper_difference
 from longdoc.experiments.tables import P_FLOOR, format_number, markdown_table
 
 HOLDS, REVERSED, NOT_SHOWN, NOT_TESTABLE = "holds", "reversed", "not shown at this scale", "not testable at this scale"
@@ -58,24 +58,6 @@ class Claim:
     precondition: Precondition | None = None
     margin: float | None = None  # set: the claim is that the two are within ±margin of each other
     pretraining: bool = False  # a claim about pre-training: its rows need the start the paper assumes
-
-
-def paper_difference(paper: str) -> float | None:
-    """The paper's own difference behind a claim, read from its quoted numbers ("0.329 vs 0.296";
-    "Wiki65K: 0.9585 vs 0.9492; AAN104K: 0.8536 vs 0.8400"; NQ320k's percentages are divided by 100): the
-    largest of its collections' differences, so a claim is called underpowered only when even the paper's
-    largest effect is below what we could detect; None where no "a vs b" pair of decimals is quoted."""
-    differences = []
-    for part in str(paper or "").split(";"):
-        before, vs, after = part.partition(" vs ")
-        if not vs:
-            continue
-        left = re.findall(r"\d+\.\d+", before)
-        right = re.findall(r"\d+\.\d+", re.split(r"[(;]", after)[0])
-        if left and right:
-            a, b = float(left[-1]), float(right[0])
-            differences.append((a - b) / 100 if max(a, b) > 1 else a - b)
-    return max(differences) if differences else None
 
 
 def claims_comparing(claims: list[Claim], pairs: set[tuple[str, str]]) -> list[Claim]:
