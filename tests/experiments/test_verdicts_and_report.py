@@ -230,7 +230,9 @@ def test_the_report_is_rendered_from_the_records(tmp_path):
     assert "| A beats B | 0.3 vs 0.2 | holds |" in text and "### Main" in text
     assert "### Findings\n\n**1 claim(s) of the paper: 1 holds.**" in text  # the verdict count, no empty context line
     assert "](figures/cpu/manpages/10_longtriever_main.png)" in text
-    assert "| 10_longtriever_main | 1 | 1 | 0 | 0 | 0 | 0 |" in text  # the claims at a glance
+    assert (
+        "| 10_longtriever_main (STALE) | 1 | 1 | 0 | 0 | 0 | 0 |" in text
+    )  # the claims at a glance (a planted fingerprint)
     assert "| 14_efficiency |" not in text.split("## Paper claims at a glance")[1].split("##")[0]  # no claims, no row
     with pytest.raises(FileNotFoundError, match="run_all.sh --profile smoke"):
         report.render("smoke", root=root)
@@ -297,7 +299,8 @@ def test_the_first_screen_counts_verdicts_per_paper_with_why_claims_are_not_test
     assert (
         "- **Longtriever**: 7 claims: 2 holds, 1 underpowered here, 3 not testable at this scale, 1 not met / "
         "reversed (why not testable, every unmet condition counted: 2 pre-trained from a contrastive encoder, not "
-        "the paper's start; 1 a compared row ran one seed; 1 a pre-training failed its check)." in text
+        "the paper's start (notebook 11); 1 a compared row ran one seed (notebook 11); 1 a pre-training failed its "
+        "check (notebook 11)); 7 from STALE records." in text  # the planted records' fingerprint is not the code's
     )
 
 
