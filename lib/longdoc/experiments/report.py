@@ -238,16 +238,36 @@ PAPER_OF = {  # a notebook's paper by its number's first two digits, else its fi
     "51": "SMITH",
     "90": "budget ladder",
 }
+LOSS_REASON = "a pre-training failed its check"  # its closest miss is named (:func:`closest_loss_miss`)
 REASONS = (  # each unmet condition of a "not testable" claim, in a few words (first match wins)
     ("one seed of", "a compared row ran one seed"),
     ("without a trained MLM head", "pre-trained from a contrastive encoder, not the paper's start"),
-    ("pre-training of", "a pre-training failed its check"),
+    ("pre-training of", LOSS_REASON),
     ("above chance", "a compared row at chance"),
     ("dev plateau", "a row stopped before its dev plateau"),
     ("query generator works", "the query generator fails its quality bar"),
     ("learns at", "the built start's rows do not learn"),
     ("queries (≥", "too few queries in the bucket"),
 )
+
+
+LOSS_CHECK = re.compile(r"pre-training of (.+?) learned \(every loss down (\d+)% [^:]*: ([^)]*)\)")
+
+
+def closest_loss_miss(condition: str) -> tuple[float, str] | None:
+    """Of a condition's failed pre-training checks, the loss that came closest to the bar, as (its fall
+    below the bar in points, "LMAE −9% of <row> against the 10% bar"); None without one."""
+    best = None
+    for part in str(condition).split("; "):
+        match = LOSS_CHECK.search(part) if part.startswith("NOT met: ") else None
+        if not match:
+            continue
+        row, bar = match.group(1), int(match.group(2))
+        for loss, change in re.findall(r"([\w-]+) ([−+-]\d+)%", match.group(3)):
+            fall = -int(change.replace("−", "-"))
+            if fall < bar and (best is None or bar - fall < best[0]):
+                best = (bar - fall, f"{loss} {change}% of {row} against the {bar}% bar")
+    return best
 
 
 def unmet_reasons(condition: str) -> list[str]:
@@ -275,6 +295,7 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
     at_start: Counter = Counter()
     where: dict[tuple[str, str], dict] = {}  # (paper, reason) -> the notebooks it came from, in order
     from_stale: Counter = Counter()
+    closest: dict[str, tuple[float, str]] = {}  # a paper's failed loss check that came closest to its bar
     for record in by_notebook_own_last(found).values():
         paper = paper_of(record["notebook"])
         for claim in (record["metrics"].get("findings") or {}).get("claims") or []:
@@ -286,6 +307,9 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
                 reasons.setdefault(paper, Counter()).update(found_reasons)
                 for reason in found_reasons:
                     where.setdefault((paper, reason), {})[record["notebook"][:2]] = None
+                miss = closest_loss_miss(claim.get("condition", ""))
+                if miss and (paper not in closest or miss[0] < closest[paper][0]):
+                    closest[paper] = miss
     for notebook, section in (carried or {}).items():
         if section["claims"]:
             for n, v in re.findall(r"(\d+) ([^,]+)", section["claims"][1]):
@@ -302,7 +326,9 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
         labels = [*VERDICTS, *(v for v in counts[paper] if v not in VERDICTS)]  # a notebook's own wording last
         found_counts = ", ".join(f"{counts[paper][v]} {v}" for v in labels if counts[paper][v])
         why = "; ".join(
-            f"{n} {reason} ({_notebooks_named(where[(paper, reason)])})"
+            f"{n} {reason} ({_notebooks_named(where[(paper, reason)])}"
+            + (f"; closest miss: {closest[paper][1]}" if reason == LOSS_REASON and paper in closest else "")
+            + ")"
             for reason, n in reasons.get(paper, Counter()).most_common()
         )
         flagged = f"; {at_start[paper]} flagged as possibly decided at the start" if at_start[paper] else ""
