@@ -163,6 +163,8 @@ def test_a_card_names_each_headline_claims_largest_budget_and_its_trend():
     assert ladder_lines("SMITH", records) == [] and ladder_lines("SeDR", {}) == []
     records[LADDER_NOTEBOOK]["config"] = {"backbone": "minilm"}
     assert ladder_lines("SeDR", records)[0] == "With more fine-tuning (the budget ladder, notebook 90, from `minilm`):"
+    # a stale ladder record says so beside what it says (issue 49's review: stale lines read as current)
+    assert ladder_lines("SeDR", records, frozenset({LADDER_NOTEBOOK}))[0].endswith(claim_cards.STALE_MARK + ":")
 
 
 def test_a_claim_posed_on_two_starts_has_a_row_for_each_naming_its_backbone():
@@ -232,3 +234,17 @@ def test_a_card_says_what_decided_the_claims_posed_on_the_built_start():
     assert lines[4] == "  - 4× (128 fine-tuning steps), test MRR@100: I 0.100, III 0.080 (every row learns)"
     assert len(lines) == 6  # the MiniLM notebook's context is not a built start's
     assert claim_cards.built_start_lines(card, {"11_ablation": records["11_ablation"]}, is_built) == []
+
+
+def test_each_machines_time_is_read_against_the_profiles_limit():
+    """Over the limit, within it, or within it so far when the machine ran only some notebooks (a lower
+    bound); no line where the profile states no limit."""
+    line = report.limit_lines({"EPYC": 7.5 * 3600, "Xeon": 600.0}, {"EPYC": 24, "Xeon": 1}, 25, 7.0)[0]
+    assert "EPYC: 7.50 h for 24 of 25 notebooks, over the limit (a lower bound for the whole study)" in line
+    assert "Xeon: 0.17 h for 1 of 25 notebooks, so far within the limit" in line
+    assert "within the limit;" not in report.limit_lines({"EPYC": 3600.0}, {"EPYC": 2}, 2, 7.0)[0]
+    assert (
+        "EPYC: 1.00 h for 2 of 2 notebooks, within the limit."
+        in report.limit_lines({"EPYC": 3600.0}, {"EPYC": 2}, 2, 7.0)[0]
+    )
+    assert report.limit_lines({"EPYC": 3600.0}, {"EPYC": 2}, 2, None) == []

@@ -35,6 +35,27 @@ def test_the_recompute_command_reproduces_a_records_intervals_and_names_a_change
     (directory / "metrics.json").write_text(json.dumps(record))
     assert recompute.main([str(directory)]) == 1
     assert "DIFFERS: MaxP beats BM25: recorded +0.500 [+0.400, +0.600]" in capsys.readouterr().out
+    # the interval as recorded, but a verdict the interval does not give (issue 49's review: recompute
+    # checked intervals only)
+    record["metrics"]["findings"]["claims"][0][INTERVAL] = rows[0]["recorded"]
+    wrong = "reversed" if rows[0]["recorded verdict"] != "reversed" else "holds"
+    record["metrics"]["findings"]["claims"][0]["verdict"] = wrong
+    (directory / "metrics.json").write_text(json.dumps(record))
+    assert recompute.main([str(directory)]) == 1
+    assert f"({wrong}), recomputed {rows[0]['recorded']} ({rows[0]['recorded verdict']})" in capsys.readouterr().out
+
+
+def test_a_recomputed_verdict_reads_the_recorded_conditions_the_papers_delta_and_a_margin():
+    claim = {"claim": "A beats B", "paper": "0.310 vs 0.300", "condition": ""}
+    assert recompute.recomputed_verdict(claim, -0.02, 0.03, 0.04) == "underpowered here"  # paper Δ 0.01 < MDD
+    assert recompute.recomputed_verdict(claim | {"paper": "Figure 3"}, -0.02, 0.03, 0.04) == "not shown at this scale"
+    assert recompute.recomputed_verdict(claim, 0.01, 0.03, 0.04) == "holds"
+    assert recompute.recomputed_verdict(claim | {"condition": "NOT met: one seed"}, 0.01, 0.03, 0.04) == (
+        "not testable at this scale"
+    )
+    near = {"claim": "C = 100 performs near C = 50 (our threshold: |Δ| < 0.01)", "paper": "", "condition": ""}
+    assert recompute.recomputed_verdict(near, -0.005, 0.005, 0.04) == "holds"
+    assert recompute.recomputed_verdict(near, -0.02, 0.005, 0.04) == "not shown at this scale"
 
 
 def test_the_scores_file_is_the_same_bytes_for_the_same_scores(tmp_path):

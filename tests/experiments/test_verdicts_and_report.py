@@ -230,7 +230,9 @@ def test_the_report_is_rendered_from_the_records(tmp_path):
     assert "| A beats B | 0.3 vs 0.2 | holds |" in text and "### Main" in text
     assert "### Findings\n\n**1 claim(s) of the paper: 1 holds.**" in text  # the verdict count, no empty context line
     assert "](figures/cpu/manpages/10_longtriever_main.png)" in text
-    assert "| 10_longtriever_main | 1 | 1 | 0 | 0 | 0 | 0 |" in text  # the claims at a glance
+    assert (
+        "| 10_longtriever_main (STALE) | 1 | 1 | 0 | 0 | 0 | 0 |" in text
+    )  # the claims at a glance (a planted fingerprint)
     assert "| 14_efficiency |" not in text.split("## Paper claims at a glance")[1].split("##")[0]  # no claims, no row
     with pytest.raises(FileNotFoundError, match="run_all.sh --profile smoke"):
         report.render("smoke", root=root)
@@ -285,7 +287,7 @@ def test_the_first_screen_counts_verdicts_per_paper_with_why_claims_are_not_test
         {  # two unmet conditions: counted under each, not only under its first
             "claim": "f",
             "verdict": NOT_TESTABLE,
-            "condition": "NOT met: pre-training of I learned (every loss down 10%: MLM −17%, LMAE −9%); NOT met: I is "
+            "condition": "NOT met: pre-training of I learned (every loss down 10% to its last: MLM −17%, LMAE −9%); NOT met: I is "
             "pre-trained from minilm, without a trained MLM head (a contrastive sentence encoder)",
         },
     ]
@@ -297,8 +299,19 @@ def test_the_first_screen_counts_verdicts_per_paper_with_why_claims_are_not_test
     assert (
         "- **Longtriever**: 7 claims: 2 holds, 1 underpowered here, 3 not testable at this scale, 1 not met / "
         "reversed (why not testable, every unmet condition counted: 2 pre-trained from a contrastive encoder, not "
-        "the paper's start; 1 a compared row ran one seed; 1 a pre-training failed its check)." in text
+        "the paper's start (notebook 11); 1 a compared row ran one seed (notebook 11); 1 a pre-training failed its "
+        "check (notebook 11; closest miss: LMAE −9% of I against the 10% bar)); 7 from STALE records." in text
+    )  # the planted records' fingerprint is not the code's: stale
+
+
+def test_the_closest_miss_of_a_failed_loss_check_is_the_loss_nearest_its_bar():
+    condition = (
+        "met: x; NOT met: pre-training of A learned (every loss down 10% from its first tenth of steps to its "
+        "last: MLM −5%, LMAE +1%); NOT met: pre-training of B learned (every loss down 10% from its first tenth "
+        "of steps to its last: MLM −17%, SP −8%)"
     )
+    assert report.closest_loss_miss(condition) == (2, "SP −8% of B against the 10% bar")
+    assert report.closest_loss_miss("met: pre-training of A learned (every loss down 10% ...: MLM −15%)") is None
 
 
 def test_the_report_redraws_each_notebooks_claims_figure_from_its_record(tmp_path):

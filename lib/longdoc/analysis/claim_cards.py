@@ -21,6 +21,7 @@ from longdoc.eval.paper_numbers import paper_difference
 CARDS_DIR = REPO_ROOT / "data" / "claims"
 PAPERS = {"longtriever": "Longtriever", "sedr": "SeDR", "smith": "SMITH", "nci": "NCI"}  # card order and titles
 OURS = "ours: Δ [95% CI]"
+STALE_MARK = " (STALE record: made by other code than this checkout's)"  # beside what a stale record says
 NUMBER = r"([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)"
 INTERVAL = re.compile(rf"^{NUMBER} \[{NUMBER}, {NUMBER}\]$")
 
@@ -138,18 +139,22 @@ def start_label(row: dict) -> str:
     return row["start"] if row.get("start", "—") != "—" else f"notebook {row['notebook']}"
 
 
-def built_start_lines(card: pd.DataFrame, records: dict[str, dict], is_built: Callable[[str], bool]) -> list[str]:
+def built_start_lines(
+    card: pd.DataFrame, records: dict[str, dict], is_built: Callable[[str], bool], stale: frozenset = frozenset()
+) -> list[str]:
     """Under a paper's card, for each of its notebooks whose rows started from a backbone built here
     (``is_built``: ``manpages-mlm``), the rule that decided whether its claims are posed on that start and
     what it decided (the findings' context: did the backbone learn language, at what fine-tuning budget
-    every row learns). Empty where no card notebook ran from a built backbone."""
+    every row learns). Empty where no card notebook ran from a built backbone. A notebook in ``stale`` is
+    marked (:data:`STALE_MARK`)."""
     lines = []
     for notebook in dict.fromkeys(card["notebook"]):
         record = records.get(notebook) or {}
         backbone = record_backbone(record)
         context = ((record.get("metrics") or {}).get("findings") or {}).get("context", "")
         if is_built(backbone) and context:
-            lines.append(f'- notebook {notebook[:2]}, from `{backbone}`, in its findings: "{context}"')
+            mark = STALE_MARK if notebook in stale else ""
+            lines.append(f'- notebook {notebook[:2]}{mark}, from `{backbone}`, in its findings: "{context}"')
             lines += budget_lines((record.get("metrics") or {}).get("budgets") or [])
     if not lines:
         return []
@@ -176,10 +181,11 @@ BUDGET_KEYS = {"95% high", "95% low", "budget", "chance", "learns", "row", "seed
 LADDER_NOTEBOOK = "90_budget_ladder"
 
 
-def ladder_lines(paper: str, records: dict[str, dict]) -> list[str]:
+def ladder_lines(paper: str, records: dict[str, dict], stale: frozenset = frozenset()) -> list[str]:
     """Under a paper's card, its headline claims on the budget ladder (notebook 90's record): the largest
     budget run, the verdict at the largest budget that has one, and where the difference moved. Empty
-    without a ladder record or a claim of ``paper`` in it."""
+    without a ladder record or a claim of ``paper`` in it; marked (:data:`STALE_MARK`) where the ladder's
+    record is in ``stale``."""
     record = records.get(LADDER_NOTEBOOK)
     claims = ((record or {}).get("metrics", {}).get("findings") or {}).get("claims") or []
     mine = [c for c in claims if c.get("paper") == paper]
@@ -187,7 +193,8 @@ def ladder_lines(paper: str, records: dict[str, dict]) -> list[str]:
         return []
     backbone = record_backbone(record)
     start = f", from `{backbone}`" if backbone else ""
-    lines = [f"With more fine-tuning (the budget ladder, notebook {LADDER_NOTEBOOK[:2]}{start}):", ""]
+    mark = STALE_MARK if LADDER_NOTEBOOK in stale else ""
+    lines = [f"With more fine-tuning (the budget ladder, notebook {LADDER_NOTEBOOK[:2]}{start}){mark}:", ""]
     for claim in mine:
         largest = claim.get("largest budget with a verdict", "none")
         verdict = (

@@ -5,7 +5,8 @@ Each record folder holds ``scores.json.gz`` beside ``metrics.json``: every syste
 :meth:`~longdoc.experiments.study.Study.write_runs`. A claim of the record's findings names the two rows
 it compares (``system``, ``against``); its Δ, 95% interval and minimum detectable difference are
 recomputed here with the same bootstrap (:func:`~longdoc.eval.significance.seed_query_bootstrap`, its
-default seed) and compared with what the record says::
+default seed), and its verdict from them (:func:`recomputed_verdict`), and compared with what the record
+says::
 
     python -m longdoc.experiments.recompute                  # every cpu record; exit 1 on any mismatch
     python -m longdoc.experiments.recompute --profile gpu results/gpu/manpages/20_sedr_main
@@ -19,12 +20,14 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 import sys
 from pathlib import Path
 
+from longdoc.eval.paper_numbers import paper_difference
 from longdoc.eval.significance import minimum_detectable_difference, seed_query_bootstrap
 from longdoc.experiments.records import RESULTS_DIR
-from longdoc.experiments.verdicts import INTERVAL, MDD, interval_text
+from longdoc.experiments.verdicts import INTERVAL, MDD, Precondition, interval_text, verdict
 
 SCORES = "scores.json.gz"
 
@@ -66,10 +69,27 @@ def recompute_claim(scores: dict, claim: dict) -> dict | None:
     if measure not in scores[system]["measures"] or measure not in scores[against]["measures"]:
         return None
     stats = seed_query_bootstrap(scores[system]["measures"][measure], scores[against]["measures"][measure])
+    detectable = minimum_detectable_difference(stats["standard_error"])
     return {
         INTERVAL: interval_text(stats["mean_difference"], stats["ci_low"], stats["ci_high"]),
-        MDD: float(f"{minimum_detectable_difference(stats['standard_error']):.3g}"),
+        MDD: float(f"{detectable:.3g}"),
+        "verdict": recomputed_verdict(claim, stats["ci_low"], stats["ci_high"], detectable),
     }
+
+
+MARGIN = re.compile(r"\|Δ\| < ([0-9.]+)")  # an equivalence claim's statement names its margin (papers/sedr.py)
+
+
+def recomputed_verdict(claim: dict, low: float, high: float, detectable: float) -> str:
+    """The verdict :func:`~longdoc.experiments.verdicts.verdict` gives the recomputed interval: the
+    record's conditions as recorded (any "NOT met" makes it not testable; the conditions read training
+    histories, not the scores), the paper's Δ from the claim's numbers and an equivalence claim's margin
+    from its statement."""
+    failed = Precondition(False, "recorded") if "NOT met" in str(claim.get("condition", "")) else None
+    margin = MARGIN.search(str(claim.get("claim", "")))
+    return verdict(
+        low, high, failed, float(margin.group(1)) if margin else None, detectable, paper_difference(claim.get("paper"))
+    )
 
 
 def check_record(folder: Path) -> list[dict]:
@@ -87,9 +107,13 @@ def check_record(folder: Path) -> list[dict]:
                 "claim": claim.get("claim"),
                 "recorded": claim.get(INTERVAL),
                 "recomputed": found[INTERVAL] if found else None,
+                "recorded verdict": claim.get("verdict"),
+                "recomputed verdict": found["verdict"] if found else None,
                 "agrees": None
                 if found is None
-                else found[INTERVAL] == claim.get(INTERVAL) and (MDD not in claim or found[MDD] == claim[MDD]),
+                else found[INTERVAL] == claim.get(INTERVAL)
+                and (MDD not in claim or found[MDD] == claim[MDD])
+                and found["verdict"] == claim.get("verdict"),
             }
         )
     return rows
@@ -114,9 +138,12 @@ def main(argv: list[str] | None = None) -> int:
         wrong = [r for r in rows if r["agrees"] is False]
         mismatches += len(wrong)
         note = "" if read_scores(folder) is not None else f" (no {SCORES})"
-        print(f"{folder}: {agreed} of {len(rows)} intervals recomputed and equal{note}")
+        print(f"{folder}: {agreed} of {len(rows)} intervals and verdicts recomputed and equal{note}")
         for r in wrong:
-            print(f"  DIFFERS: {r['claim']}: recorded {r['recorded']}, recomputed {r['recomputed']}")
+            print(
+                f"  DIFFERS: {r['claim']}: recorded {r['recorded']} ({r['recorded verdict']}), recomputed "
+                f"{r['recomputed']} ({r['recomputed verdict']})"
+            )
         for r in skipped:
             print(f"  not recomputable from the scores: {r['claim']}")
     return 1 if mismatches else 0

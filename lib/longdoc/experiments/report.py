@@ -184,7 +184,7 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
     ]
     for key in sorted(sections):
         lines += sections[key]
-    lines += time_lines(found, carried, timings(profile, root))
+    lines += time_lines(found, carried, timings(profile, root), STUDY_LIMIT_HOURS.get(profile))
     lines += provenance_lines(found)
     return "\n".join(lines).rstrip() + "\n"
 
@@ -238,16 +238,36 @@ PAPER_OF = {  # a notebook's paper by its number's first two digits, else its fi
     "51": "SMITH",
     "90": "budget ladder",
 }
+LOSS_REASON = "a pre-training failed its check"  # its closest miss is named (:func:`closest_loss_miss`)
 REASONS = (  # each unmet condition of a "not testable" claim, in a few words (first match wins)
     ("one seed of", "a compared row ran one seed"),
     ("without a trained MLM head", "pre-trained from a contrastive encoder, not the paper's start"),
-    ("pre-training of", "a pre-training failed its check"),
+    ("pre-training of", LOSS_REASON),
     ("above chance", "a compared row at chance"),
     ("dev plateau", "a row stopped before its dev plateau"),
     ("query generator works", "the query generator fails its quality bar"),
     ("learns at", "the built start's rows do not learn"),
     ("queries (≥", "too few queries in the bucket"),
 )
+
+
+LOSS_CHECK = re.compile(r"pre-training of (.+?) learned \(every loss down (\d+)% [^:]*: ([^)]*)\)")
+
+
+def closest_loss_miss(condition: str) -> tuple[float, str] | None:
+    """Of a condition's failed pre-training checks, the loss that came closest to the bar, as (its fall
+    below the bar in points, "LMAE −9% of <row> against the 10% bar"); None without one."""
+    best = None
+    for part in str(condition).split("; "):
+        match = LOSS_CHECK.search(part) if part.startswith("NOT met: ") else None
+        if not match:
+            continue
+        row, bar = match.group(1), int(match.group(2))
+        for loss, change in re.findall(r"([\w-]+) ([−+-]\d+)%", match.group(3)):
+            fall = -int(change.replace("−", "-"))
+            if fall < bar and (best is None or bar - fall < best[0]):
+                best = (bar - fall, f"{loss} {change}% of {row} against the {bar}% bar")
+    return best
 
 
 def unmet_reasons(condition: str) -> list[str]:
@@ -273,13 +293,23 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
     counts: dict[str, Counter] = {}
     reasons: dict[str, Counter] = {}
     at_start: Counter = Counter()
+    where: dict[tuple[str, str], dict] = {}  # (paper, reason) -> the notebooks it came from, in order
+    from_stale: Counter = Counter()
+    closest: dict[str, tuple[float, str]] = {}  # a paper's failed loss check that came closest to its bar
     for record in by_notebook_own_last(found).values():
         paper = paper_of(record["notebook"])
         for claim in (record["metrics"].get("findings") or {}).get("claims") or []:
             counts.setdefault(paper, Counter())[claim.get("verdict")] += 1
             at_start[paper] += AT_START in str(claim.get("condition", ""))
+            from_stale[paper] += bool(stale(record))
             if claim.get("verdict") == VERDICTS[-1]:
-                reasons.setdefault(paper, Counter()).update(unmet_reasons(claim.get("condition", "")))
+                found_reasons = unmet_reasons(claim.get("condition", ""))
+                reasons.setdefault(paper, Counter()).update(found_reasons)
+                for reason in found_reasons:
+                    where.setdefault((paper, reason), {})[record["notebook"][:2]] = None
+                miss = closest_loss_miss(claim.get("condition", ""))
+                if miss and (paper not in closest or miss[0] < closest[paper][0]):
+                    closest[paper] = miss
     for notebook, section in (carried or {}).items():
         if section["claims"]:
             for n, v in re.findall(r"(\d+) ([^,]+)", section["claims"][1]):
@@ -295,8 +325,14 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
             continue
         labels = [*VERDICTS, *(v for v in counts[paper] if v not in VERDICTS)]  # a notebook's own wording last
         found_counts = ", ".join(f"{counts[paper][v]} {v}" for v in labels if counts[paper][v])
-        why = "; ".join(f"{n} {reason}" for reason, n in reasons.get(paper, Counter()).most_common())
+        why = "; ".join(
+            f"{n} {reason} ({_notebooks_named(where[(paper, reason)])}"
+            + (f"; closest miss: {closest[paper][1]}" if reason == LOSS_REASON and paper in closest else "")
+            + ")"
+            for reason, n in reasons.get(paper, Counter()).most_common()
+        )
         flagged = f"; {at_start[paper]} flagged as possibly decided at the start" if at_start[paper] else ""
+        flagged += f"; {from_stale[paper]} from STALE records" if from_stale[paper] else ""
         lines.append(
             f"- **{paper}**: {sum(counts[paper].values())} claims: {found_counts}"
             + (f" (why not testable, every unmet condition counted: {why})" if why else "")
@@ -309,6 +345,10 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
             f"row that ends ahead; {NO_FLAG_FOR_PRETRAINING}.)"
         )
     return [*lines, ""]
+
+
+def _notebooks_named(notebooks: dict) -> str:
+    return ("notebook " if len(notebooks) == 1 else "notebooks ") + ", ".join(notebooks)
 
 
 def other_starts(found: list[dict], backbone: str) -> str:
@@ -383,14 +423,17 @@ def card_lines(
             ", RESULTS.md): where they differ, the two profiles' budgets and scales gave different findings.",
             "",
         ]
+    stale_notebooks = frozenset(n for n, record in by_notebook.items() if stale(record))
     for key, card in claim_cards.load_cards().items():
         filled = claim_cards.fill(card, by_notebook, carried)
+        from_stale = (filled["read from"] == "record") & card["notebook"].isin(stale_notebooks).to_numpy()
+        filled.loc[from_stale, "read from"] = "STALE record"
         if reference is not None:
             filled = claim_cards.beside_reference(filled, card, reference_by_notebook, COMMITTED_PROFILE)
         figure = Path(_relative(card_figure(profile, key, link_base), base))
         lines += [f"### {claim_cards.PAPERS[key]}", "", markdown_table(filled), ""]
-        lines += claim_cards.built_start_lines(card, by_notebook, is_built)
-        lines += claim_cards.ladder_lines(claim_cards.PAPERS[key], by_notebook)
+        lines += claim_cards.built_start_lines(card, by_notebook, is_built, stale_notebooks)
+        lines += claim_cards.ladder_lines(claim_cards.PAPERS[key], by_notebook, stale_notebooks)
         if len(claim_cards.forest_frame(filled, card)):
             lines += [f"![{key} claims]({figure.as_posix()})", ""]
     return lines
@@ -541,7 +584,10 @@ def notebook_sections(found, carried, profile, root, link_base, base) -> dict[tu
     return sections
 
 
-def time_lines(found: list[dict], carried: dict, times: dict[str, dict]) -> list[str]:
+STUDY_LIMIT_HOURS = {"cpu": 7.0}  # the whole study's wall-time limit on one machine (README, "A start built here")
+
+
+def time_lines(found: list[dict], carried: dict, times: dict[str, dict], limit_hours: float | None = None) -> list[str]:
     lines = [
         f"## {TIMES}",
         "",
@@ -554,6 +600,7 @@ def time_lines(found: list[dict], carried: dict, times: dict[str, dict]) -> list
         "|---|---|---|---|---|---|---|",
     ]
     totals: dict[str, float] = {}
+    counted: dict[str, int] = {}
     rows = {}
     for r in found:
         timing = times.get(run_key(r))
@@ -561,6 +608,7 @@ def time_lines(found: list[dict], carried: dict, times: dict[str, dict]) -> list
         machine = _machine(r)
         if timing:
             totals[machine] = totals.get(machine, 0.0) + timing["seconds"]
+            counted[machine] = counted.get(machine, 0) + 1
         rows[(r["notebook"], r.get("dataset", ""))] = (
             f"| {r['notebook']} | {r.get('dataset', '')} | {_minutes(timing['seconds']) if timing else '—'} | "
             f"{_count(timing.get('trained')) if timing else '—'} | "
@@ -575,11 +623,37 @@ def time_lines(found: list[dict], carried: dict, times: dict[str, dict]) -> list
             if minutes:
                 machine = cells[-1].strip()
                 totals[machine] = totals.get(machine, 0.0) + float(minutes.group(1)) * 60
+                counted[machine] = counted.get(machine, 0) + 1
     lines += [rows[key] for key in sorted(rows)]
     lines += [
         f"| **total** | | **{_minutes(seconds)}** | | | | {machine} |" for machine, seconds in sorted(totals.items())
     ]
-    return lines + [""]
+    return lines + ["", *limit_lines(totals, counted, len(rows), limit_hours)]
+
+
+def limit_lines(
+    totals: dict[str, float], counted: dict[str, int], notebooks: int, limit_hours: float | None
+) -> list[str]:
+    """Each machine's total against the profile's wall-time limit (None: the profile states none): within
+    or over it, and for how many of the notebooks (a total of some notebooks only is a lower bound). The
+    built backbone (notebooks 50, 51) is built by its own command, so its time is in no notebook's."""
+    if limit_hours is None or not totals:
+        return []
+    parts = []
+    for machine, seconds in sorted(totals.items()):
+        hours, some = seconds / 3600, counted.get(machine, 0) < notebooks
+        verdict = "over" if hours > limit_hours else ("so far within" if some else "within")
+        parts.append(
+            f"{machine}: {hours:.2f} h for {counted.get(machine, 0)} of {notebooks} notebooks, {verdict} the limit"
+            + (" (a lower bound for the whole study)" if some else "")
+        )
+    return [
+        f"**Against the profile's {limit_hours:g}-hour limit** (the whole study on one machine; the backbone "
+        f"that notebooks 50 and 51 start from is built by its own command and is in no notebook's time): "
+        + "; ".join(parts)
+        + ".",
+        "",
+    ]
 
 
 def _notebook_list(records: list[dict]) -> str:
@@ -609,7 +683,7 @@ def provenance_lines(found: list[dict]) -> list[str]:
     commits = _grouped(found, lambda r: (r["versions"].get("git_commit", "unknown"), _changes(r["versions"])))
     machines = _grouped([r for r in found if "machine" in r], _machine)
     datasets = _grouped(found, lambda r: (r.get("dataset", "?"), r["data_checksum"][:16]))
-    fingerprints = _grouped(found, lambda r: r.get("code_fingerprint", "?"))
+    fingerprints = _grouped(found, lambda r: r.get("record_fingerprint") or r.get("code_fingerprint", "?"))
     return [
         "## Provenance",
         "",
@@ -623,8 +697,8 @@ def provenance_lines(found: list[dict]) -> list[str]:
         "- machine: " + "; ".join(f"{machine} ({notebooks})" for machine, notebooks in machines),
         "- data: "
         + "; ".join(f"{name}, checksum `{checksum}` ({notebooks})" for (name, checksum), notebooks in datasets),
-        "- code fingerprint of the artefacts: "
-        + "; ".join(f"`{fingerprint}` ({notebooks})" for fingerprint, notebooks in fingerprints),
+        "- fingerprint, the artefacts' code + the verdicts' (a record made before the second was kept shows "
+        "the first only): " + "; ".join(f"`{fingerprint}` ({notebooks})" for fingerprint, notebooks in fingerprints),
         "",
     ] + (
         [
@@ -675,7 +749,7 @@ def verdict_summary(found: list[dict], carried: dict | None = None) -> list[str]
         claims = (r["metrics"].get("findings") or {}).get("claims") or []
         if claims:
             counts = {v: sum(c.get("verdict") == v for c in claims) for v in VERDICT_ORDER}
-            by_notebook[r["notebook"]] = row(r["notebook"], len(claims), counts)
+            by_notebook[r["notebook"]] = row(r["notebook"] + (" (STALE)" if stale(r) else ""), len(claims), counts)
     rows = [by_notebook[notebook] for notebook in sorted(by_notebook)]
     if not rows:
         return []
