@@ -203,7 +203,7 @@ LEFT_OUT_BECAUSE = {  # (module, import) -> why it still changes no artefact and
 }
 
 
-def presentation_problems(relative: str, source: str) -> list[str]:
+def presentation_problems(relative: str, source: str, claim_builder: bool = False) -> list[str]:
     """Why a module of ``cache.PRESENTATION_ONLY`` could change an artefact or a recorded number: it
     imports what runs a model, times something, or builds a table's row (``System(...)``)."""
     problems = []
@@ -227,7 +227,43 @@ def presentation_problems(relative: str, source: str) -> list[str]:
             problems.append(f"line {node.lineno}: times with {node.attr}")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "System":
             problems.append(f"line {node.lineno}: builds a row")
+        called = isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", ""))
+        if claim_builder and called in CACHE_WRITERS:  # the study runs fits (each keyed by its own determinants)
+            problems.append(f"line {node.lineno}: makes a cached artefact")
     return problems
+
+
+CACHE_WRITERS = ("cached_json", "cached_directory", "fit", "execute")  # calls that make an artefact
+
+
+def test_claim_builders_only_word_claims():
+    """A function marked ``@claim_builder`` is left out of the artefacts' key (``cache.split_source``): like
+    a presentation module, it builds no row, runs no model, times nothing and makes no cached artefact;
+    and every paper module's function that returns claims is marked (its wording keys no fit)."""
+    import sys
+    import textwrap
+
+    sys.path.insert(0, str(PACKAGE.parent))
+    from longdoc.experiments.cache import split_source
+
+    problems, marked = [], 0
+    for path in sorted((PACKAGE / "experiments" / "papers").glob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        builders = split_source(path.read_bytes())[1]
+        for builder in filter(None, builders.split(b"\0")):
+            marked += 1
+            source = textwrap.dedent(builder.decode())
+            problems += [f"{relative} {p}" for p in presentation_problems(relative, source, claim_builder=True)]
+        for node in ast.walk(ast.parse(path.read_text())):
+            returns = getattr(node, "returns", None)
+            if returns is not None and ast.unparse(returns) == "list[Claim]" and not node.decorator_list:
+                problems.append(f"{relative} line {node.lineno}: {node.name} returns claims, not marked @claim_builder")
+    assert marked >= 20 and not problems, "\n".join(problems)
+
+
+def test_the_presentation_rule_sees_a_cached_artefact():
+    found = presentation_problems("p.py", "x = cached_json('probe', f, a=1)\ny = spec.fit(study, 1e-5, 0)\n", True)
+    assert [p.split(":")[0] for p in found] == ["line 1", "line 2"]
 
 
 def test_what_the_code_fingerprint_leaves_out_changes_no_artefact():

@@ -128,6 +128,57 @@ def test_cache_keys_hold_a_fingerprint_of_the_code(tmp_path, monkeypatch):
     cache.code_fingerprint.cache_clear()
 
 
+MODULE = b'''"""A module."""
+
+import os  # an import
+
+
+def run(x):
+    """Runs."""
+    return x + 1  # adds one
+
+
+@claim_builder
+def claims(study):
+    """Words the claims."""
+    return [Claim("a beats b", "a", "b", "0.4 vs 0.3")]
+'''
+
+
+def test_the_fits_key_reads_what_runs_and_the_verdicts_read_the_claims_wording():
+    runs, builders = cache.split_source(MODULE)
+    assert runs == b"import os\ndef run(x):\n    return x + 1"  # no comment, docstring, blank line or builder
+    assert builders.startswith(b"@claim_builder\ndef claims(study):") and b"a beats b" in builders
+    reworded = MODULE.replace(b"Runs.", b"Adds one.").replace(b"# adds one", b"").replace(b"a beats b", b"b loses")
+    assert cache.split_source(reworded)[0] == runs and cache.split_source(reworded)[1] != builders
+    assert cache.split_source(MODULE.replace(b"x + 1", b"x + 2"))[0] != runs  # code that runs
+    unicode = MODULE.replace(b"# an import", "# café: an import".encode())  # comment columns count characters
+    assert cache.split_source(unicode)[0] == runs
+
+
+def test_a_reworded_claim_keeps_the_fits_and_marks_the_records_stale(tmp_path, monkeypatch):
+    package = tmp_path / "package"
+    (package / "experiments" / "papers").mkdir(parents=True)
+    paper = package / "experiments" / "papers" / "p.py"
+    paper.write_bytes(MODULE)
+    for relative in cache.VERDICT_MODULES:
+        (package / relative).parent.mkdir(parents=True, exist_ok=True)
+        (package / relative).write_text("x = 1\n")
+    monkeypatch.setattr(cache, "PACKAGE_DIR", package)
+    monkeypatch.setattr(cache, "REPO_ROOT", tmp_path)
+
+    def both() -> tuple[str, str]:
+        cache.code_fingerprint.cache_clear(), cache.verdicts_fingerprint.cache_clear()
+        return cache.code_fingerprint(), cache.verdicts_fingerprint()
+
+    code, verdicts = both()
+    paper.write_bytes(MODULE.replace(b"a beats b", b"a is better than b"))
+    assert both() == (code, both()[1]) and both()[1] != verdicts
+    paper.write_bytes(MODULE.replace(b"x + 1", b"x + 2"))
+    assert both()[0] != code
+    cache.code_fingerprint.cache_clear(), cache.verdicts_fingerprint.cache_clear()
+
+
 def test_versions_say_whether_the_tree_differed_from_its_commit(tmp_path, monkeypatch):
     import subprocess
 
@@ -157,7 +208,10 @@ def test_the_papers_numbers_are_in_the_verdicts_fingerprint(tmp_path, monkeypatc
     table = tmp_path / "data" / "paper_results" / "sedr.csv"
     table.write_text("system,MRR@100\nSeDR,0.409\n")
     monkeypatch.setattr(cache, "REPO_ROOT", tmp_path)
+    cache.verdicts_fingerprint.cache_clear()
     before, code = cache.record_fingerprint(), cache.code_fingerprint()
     table.write_text("system,MRR@100\nSeDR,0.410\n")
+    cache.verdicts_fingerprint.cache_clear()
     after = cache.record_fingerprint()
+    cache.verdicts_fingerprint.cache_clear()
     assert after != before and after.split("+")[0] == before.split("+")[0] == code

@@ -8,6 +8,7 @@ checkpoint made by older code never stands behind a newer record.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import hashlib
@@ -76,14 +77,92 @@ PRESENTATION_ONLY = (
 
 @functools.lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """Hash of the source of every ``longdoc`` module that can change an artefact."""
+    """Hash of the code that runs in every ``longdoc`` module that can change an artefact: each module's
+    source less its docstrings and its claim builders (:func:`split_source`), so rewording a docstring or
+    a paper's claim keeps every cached fit."""
     digest = hashlib.sha256()
+    for relative, source in _fingerprinted_sources():
+        digest.update(relative.encode() + b"\0" + split_source(source)[0] + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _fingerprinted_sources() -> list[tuple[str, bytes]]:
+    found = []
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
         relative = path.relative_to(PACKAGE_DIR).as_posix()
-        if relative.startswith(PRESENTATION_ONLY):
-            continue
-        digest.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
+        if not relative.startswith(PRESENTATION_ONLY):
+            found.append((relative, path.read_bytes()))
+    return found
+
+
+CLAIM_BUILDER = "claim_builder"  # the decorator (:func:`longdoc.experiments.verdicts.claim_builder`) of a
+# function that only words a paper's claims: its source keys no artefact, only the records' verdicts
+
+
+def split_source(source: bytes) -> tuple[bytes, bytes]:
+    """A module's source as (what runs, its claim builders): the first is the source without its
+    comments, its docstrings (module, class, function), every function decorated ``@claim_builder`` and
+    the lines these leave blank; the second is those functions' source, in order. Cut at the byte offsets
+    of the syntax tree and the tokenizer, so the result does not depend on the Python version that
+    parses it."""
+    tree = ast.parse(source)
+    line_starts = [0]
+    for line in source.splitlines(keepends=True):
+        line_starts.append(line_starts[-1] + len(line))
+
+    def span(first: ast.AST, last: ast.AST) -> tuple[int, int]:
+        return line_starts[first.lineno - 1] + first.col_offset, line_starts[last.end_lineno - 1] + last.end_col_offset
+
+    docstrings, builders = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+            _decorator_name(d) == CLAIM_BUILDER for d in node.decorator_list
+        ):
+            start = line_starts[node.decorator_list[0].lineno - 1]  # from the line of its first "@"
+            builders.append((start, span(node, node)[1]))
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                docstrings.append(span(first, first))
+    builders.sort()
+    runs, position = [], 0
+    for start, end in _merged(docstrings + builders + _comments(source, line_starts)):
+        runs.append(source[position:start])
+        position = end
+    runs.append(source[position:])
+    kept = [line.rstrip() for line in b"".join(runs).splitlines() if line.strip()]
+    return b"\n".join(kept), b"\0".join(source[start:end] for start, end in builders)
+
+
+def _comments(source: bytes, line_starts: list[int]) -> list[tuple[int, int]]:
+    """The byte spans of ``source``'s comments (the tokenizer counts columns in characters)."""
+    import io
+    import tokenize
+
+    lines = source.decode().splitlines(keepends=True)
+    spans = []
+    for token in tokenize.generate_tokens(io.StringIO(source.decode()).readline):
+        if token.type == tokenize.COMMENT:
+            row, column = token.start
+            before = len(lines[row - 1][:column].encode())
+            spans.append((line_starts[row - 1] + before, line_starts[row - 1] + before + len(token.string.encode())))
+    return spans
+
+
+def _decorator_name(decorator: ast.expr) -> str:
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping spans as one (a claim builder's own docstring lies inside it)."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 # the modules that turn a record's numbers into intervals and verdicts: presentation-only (they change no
@@ -111,9 +190,15 @@ def record_fingerprint() -> str:
     return f"{code_fingerprint()}+{verdicts_fingerprint()}"
 
 
+@functools.lru_cache(maxsize=1)
 def verdicts_fingerprint() -> str:
-    """Hash of :data:`VERDICT_MODULES`' source and of every file under ``data/`` :data:`VERDICT_DATA`."""
+    """Hash of :data:`VERDICT_MODULES`' source, of the claim builders left out of :func:`code_fingerprint`
+    and of every file under ``data/`` :data:`VERDICT_DATA` (computed once per process)."""
     digest = hashlib.sha256(modules_fingerprint(VERDICT_MODULES).encode())
+    for relative, source in _fingerprinted_sources():
+        builders = split_source(source)[1]
+        if builders:
+            digest.update(relative.encode() + b"\0" + builders + b"\0")
     for folder in VERDICT_DATA:
         for path in sorted((REPO_ROOT / "data" / folder).rglob("*")):
             if path.is_file():

@@ -23,6 +23,8 @@ show exactly what :func:`assess` computed.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -58,6 +60,24 @@ class Claim:
     precondition: Precondition | None = None
     margin: float | None = None  # set: the claim is that the two are within ±margin of each other
     pretraining: bool = False  # a claim about pre-training: its rows need the start the paper assumes
+
+
+def claim_builder(build: Callable[..., list[Claim]]) -> Callable[..., list[Claim]]:
+    """Marks a paper module's function that only words its claims (statements, compared rows, the paper's
+    numbers): its source is left out of the artefacts' key and hashed into the verdicts' fingerprint
+    (:func:`longdoc.experiments.cache.split_source`), so rewording a claim keeps every cached fit and
+    marks the records it worded stale. It must build no row, run no model and time nothing
+    (``tests/test_architecture.py``); what it returns is checked to be claims."""
+
+    @functools.wraps(build)
+    def checked(*args, **kwargs) -> list[Claim]:
+        claims = build(*args, **kwargs)
+        strays = [type(c).__name__ for c in claims if not isinstance(c, Claim)]
+        if strays:
+            raise TypeError(f"{build.__qualname__}: a claim builder returned {strays}, not claims")
+        return claims
+
+    return checked
 
 
 def claims_comparing(claims: list[Claim], pairs: set[tuple[str, str]]) -> list[Claim]:

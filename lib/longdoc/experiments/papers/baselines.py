@@ -14,7 +14,7 @@ from longdoc.experiments.paper import paper_value
 from longdoc.experiments.settings import EncoderSettings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import System, Table
-from longdoc.experiments.verdicts import Claim
+from longdoc.experiments.verdicts import Claim, claim_builder
 
 
 def other_pooling(pooling: str) -> str:
@@ -74,6 +74,7 @@ def baseline_pairs(study: Study) -> list[tuple[str, str]]:
     ]
 
 
+@claim_builder
 def passage_claims(study: Study) -> list[Claim]:
     """What the papers report about these baselines on MS MARCO documents."""
     names = baseline_names(study)

@@ -35,7 +35,7 @@ from longdoc.experiments.papers.start_points import zero_shot_systems
 from longdoc.experiments.settings import EncoderSettings, settings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import System, Table
-from longdoc.experiments.verdicts import Claim, Precondition
+from longdoc.experiments.verdicts import Claim, Precondition, claim_builder
 
 LANGUAGE_MARGIN = 0.10  # question 1: held-out MLM accuracy this far above always guessing the commonest token
 
@@ -100,6 +100,7 @@ def longtriever_rows(study: Study) -> list[System]:
     return ablation_systems(study)[:3]
 
 
+@claim_builder
 def longtriever_claims(study: Study, systems: list[System]) -> list[Claim]:
     """Table 4's pre-training claims: I > III, I > II, II > III."""
     names = {s.name for s in systems}
@@ -114,6 +115,7 @@ def smith_rows(study: Study) -> list[System]:
     return [rows["SMITH-WP+SP"], rows["SMITH-WP"], rows[smith.FROM_BACKBONE]]
 
 
+@claim_builder
 def smith_claims(study: Study, systems: list[System]) -> list[Claim]:
     """Table 5's pre-training claims at one start: WP+SP > WP, WP > none, WP+SP > none."""
     from longdoc.experiments.papers import smith
@@ -174,6 +176,7 @@ def rows(study: Study) -> list[System]:
     return EXPERIMENTS[study.notebook].table.rows(study)
 
 
+@claim_builder
 def claims(study: Study, systems: list[System]) -> list[Claim]:
     """The notebook's pre-training claims on ``systems``."""
     return EXPERIMENTS[study.notebook].table.claims(study, systems)

@@ -20,7 +20,7 @@ from longdoc.experiments.papers.baselines import baseline_names, passage_baselin
 from longdoc.experiments.settings import EncoderSettings, settings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import Headline, System, Table
-from longdoc.experiments.verdicts import FIGURE_ONLY, Claim
+from longdoc.experiments.verdicts import FIGURE_ONLY, Claim, claim_builder
 from longdoc.train.pretrain import PretrainConfig
 
 # Table 4's rows: (pre-training objective or None, encoder switches)
@@ -123,6 +123,7 @@ def main_systems(study: Study) -> list[System]:
     return passage_baselines(study) + list(main_rows(study).values())
 
 
+@claim_builder
 def main_claims(study: Study, systems: list[System]) -> list[Claim]:
     """Tables 1–2's claims on the rows ``systems`` ran (by :func:`main_rows`' and
     :func:`~longdoc.experiments.papers.baselines.baseline_names`' roles)."""
@@ -171,6 +172,7 @@ def headline_rows(study: Study) -> list[System]:
     return [maxp, rows["longtriever"], rows["plain"]]
 
 
+@claim_builder
 def headline_claims(study: Study, systems: list[System]) -> list[Claim]:
     maxp, lt, plain = (s.name for s in headline_rows(study))
     v = paper_mrr
@@ -204,6 +206,7 @@ def ablation_systems(study: Study) -> list[System]:
     return rows
 
 
+@claim_builder
 def ablation_claims() -> list[Claim]:
     """Table 4's claims; those about pre-training need the start the paper assumes and pre-training that
     learned (:mod:`longdoc.experiments.preconditions`)."""
@@ -265,6 +268,7 @@ def lmae_ratio_systems(study: Study) -> list[System]:
     ]
 
 
+@claim_builder
 def rising_claims(names: list[str], statement: str, paper: str) -> list[Claim]:
     """A trend claim as consecutive pairs: each point beats the one before it."""
     return [
@@ -273,6 +277,7 @@ def rising_claims(names: list[str], statement: str, paper: str) -> list[Claim]:
     ]
 
 
+@claim_builder
 def ratio_claims(systems: list[System]) -> list[Claim]:
     """Figure 3b's claim, a peak at 0.5: the 0.5 point beats every other point (testable where
     pre-training works at both ratios compared)."""

@@ -40,7 +40,7 @@ from longdoc.experiments.preconditions import stopped_at_plateau
 from longdoc.experiments.settings import EncoderSettings, settings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import Headline, System, Table
-from longdoc.experiments.verdicts import FIGURE_ONLY, Claim, Precondition, claims_comparing
+from longdoc.experiments.verdicts import FIGURE_ONLY, Claim, Precondition, claim_builder, claims_comparing
 
 PAPER = "nci"
 PAPER_MEASURES = {
@@ -128,6 +128,7 @@ def main_systems(study: Study) -> list[System]:
     return rows
 
 
+@claim_builder
 def main_claims(study: Study, systems: list[System]) -> list[Claim]:
     names = {s.name for s in systems}
 
@@ -211,6 +212,7 @@ def ablation_systems(study: Study) -> list[System]:
 GENERATION_ROWS = ("w/o query generation", "w/o DocT5Query")  # their claims test the generator's queries
 
 
+@claim_builder
 def ablation_claims(study: Study) -> list[Claim]:
     """Table 3's claims; those about generated queries are testable only where the generator works
     (:func:`generator_works`)."""
@@ -259,6 +261,7 @@ def adaptor_systems(study: Study) -> list[System]:
     )
 
 
+@claim_builder
 def adaptor_claims(study: Study) -> list[Claim]:
     """Table 4 against the study's M3: for each other swept M3, the one the paper found better (NQ320k
     MRR@100) should beat the other (the paper: more layers help up to 4, 6 and 8 overfit)."""
@@ -295,6 +298,7 @@ def alpha_systems(study: Study) -> list[System]:
     )
 
 
+@claim_builder
 def alpha_claims(study: Study) -> list[Claim]:
     main = study.settings(NciSettings).nci_alpha
     return [
@@ -522,6 +526,7 @@ def curve_table(
     return pd.concat(frames)
 
 
+@claim_builder
 def capacity_claims(study: Study, systems: list[System]) -> list[Claim]:
     """Figure 3: the smallest capacity ends lower than the largest."""
     by_size = sorted(systems, key=lambda s: s.spec.nci.encoder_layers)
@@ -718,6 +723,7 @@ def headline_rows(study: Study) -> list[System]:
     return [s for s in main_systems(study) if s.name in ("NCI", "DSI", "BM25")]
 
 
+@claim_builder
 def headline_claims(study: Study, systems: list[System]) -> list[Claim]:
     return claims_comparing(main_claims(study, systems), {("NCI", "DSI"), ("NCI", "BM25")})
 

@@ -37,7 +37,7 @@ from longdoc.experiments.papers.longtriever import longtriever
 from longdoc.experiments.settings import EncoderSettings, settings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import Headline, System, Table
-from longdoc.experiments.verdicts import FIGURE_ONLY, Claim, claims_comparing
+from longdoc.experiments.verdicts import FIGURE_ONLY, Claim, claim_builder, claims_comparing
 from longdoc.index.dense import DenseIndex
 
 PAPER = "sedr"
@@ -158,6 +158,7 @@ def main_systems(study: Study) -> list[System]:
     ]
 
 
+@claim_builder
 def main_claims(study: Study) -> list[Claim]:
     n, v, p = names(study), paper_value, study.settings(SedrSettings)
     return [
@@ -223,6 +224,7 @@ def interaction_systems(study: Study) -> list[System]:
     ]
 
 
+@claim_builder
 def interaction_claims(study: Study) -> list[Claim]:
     n, v = names(study), paper_value
     base = n["no_sit"]
@@ -281,6 +283,7 @@ def sweep_systems(study: Study) -> tuple[list[System], list[System]]:
 EQUIVALENCE_MARGIN = 0.01  # MRR@100: our threshold for the paper's "near performance" (Figure 6 gives no values)
 
 
+@claim_builder
 def sweep_claims(study: Study) -> list[Claim]:
     """Figure 6's statements as comparisons of neighbouring points, around the study's C (the paper's
     default, 50) and between neighbouring K (one seed: intervals over queries)."""
@@ -296,9 +299,8 @@ def sweep_claims(study: Study) -> list[Claim]:
                 f"late cache (C = {default}) beats no cache (C = 0)",
                 cache_name(default),
                 cache_name(0),
-                # Figure 6a plots the curve without values; Table 1's row is the paper's number for C = 0
                 f"{paper_value('SeDR'):.3f} vs {paper_value('SeDR w/o Late-Cache Negative'):.3f} (Table 1's row, "
-                f"which changes K too; Figure 6a {FIGURE_ONLY})",
+                "which changes K too; Figure 6a plots the C curve without values)",
             )
         )
     smaller = [c for c in caches if 0 < c < default]
@@ -586,6 +588,7 @@ def headline_rows(study: Study) -> list[System]:
     return [s for s in main_systems(study) if s.name in (n["sedr"], n["maxp"])]
 
 
+@claim_builder
 def headline_claims(study: Study, systems: list[System]) -> list[Claim]:
     n = names(study)
     return claims_comparing(main_claims(study), {(n["sedr"], n["maxp"])})

@@ -34,7 +34,7 @@ from longdoc.experiments.paper import paper_value as reported
 from longdoc.experiments.settings import EncoderSettings, settings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import Headline, System, Table
-from longdoc.experiments.verdicts import FIGURE_ONLY, Claim, claims_comparing
+from longdoc.experiments.verdicts import FIGURE_ONLY, Claim, claim_builder, claims_comparing
 from longdoc.models.han import HanConfig
 from longdoc.models.smith import COMBINE_MODES, SmithConfig
 from longdoc.train.pretrain import PretrainConfig
@@ -189,6 +189,7 @@ def quoted(better: str, worse: str) -> str:
     ) + contradicted(better, worse)
 
 
+@claim_builder
 def main_claims(study: Study, systems: list[System]) -> list[Claim]:
     """Table 5's claims, worded for what is compared here (both collections' accuracies quoted)."""
     names = [s.name for s in systems]
@@ -408,10 +409,12 @@ def test_ranking(study, names: list[str]) -> pd.DataFrame:
     return study.table(names, split="test")[[*RANKING, "seeds"]].add_prefix("test ")
 
 
+@claim_builder
 def sweep_claims(first: str, others: list[str], statement: str, paper: str) -> list[Claim]:
     return [Claim(statement.format(better=name, worse=first), name, first, paper, "Accuracy") for name in others]
 
 
+@claim_builder
 def combine_claims() -> list[Claim]:
     """Table 7: normal beats the three other modes; attention beats sum- and mean-concat."""
 
@@ -441,6 +444,7 @@ def headline_rows(study: Study) -> list[System]:
     return [s for s in table if s.name in ("SMITH-WP+SP", "SMITH-NP")] + [longest]
 
 
+@claim_builder
 def headline_claims(study: Study, systems: list[System]) -> list[Claim]:
     matchbert = next(s.name for s in systems if s.spec.model == "MatchBERT")
     pairs = {("SMITH-WP+SP", "SMITH-NP"), ("SMITH-WP+SP", matchbert)}
