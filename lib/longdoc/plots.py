@@ -36,9 +36,7 @@ def length_histogram(lengths: pd.DataFrame, path: Path, limit: int = 512, bins: 
     return fig
 
 
-INTERVAL_CAPTION = (
-    "error bars: 95% bootstrap interval over items (queries or pairs) and seeds, as the verdicts resample"
-)
+INTERVAL_CAPTION = "error bars: 95% bootstrap interval over queries (pairs: drawn by their documents) and seeds, as the verdicts resample"
 PAPER_CAPTION = "the papers' numbers (other collections, other scale) are not drawn here: see the claims figure"
 
 

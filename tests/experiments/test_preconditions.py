@@ -6,6 +6,7 @@ lands below the plain one still gets its verdict, reversed included."""
 import json
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -281,7 +282,12 @@ def test_each_table_reports_how_far_the_starts_predict_the_final_scores_and_flag
     frame = study.start_scores()
     results_c = study.results["C"]
     assert list(frame.index) == ["A", "B", "C"] and list(frame["test MRR@100"]) == [0.5, 0.4, 0.45]
-    assert "over 3 trained rows: Spearman ρ = 0.50" in study.start_line()
+    # three rows have six orders, whose ρ are ±1 and ±0.5 (twice each): |ρ| ≥ 0.5 always, |ρ| = 1 one time in three
+    line = study.start_line()
+    assert "over 3 trained rows: Spearman ρ = 0.50 (rows in a random order reach |ρ| ≥ 0.50 with probability 1)" in line
+    from longdoc.experiments.study import chance_of_rho
+
+    assert chance_of_rho(np.array([0.3, 0.2, 0.1]), np.array([0.5, 0.4, 0.3]), 1.0) == pytest.approx(1 / 3)
     # fewer than three probed rows: no ρ, and the line says why (a family without a probe, as NCI's)
     study._start_scores = ((), None)
     two = {n: study.results[n] for n in ("A", "B")}

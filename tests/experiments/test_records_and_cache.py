@@ -215,3 +215,41 @@ def test_the_papers_numbers_are_in_the_verdicts_fingerprint(tmp_path, monkeypatc
     after = cache.record_fingerprint()
     cache.verdicts_fingerprint.cache_clear()
     assert after != before and after.split("+")[0] == before.split("+")[0] == code
+
+
+NOT_VERDICTS = {  # modules the verdicts' code imports that change no record's numbers or verdicts, and why
+    "analysis/claim_cards.py": "the report's cards, which a test re-renders from the records",
+    "experiments/cache.py": "keys and fingerprints",
+    "experiments/parameters.py": "reads a profile's parameters, which the record holds itself",
+    "experiments/profiles.py": "the profiles' parameters, which the record holds itself",
+    "experiments/settings.py": "typed views of the parameters, which the record holds itself",
+    "experiments/records.py": "writes the record it is given",
+    "experiments/recompute.py": "recomputes from a record; writes none",
+    "plots.py": "figures",
+}
+
+
+def test_every_module_behind_a_verdict_is_in_the_verdicts_fingerprint():
+    """What the verdicts' modules import, among the modules the artefacts' key leaves out, is in
+    :data:`cache.VERDICT_MODULES` (an edit marks the records stale) or says why it changes no record."""
+    import ast
+
+    def imported(relative: str) -> set[str]:
+        found = set()
+        for node in ast.walk(ast.parse((cache.PACKAGE_DIR / relative).read_text())):
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            for name in (n for n in names if n.startswith("longdoc.")):
+                path = name.removeprefix("longdoc.").replace(".", "/")
+                found |= {p for p in (f"{path}.py", f"{path}/__init__.py") if (cache.PACKAGE_DIR / p).is_file()}
+        return found
+
+    seen, todo = set(), list(cache.VERDICT_MODULES)
+    while todo:
+        relative = todo.pop()
+        if relative not in seen and relative.startswith(cache.PRESENTATION_ONLY):
+            seen.add(relative)
+            todo += imported(relative)
+    missing = sorted(seen - set(cache.VERDICT_MODULES) - set(NOT_VERDICTS))
+    assert not missing, f"imported by the verdicts' code, in no fingerprint: {missing}"
+    assert set(NOT_VERDICTS) <= seen  # no stale excuse

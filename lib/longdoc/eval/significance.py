@@ -1,4 +1,5 @@
-"""Paired comparisons of two systems over the same queries (per-query metric values)."""
+"""Paired comparisons of two systems over the same queries (per-query metric values) or document
+pairs (resampled by their documents)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,20 @@ POWER = 0.80  # the power of a minimum detectable difference (:func:`minimum_det
 PAIR_SEPARATOR = "\t"  # an item keyed "<source>\t<target>" is a document pair (the matching family's)
 
 
-def item_clusters(keys: list[str]) -> np.ndarray:
-    """The unit each item is resampled with, as an index per key: a pair ("<source>\t<target>") goes with
-    every pair of its source document, which it shares a document and so a judgement with (SMITH's test
-    pairs come from far fewer source documents than pairs: resampling pairs as independent would narrow
-    the interval; the paper reports no interval); a query is its own unit."""
-    units = [str(key).split(PAIR_SEPARATOR, 1)[0] for key in keys]
-    index = {unit: i for i, unit in enumerate(dict.fromkeys(units))}
-    return np.array([index[unit] for unit in units])
+def item_units(keys: list[str]) -> list[tuple[int, ...]]:
+    """The units each item is resampled with, as indices: a pair ("<source>\t<target>") reads two documents
+    and is drawn with both, so pairs sharing either document (a source's pairs, and the pairs of a target
+    that several sources link to) share its judgement; a query is its own unit. SMITH's test pairs come
+    from far fewer documents than pairs (532 pairs of 461 documents in notebook 30, 136 sources, 266 pairs
+    sharing a target): resampling pairs as independent would narrow the interval; the paper reports none."""
+    names = [tuple(dict.fromkeys(str(key).split(PAIR_SEPARATOR, 1))) for key in keys]
+    index = {unit: i for i, unit in enumerate(dict.fromkeys(u for units in names for u in units))}
+    return [tuple(index[u] for u in units) for units in names]
+
+
+def _independent(units: list[tuple[int, ...]]) -> bool:
+    """Every item is its own single unit (queries): the plain bootstrap and standard error apply."""
+    return all(len(u) == 1 for u in units) and len({u[0] for u in units}) == len(units)
 
 
 def _paired(a: dict[str, float], b: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
@@ -78,7 +85,7 @@ def seed_query_bootstrap(
     """Interval of the difference of two systems' means when each was trained with several seeds.
 
     ``a`` and ``b`` hold per-query values, one dict per seed (a deterministic system has one). Each
-    resample draws queries (a pair: its source document's pairs together, :func:`item_clusters`) with replacement (the same queries for both systems: they are paired) and,
+    resample draws queries with replacement (pairs: their documents, :func:`item_units`) (the same queries for both systems: they are paired) and,
     independently for each system, its seeds with replacement; the difference of the two means over
     the resampled seeds and queries is collected. The interval therefore widens with the seed-to-seed
     spread as well as with the query-to-query spread (with three seeds the plain bootstrap still
@@ -100,54 +107,77 @@ def seed_query_bootstrap(
     weights_x = rng.multinomial(len(x), np.full(len(x), 1 / len(x)), size=samples) / len(x)  # [samples, Sa]
     weights_y = rng.multinomial(len(y), np.full(len(y), 1 / len(y)), size=samples) / len(y)
     per_query = weights_x @ x - weights_y @ y  # [samples, Q]: seed-resampled differences per query
-    clusters = item_clusters(keys)
-    if clusters.max() + 1 == len(keys):  # every item its own unit
+    units = item_units(keys)
+    if _independent(units):  # every item its own unit: draw items with replacement
         queries = rng.integers(0, len(keys), size=(samples, len(keys)))
         means = np.take_along_axis(per_query, queries, axis=1).mean(axis=1)
     else:
-        means = _cluster_means(per_query, clusters, rng)
+        means = _document_means(per_query, units, rng)
     low, high = percentile_interval(means, confidence)
     return {
         "mean_difference": float(x.mean(0).mean() - y.mean(0).mean()),
         "ci_low": float(low),
         "ci_high": float(high),
         "p_value": bootstrap_p(means),
-        "standard_error": difference_standard_error(x, y, clusters),
+        "standard_error": difference_standard_error(x, y, units),
         "seeds": [len(x), len(y)],
         "queries": len(keys),
-        "units": int(clusters.max() + 1),
+        "units": len({u for item in units for u in item}),
     }
 
 
-def _cluster_means(per_item: np.ndarray, clusters: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Each resample's mean over the items of units drawn with replacement (:func:`item_clusters`): every
-    drawn unit brings all its items, so the mean weighs units by their size, as the plain mean does."""
-    units = int(clusters.max() + 1)
-    membership = np.zeros((len(clusters), units))
-    membership[np.arange(len(clusters)), clusters] = 1.0
-    totals, sizes = per_item @ membership, membership.sum(0)  # [samples, units], [units]
-    draws = rng.multinomial(units, np.full(units, 1 / units), size=len(per_item))  # [samples, units]
-    return (draws * totals).sum(1) / (draws @ sizes)
+def _document_means(per_item: np.ndarray, units: list[tuple[int, ...]], rng: np.random.Generator) -> np.ndarray:
+    """Each resample's weighted mean over the items when every unit (document) is drawn with replacement
+    and an item weighs the product of its units' draws (a pair drawn with both its documents: the
+    pigeonhole bootstrap of crossed designs, Owen 2007, which errs wide rather than narrow). A resample in
+    which no item has all its units drawn is drawn again."""
+    count = len({u for item in units for u in item})
+    first, second = np.array([item[0] for item in units]), np.array([item[-1] for item in units])
+    means = np.full(len(per_item), np.nan)
+    while np.isnan(means).any():
+        rows = np.flatnonzero(np.isnan(means))
+        draws = rng.multinomial(count, np.full(count, 1 / count), size=len(rows)).astype(float)  # [rows, units]
+        weights = np.where(first == second, draws[:, first], draws[:, first] * draws[:, second])  # [rows, items]
+        totals = weights.sum(1)
+        drawn = totals > 0
+        means[rows[drawn]] = (weights[drawn] * per_item[rows[drawn]]).sum(1) / totals[drawn]
+    return means
 
 
-def difference_standard_error(x: np.ndarray, y: np.ndarray, clusters: np.ndarray | None = None) -> float:
+def difference_standard_error(x: np.ndarray, y: np.ndarray, units: list[tuple[int, ...]] | None = None) -> float:
     """The standard error of the difference of two systems' means over seeds and queries (``x``: [seeds,
     queries], ``y`` likewise, the same queries): the paired per-query differences of the seed means over
     the queries, plus each system's seed-to-seed variance of its mean over its seeds (unbiased, ddof=1; 0
     with one seed). The bootstrap's own spread would understate the seed part at two seeds by half, so the
     detectable difference is built from these parts instead (a slight overstatement: per-query seed noise
-    enters both parts). With ``clusters`` (:func:`item_clusters`), the item part is the cluster-robust one
-    (the variance of the units' totals around the mean, C/(C−1)·Σ(t_c − d̄·n_c)²/N²)."""
+    enters both parts). With ``units`` (:func:`item_units`, pairs of documents), the item part is the
+    dyadic-robust one (Fafchamps & Gubert 2007): Σ e_i·e_j over every two items sharing a unit, over N²,
+    with D/(D−1) for D units as for clustered errors, and never below the independent items' part."""
     paired = x.mean(0) - y.mean(0)
     seeds = sum(m.mean(1).var(ddof=1) / len(m) for m in (x, y) if len(m) > 1)
-    if clusters is None or clusters.max() + 1 == len(paired):
-        return float(np.sqrt(paired.var(ddof=1) / len(paired) + seeds))
-    units = int(clusters.max() + 1)
-    totals = np.bincount(clusters, weights=paired, minlength=units)
-    sizes = np.bincount(clusters, minlength=units)
-    residual = totals - paired.mean() * sizes
-    items = units / (units - 1) * float((residual**2).sum()) / len(paired) ** 2
-    return float(np.sqrt(items + seeds))
+    independent = paired.var(ddof=1) / len(paired)
+    if units is None or _independent(units):
+        return float(np.sqrt(independent + seeds))
+    return float(np.sqrt(max(_dyadic_variance(paired, units), independent) + seeds))
+
+
+def _dyadic_variance(values: np.ndarray, units: list[tuple[int, ...]]) -> float:
+    """Σ over item pairs (i, j) sharing at least one unit of e_i·e_j, e = values − mean, over N², times
+    D/(D−1): Σ_d (Σ_{i∋d} e_i)² counts twice the item pairs that share two units (an item with itself, a
+    repeated pair), so each such group's (Σ e)² is taken off once."""
+    residual = values - values.mean()
+    count = len({u for item in units for u in item})
+    if count < 2:
+        raise ValueError(f"all {len(values)} items read one unit (document): no interval can be estimated")
+    per_unit = np.zeros(count)
+    shared_twice: dict[frozenset, float] = {}
+    for e, item in zip(residual, units):
+        for u in set(item):
+            per_unit[u] += e
+        if len(set(item)) == 2:
+            shared_twice[frozenset(item)] = shared_twice.get(frozenset(item), 0.0) + e
+    total = float((per_unit**2).sum() - sum(g**2 for g in shared_twice.values()))
+    return count / (count - 1) * total / len(values) ** 2
 
 
 def minimum_detectable_difference(standard_error: float, power: float = POWER, confidence: float = 0.95) -> float:

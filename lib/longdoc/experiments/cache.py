@@ -122,7 +122,11 @@ def split_source(source: bytes) -> tuple[bytes, bytes]:
             builders.append((start, span(node, node)[1]))
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 docstrings.append(span(first, first))
     builders.sort()
     runs, position = [], 0
@@ -169,10 +173,15 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 # artefact, so the cache keeps its fits when they change), yet a record whose findings they computed is
 # out of date when they do (the report marks it: :func:`record_fingerprint`)
 VERDICT_MODULES = (
+    "eval/chance.py",  # chance levels (a verdict's "beats chance" condition)
+    "eval/classification.py",  # matching's accuracy and threshold, computed from the cached scores
     "eval/paper_numbers.py",
     "eval/significance.py",
+    "experiments/paper.py",  # the papers' numbers as tables read them
     "experiments/preconditions.py",
     "experiments/study.py",
+    "experiments/systems.py",  # a table's rows, seeds and claims
+    "experiments/tables.py",  # the numbers as findings print them
     "experiments/verdicts.py",
 )
 

@@ -14,7 +14,7 @@ The same protocol serves the retrieval, matching and generative families (``expe
   checkpoint. Test judgements are never read for any choice. An ablation row may take another
   system's choice (``settings_from``); the record says so.
 - **Seeds.** The chosen setting runs once per seed; tables give mean ± standard deviation over seeds,
-  comparisons a 95% interval over items (queries or pairs) and seeds
+  comparisons a 95% interval over items (queries, or document pairs drawn by their documents) and seeds
   (:func:`longdoc.eval.significance.seed_query_bootstrap`).
 - **Recording.** ``results/<profile>/<dataset>/<notebook>/metrics.json`` holds the parameters, every
   choice, per-seed metrics, comparisons and findings, with the data checksum, code fingerprint and
@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import re
 import resource
 import time
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import pandas as pd
 
 from longdoc.data.registry import REPO_ROOT
@@ -116,6 +118,20 @@ class Execution:
 def changed(filed: dict, ran: dict) -> dict:
     """The parameters a study ran at that differ from those its record is filed under."""
     return {name: value for name, value in ran.items() if filed.get(name) != value}
+
+
+def chance_of_rho(starts: np.ndarray, finals: np.ndarray, rho: float) -> float:
+    """How often the final scores in a random order give |Spearman ρ| ≥ |``rho``| against the starts: exact
+    over every order for up to eight rows (with three, ρ = ±1 comes one time in three), else scipy's p."""
+    from scipy.stats import rankdata, spearmanr
+
+    if len(finals) > 8:
+        return float(spearmanr(starts, finals).pvalue)
+    x, y = rankdata(starts), rankdata(finals)  # ρ is Pearson's r of the (average) ranks
+    orders = y[np.array(list(itertools.permutations(range(len(y)))))]  # [n!, n]
+    x, orders = x - x.mean(), orders - orders.mean(1, keepdims=True)
+    rhos = orders @ x / np.sqrt((orders**2).sum(1) * (x**2).sum())
+    return float(np.mean(np.abs(rhos) >= abs(rho) - 1e-12))
 
 
 class Study:
@@ -267,7 +283,13 @@ class Study:
             return f"{self.pooling_line()}{self.no_rho_reason(len(frame))}".strip()
         final = frame.columns[-1]
         rho = float(spearmanr(frame["start probe"], frame[final]).statistic)
-        said = f"Spearman ρ = {rho:.2f}" if rho == rho else "Spearman ρ undefined (the starts or the scores tie)"
+        said = "Spearman ρ undefined (the starts or the scores tie)"
+        if rho == rho:
+            chance = chance_of_rho(frame["start probe"].to_numpy(float), frame[final].to_numpy(float), rho)
+            said = (
+                f"Spearman ρ = {rho:.2f} (rows in a random order reach |ρ| ≥ {abs(rho):.2f} with probability "
+                f"{chance:.2g})"
+            )
         ranked = ", ".join(f"{n} {frame.loc[n, 'start probe']:.3f}" for n in frame.index)
         return (
             f"{self.pooling_line()}Start probes (dev, before fine-tuning) against the final {final} over "
