@@ -29,7 +29,12 @@ def test_the_recompute_command_reproduces_a_records_intervals_and_names_a_change
     rows = recompute.check_record(directory)
     assert [r["agrees"] for r in rows] == [True, True]
     assert recompute.main([str(directory)]) == 0
+    assert "STALE" not in capsys.readouterr().out
     record = json.loads((directory / "metrics.json").read_text())
+    assert record["metrics"]["findings"]["claims"][0]["margin"] is None  # a "beats" claim has none
+    (directory / "metrics.json").write_text(json.dumps(record | {"record_fingerprint": "0123456789abcdef+0"}))
+    assert recompute.main([str(directory)]) == 0
+    assert "(STALE record, made by 0123456789abcdef+0: recomputed by this checkout's code)" in capsys.readouterr().out
     assert record["metrics"]["findings"]["claims"][0]["system"] == "MaxP"  # the rows it compares are recorded
     record["metrics"]["findings"]["claims"][0][INTERVAL] = "+0.500 [+0.400, +0.600]"
     (directory / "metrics.json").write_text(json.dumps(record))
@@ -56,6 +61,9 @@ def test_a_recomputed_verdict_reads_the_recorded_conditions_the_papers_delta_and
     near = {"claim": "C = 100 performs near C = 50 (our threshold: |Δ| < 0.01)", "paper": "", "condition": ""}
     assert recompute.recomputed_verdict(near, -0.005, 0.005, 0.04) == "holds"
     assert recompute.recomputed_verdict(near, -0.02, 0.005, 0.04) == "not shown at this scale"
+    # the margin as the record keeps it (the statement is read only in a record made before it kept one)
+    assert recompute.recomputed_verdict(near | {"margin": 0.03}, -0.02, 0.005, 0.04) == "holds"
+    assert recompute.recomputed_verdict(near | {"margin": None}, -0.005, 0.005, 0.04) == "not shown at this scale"
 
 
 def test_the_scores_file_is_the_same_bytes_for_the_same_scores(tmp_path):

@@ -27,6 +27,7 @@ from pathlib import Path
 from longdoc.eval.paper_numbers import paper_difference
 from longdoc.eval.significance import minimum_detectable_difference, seed_query_bootstrap
 from longdoc.experiments.records import RESULTS_DIR
+from longdoc.experiments.report import stale
 from longdoc.experiments.verdicts import INTERVAL, MDD, Precondition, interval_text, verdict
 
 SCORES = "scores.json.gz"
@@ -77,19 +78,24 @@ def recompute_claim(scores: dict, claim: dict) -> dict | None:
     }
 
 
-MARGIN = re.compile(r"\|Δ\| < ([0-9.]+)")  # an equivalence claim's statement names its margin (papers/sedr.py)
+MARGIN = re.compile(r"\|Δ\| < ([0-9.]+)")  # a record made before claims kept their margin: its statement names it
 
 
 def recomputed_verdict(claim: dict, low: float, high: float, detectable: float) -> str:
     """The verdict :func:`~longdoc.experiments.verdicts.verdict` gives the recomputed interval: the
     record's conditions as recorded (any "NOT met" makes it not testable; the conditions read training
     histories, not the scores), the paper's Δ from the claim's numbers and an equivalence claim's margin
-    from its statement."""
+    as recorded."""
     failed = Precondition(False, "recorded") if "NOT met" in str(claim.get("condition", "")) else None
-    margin = MARGIN.search(str(claim.get("claim", "")))
-    return verdict(
-        low, high, failed, float(margin.group(1)) if margin else None, detectable, paper_difference(claim.get("paper"))
-    )
+    return verdict(low, high, failed, recorded_margin(claim), detectable, paper_difference(claim.get("paper")))
+
+
+def recorded_margin(claim: dict) -> float | None:
+    """An equivalence claim's margin (None: a claim that one row beats the other)."""
+    if "margin" in claim:
+        return None if claim["margin"] is None or claim["margin"] != claim["margin"] else float(claim["margin"])
+    found = MARGIN.search(str(claim.get("claim", "")))
+    return float(found.group(1)) if found else None
 
 
 def check_record(folder: Path) -> list[dict]:
@@ -138,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         wrong = [r for r in rows if r["agrees"] is False]
         mismatches += len(wrong)
         note = "" if read_scores(folder) is not None else f" (no {SCORES})"
+        made_by = stale(json.loads((Path(folder) / "metrics.json").read_text()))
+        if made_by:
+            note += f" (STALE record, made by {made_by}: recomputed by this checkout's code)"
         print(f"{folder}: {agreed} of {len(rows)} intervals and verdicts recomputed and equal{note}")
         for r in wrong:
             print(

@@ -39,6 +39,7 @@ VERDICTS = (HOLDS, NOT_SHOWN, UNDERPOWERED, REVERSED, NOT_TESTABLE)  # every ver
 MDD = "MDD (80% power)"  # the findings column of the minimum detectable difference
 FIGURE_ONLY = "(plotted without values: no paper Δ)"  # a claim read off a figure cannot be "underpowered here"
 COMPARED = ("system", "against")  # the rows a claim compares: in the record (recomputed from it), not shown
+HIDDEN = (*COMPARED, "margin")  # in the record (what recomputes a verdict), not in the shown table
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,7 @@ def assess(study, claims: list[Claim]) -> pd.DataFrame:
                 "measure": claim.measure,
                 "system": claim.system,
                 "against": claim.against,
+                "margin": claim.margin,
                 INTERVAL: interval_text(stats["Δ"], low, high),
                 "p (bootstrap)": float(f"{float(stats['p (bootstrap)']):.3g}"),
                 MDD: float(f"{float(stats[MDD]):.3g}"),
@@ -279,7 +281,7 @@ class Findings:
             for c in self.table.columns
             if self.table[c].map(lambda v: v is None or str(v).strip() in ("", "nan")).all()
         ]
-        shown = self.table.drop(columns=empty + [c for c in COMPARED if c in self.table])
+        shown = self.table.drop(columns=empty + [c for c in HIDDEN if c in self.table])
         if "p (bootstrap)" in shown:  # no resample on the far side of zero: p is below one in the resamples
             shown = shown.assign(**{"p (bootstrap)": shown["p (bootstrap)"].map(p_text)})
         return shown
