@@ -43,7 +43,7 @@ def losses_fell(history: list[dict]) -> tuple[bool, str]:
             first = sum(r[loss] for r in full[:window]) / window
             last = sum(r[loss] for r in full[-window:]) / window
             falls[loss] = (first - last) / first
-    text = ", ".join(f"{loss.upper()} {0.0 - fall:+.0%}".replace("-", "−") for loss, fall in falls.items())
+    text = ", ".join(f"{loss.upper()} {0.0 - fall:+.1%}".replace("-", "−") for loss, fall in falls.items())
     return bool(falls) and all(fall >= LOSS_FALL for fall in falls.values()), text
 
 

@@ -254,19 +254,25 @@ REASONS = (  # each unmet condition of a "not testable" claim, in a few words (f
 LOSS_CHECK = re.compile(r"pre-training of (.+?) learned \(every loss down (\d+)% [^:]*: ([^)]*)\)")
 
 
-def closest_loss_miss(condition: str) -> tuple[float, str] | None:
-    """Of a condition's failed pre-training checks, the loss that came closest to the bar, as (its fall
-    below the bar in points, "LMAE −9% of <row> against the 10% bar"); None without one."""
+def closest_loss_miss(condition: str) -> tuple[tuple[bool, float], str] | None:
+    """Of a condition's failed pre-training checks, the loss that came closest to the bar, as (its order:
+    whether the claim fails another condition too, then the loss's fall below the bar in points; its
+    text, "LMAE −9.4% of <row> against the 10% bar", naming the claim's other unmet conditions); None
+    without one. A claim that only this check kept from a verdict comes first."""
     best = None
-    for part in str(condition).split("; "):
+    parts = str(condition).split("; ")
+    others = [r for r in unmet_reasons("; ".join(p for p in parts if not LOSS_CHECK.search(p))) if r != NO_REASON]
+    for part in parts:
         match = LOSS_CHECK.search(part) if part.startswith("NOT met: ") else None
         if not match:
             continue
         row, bar = match.group(1), int(match.group(2))
-        for loss, change in re.findall(r"([\w-]+) ([−+-]\d+)%", match.group(3)):
-            fall = -int(change.replace("−", "-"))
-            if fall < bar and (best is None or bar - fall < best[0]):
-                best = (bar - fall, f"{loss} {change}% of {row} against the {bar}% bar")
+        for loss, change in re.findall(r"([\w-]+) ([−+-]\d+(?:\.\d+)?)%", match.group(3)):
+            fall = -float(change.replace("−", "-"))
+            order = (bool(others), round(bar - fall, 6))
+            if fall < bar and (best is None or order < best[0]):
+                also = f" (that claim also fails: {', '.join(others)})" if others else ""
+                best = (order, f"{loss} {change}% of {row} against the {bar}% bar{also}")
     return best
 
 
@@ -277,7 +283,10 @@ def unmet_reasons(condition: str) -> list[str]:
     reasons = [
         next((words for key, words in REASONS if key in part), part.removeprefix("NOT met: ")[:60]) for part in unmet
     ]
-    return list(dict.fromkeys(reasons)) or ["reason in the notebook's section"]
+    return list(dict.fromkeys(reasons)) or [NO_REASON]
+
+
+NO_REASON = "reason in the notebook's section"
 
 
 def paper_of(notebook: str) -> str:
