@@ -129,6 +129,16 @@ def test_the_forest_plot_draws_a_card(tmp_path):
 
     path = claim_forest(frame, tmp_path / "card.png", "A paper")
     assert path.stat().st_size > 1000
+    assert not frame["claim"].str.startswith("STALE").any()
+
+
+def test_a_forest_plot_marks_a_row_read_from_a_stale_record(monkeypatch):
+    """The card's table says "STALE record" beside such a row; its forest plot's label says so too."""
+    monkeypatch.setattr(report, "stale", lambda record: "0123456789abcdef+0")
+    filled = report.filled_card(CARD, {"10_longtriever_main": RECORD}, {})
+    assert set(filled.loc[filled["verdict"] != "not run", "read from"]) == {claim_cards.STALE_ROW}
+    frame = claim_cards.forest_frame(filled, CARD)
+    assert len(frame) and frame["claim"].str.startswith("STALE: ").all()
 
 
 def test_a_card_names_each_headline_claims_largest_budget_and_its_trend():
@@ -248,3 +258,23 @@ def test_each_machines_time_is_read_against_the_profiles_limit():
         in report.limit_lines({"EPYC": 3600.0}, {"EPYC": 2}, 2, 7.0)[0]
     )
     assert report.limit_lines({"EPYC": 3600.0}, {"EPYC": 2}, 2, None) == []
+
+
+def test_a_notebook_rerun_from_the_cache_counts_its_last_training_run_against_the_limit(tmp_path):
+    """A rerun that found every fit cached (a verdicts' change) took minutes; the limit reads the time of
+    that notebook's last run that trained, and says which notebooks it did this for."""
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "timings.tsv").write_text(
+        "30_smith_main\t2877\tok\t2026-11-28T20:44:01Z\t29\n"
+        "31_smith_length\t298\tok\t2026-11-28T20:48:59Z\t4\n"
+        "30_smith_main\t120\tok\t2026-11-29T00:10:00Z\t0\n"
+    )
+    found = [
+        {"notebook": n, "dataset": "manpages", "machine": {"cpu": "EPYC", "cores": 2}, "versions": {}}
+        for n in ("30_smith_main", "31_smith_length")
+    ]
+    times, trained = report.timings("cpu", tmp_path), report.training_runs("cpu", tmp_path)
+    assert times["30_smith_main"]["seconds"] == 120 and trained["30_smith_main"]["seconds"] == 2877
+    text = "\n".join(report.time_lines(found, {}, times, 7.0, trained))
+    assert "| **total** | | **7.0 min** |" in text  # the table: the last runs' wall times, as run
+    assert "0.88 h for 2 of 2 notebooks, within the limit. Notebooks 30 last ran from the cache" in text

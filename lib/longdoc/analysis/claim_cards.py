@@ -21,6 +21,7 @@ from longdoc.eval.paper_numbers import paper_difference
 CARDS_DIR = REPO_ROOT / "data" / "claims"
 PAPERS = {"longtriever": "Longtriever", "sedr": "SeDR", "smith": "SMITH", "nci": "NCI"}  # card order and titles
 OURS = "ours: Δ [95% CI]"
+STALE_ROW = "STALE record"  # a card row's "read from" where its record is stale (:func:`forest_frame` marks it)
 STALE_MARK = " (STALE record: made by other code than this checkout's)"  # beside what a stale record says
 NUMBER = r"([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)"
 INTERVAL = re.compile(rf"^{NUMBER} \[{NUMBER}, {NUMBER}\]$")
@@ -231,10 +232,12 @@ def _forest(rows, paper_deltas) -> pd.DataFrame:
 
 def forest_frame(filled: pd.DataFrame, card: pd.DataFrame) -> pd.DataFrame:
     """The numbers a card's forest plot draws: label, ours (Δ, low, high), the paper's Δ and the verdict;
-    on a card whose claims ran from more than one backbone, each label begins with its row's start."""
+    on a card whose claims ran from more than one backbone, each label begins with its row's start, and a
+    row read from a stale record (:data:`STALE_ROW`) with "STALE"."""
     rows = filled.to_dict("records")
     if len({row["start"] for row in rows if row.get("start", "—") != "—"}) > 1:
         rows = [row | {"claim": f"{start_label(row)}: {row['claim']}"} for row in rows]
+    rows = [row | {"claim": f"STALE: {row['claim']}"} if row.get("read from") == STALE_ROW else row for row in rows]
     return _forest(rows, [float(r["paper: Δ"]) if r["paper: Δ"] != "—" else float("nan") for r in rows])
 
 

@@ -62,6 +62,23 @@ def timings(profile: str, root: Path = RESULTS_DIR) -> dict[str, dict]:
     return found
 
 
+def training_runs(profile: str, root: Path = RESULTS_DIR) -> dict[str, dict]:
+    """Each notebook's last ``run_all.sh`` run that trained at least one artefact (``timings.tsv``), as
+    :func:`timings` gives it: the time a run that found everything cached stands for."""
+    path = root / profile / "timings.tsv"
+    found = {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        fields = line.split("\t")
+        if len(fields) == 5 and int(fields[4]) > 0:
+            found[fields[0]] = {
+                "seconds": int(fields[1]),
+                "status": fields[2],
+                "finished": fields[3],
+                "trained": int(fields[4]),
+            }
+    return found
+
+
 def notebook_title(notebook: str) -> str:
     path = NOTEBOOKS_DIR / f"{notebook}.ipynb"
     if path.exists():
@@ -184,7 +201,9 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
     ]
     for key in sorted(sections):
         lines += sections[key]
-    lines += time_lines(found, carried, timings(profile, root), STUDY_LIMIT_HOURS.get(profile))
+    lines += time_lines(
+        found, carried, timings(profile, root), STUDY_LIMIT_HOURS.get(profile), training_runs(profile, root)
+    )
     lines += provenance_lines(found)
     return "\n".join(lines).rstrip() + "\n"
 
@@ -434,9 +453,7 @@ def card_lines(
         ]
     stale_notebooks = frozenset(n for n, record in by_notebook.items() if stale(record))
     for key, card in claim_cards.load_cards().items():
-        filled = claim_cards.fill(card, by_notebook, carried)
-        from_stale = (filled["read from"] == "record") & card["notebook"].isin(stale_notebooks).to_numpy()
-        filled.loc[from_stale, "read from"] = "STALE record"
+        filled = filled_card(card, by_notebook, carried)
         if reference is not None:
             filled = claim_cards.beside_reference(filled, card, reference_by_notebook, COMMITTED_PROFILE)
         figure = Path(_relative(card_figure(profile, key, link_base), base))
@@ -446,6 +463,16 @@ def card_lines(
         if len(claim_cards.forest_frame(filled, card)):
             lines += [f"![{key} claims]({figure.as_posix()})", ""]
     return lines
+
+
+def filled_card(card, by_notebook: dict, carried: dict | None):
+    """A card's rows filled from the records (:func:`~longdoc.analysis.claim_cards.fill`), a row read from a
+    stale record marked :data:`~longdoc.analysis.claim_cards.STALE_ROW` (its table and forest plot show it)."""
+    stale_notebooks = frozenset(n for n, record in by_notebook.items() if stale(record))
+    filled = claim_cards.fill(card, by_notebook, carried)
+    from_stale = (filled["read from"] == "record") & card["notebook"].isin(stale_notebooks).to_numpy()
+    filled.loc[from_stale, "read from"] = claim_cards.STALE_ROW
+    return filled
 
 
 def card_figure(profile: str, key: str, link_base: Path) -> Path:
@@ -464,7 +491,7 @@ def write_card_figures(profile: str, root: Path = RESULTS_DIR, link_base: Path =
     by_notebook = by_notebook_own_last(found)
     written = []
     for key, card in claim_cards.load_cards().items():
-        frame = claim_cards.forest_frame(claim_cards.fill(card, by_notebook, carried), card)
+        frame = claim_cards.forest_frame(filled_card(card, by_notebook, carried), card)
         if len(frame):
             path = card_figure(profile, key, link_base)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -596,7 +623,13 @@ def notebook_sections(found, carried, profile, root, link_base, base) -> dict[tu
 STUDY_LIMIT_HOURS = {"cpu": 7.0}  # the whole study's wall-time limit on one machine (README, "A start built here")
 
 
-def time_lines(found: list[dict], carried: dict, times: dict[str, dict], limit_hours: float | None = None) -> list[str]:
+def time_lines(
+    found: list[dict],
+    carried: dict,
+    times: dict[str, dict],
+    limit_hours: float | None = None,
+    trained_runs: dict[str, dict] | None = None,
+) -> list[str]:
     lines = [
         f"## {TIMES}",
         "",
@@ -610,6 +643,8 @@ def time_lines(found: list[dict], carried: dict, times: dict[str, dict], limit_h
     ]
     totals: dict[str, float] = {}
     counted: dict[str, int] = {}
+    fresh: dict[str, float] = {}  # each machine's total with a run from the cache replaced by its last training run
+    from_cache: list[str] = []
     rows = {}
     for r in found:
         timing = times.get(run_key(r))
@@ -618,6 +653,9 @@ def time_lines(found: list[dict], carried: dict, times: dict[str, dict], limit_h
         if timing:
             totals[machine] = totals.get(machine, 0.0) + timing["seconds"]
             counted[machine] = counted.get(machine, 0) + 1
+            earlier = (trained_runs or {}).get(run_key(r)) if timing.get("trained") == 0 else None
+            fresh[machine] = fresh.get(machine, 0.0) + (earlier or timing)["seconds"]
+            from_cache += [r["notebook"][:2]] if earlier else []
         rows[(r["notebook"], r.get("dataset", ""))] = (
             f"| {r['notebook']} | {r.get('dataset', '')} | {_minutes(timing['seconds']) if timing else '—'} | "
             f"{_count(timing.get('trained')) if timing else '—'} | "
@@ -632,19 +670,26 @@ def time_lines(found: list[dict], carried: dict, times: dict[str, dict], limit_h
             if minutes:
                 machine = cells[-1].strip()
                 totals[machine] = totals.get(machine, 0.0) + float(minutes.group(1)) * 60
+                fresh[machine] = fresh.get(machine, 0.0) + float(minutes.group(1)) * 60
                 counted[machine] = counted.get(machine, 0) + 1
     lines += [rows[key] for key in sorted(rows)]
     lines += [
         f"| **total** | | **{_minutes(seconds)}** | | | | {machine} |" for machine, seconds in sorted(totals.items())
     ]
-    return lines + ["", *limit_lines(totals, counted, len(rows), limit_hours)]
+    return lines + ["", *limit_lines(fresh, counted, len(rows), limit_hours, from_cache)]
 
 
 def limit_lines(
-    totals: dict[str, float], counted: dict[str, int], notebooks: int, limit_hours: float | None
+    totals: dict[str, float],
+    counted: dict[str, int],
+    notebooks: int,
+    limit_hours: float | None,
+    from_cache: list[str] = (),
 ) -> list[str]:
     """Each machine's total against the profile's wall-time limit (None: the profile states none): within
-    or over it, and for how many of the notebooks (a total of some notebooks only is a lower bound). The
+    or over it, and for how many of the notebooks (a total of some notebooks only is a lower bound). A
+    notebook whose last run trained nothing though an earlier one trained (``from_cache``) counts its last
+    training run's time (``totals`` holds it): a run from the cache says nothing of the study's cost. The
     built backbone (notebooks 50, 51) is built by its own command, so its time is in no notebook's."""
     if limit_hours is None or not totals:
         return []
@@ -660,7 +705,13 @@ def limit_lines(
         f"**Against the profile's {limit_hours:g}-hour limit** (the whole study on one machine; the backbone "
         f"that notebooks 50 and 51 start from is built by its own command and is in no notebook's time): "
         + "; ".join(parts)
-        + ".",
+        + "."
+        + (
+            f" Notebooks {', '.join(dict.fromkeys(from_cache))} last ran from the cache (no artefact trained): "
+            "each counts its last run that trained."
+            if from_cache
+            else ""
+        ),
         "",
     ]
 
