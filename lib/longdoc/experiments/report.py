@@ -27,7 +27,7 @@ from longdoc.experiments.backbones import is_built
 from longdoc.experiments.profiles import NOTEBOOKS_DIR, PROFILES_DIR, parameters_for
 from longdoc.experiments.records import RESULTS_DIR, own_data_folder
 from longdoc.experiments.tables import markdown_table, p_cells
-from longdoc.experiments.verdicts import HIDDEN, INTERVAL, MDD, NO_FLAG_FOR_PRETRAINING, VERDICTS, Findings
+from longdoc.experiments.verdicts import FINDINGS_COLUMNS, NO_FLAG_FOR_PRETRAINING, VERDICTS, Findings
 
 COMMITTED_PROFILE = "cpu"  # its report is RESULTS.md at the top of the repository
 BACKBONES = {
@@ -821,10 +821,6 @@ def verdict_summary(found: list[dict], carried: dict | None = None) -> list[str]
         *rows,
         "",
     ]
-
-
-# a record keeps a claim's fields in key order; the report shows them in the notebook's order (claim first)
-FINDINGS_COLUMNS = ("claim", "paper", "measure", *HIDDEN, INTERVAL, "p (bootstrap)", MDD, "verdict", "condition")
 
 
 def _frame(rows: list[dict]):

@@ -37,9 +37,12 @@ HOLDS, REVERSED, NOT_SHOWN, NOT_TESTABLE = "holds", "reversed", "not shown at th
 UNDERPOWERED = "underpowered here"
 VERDICTS = (HOLDS, NOT_SHOWN, UNDERPOWERED, REVERSED, NOT_TESTABLE)  # every verdict, in the order tables count them
 MDD = "MDD (80% power)"  # the findings column of the minimum detectable difference
+INTERVAL = "ours: Δ [95% CI]"  # the findings column of a claim's difference and its interval
 FIGURE_ONLY = "(plotted without values: no paper Δ)"  # a claim read off a figure cannot be "underpowered here"
 COMPARED = ("system", "against")  # the rows a claim compares: in the record (recomputed from it), not shown
 HIDDEN = (*COMPARED, "margin")  # in the record (what recomputes a verdict), not in the shown table
+# a claim's fields in the order :func:`assess` writes them (a record keeps them in key order)
+FINDINGS_COLUMNS = ("claim", "paper", "measure", *HIDDEN, INTERVAL, "p (bootstrap)", MDD, "verdict", "condition")
 
 
 @dataclass(frozen=True)
@@ -207,22 +210,21 @@ def assess(study, claims: list[Claim]) -> pd.DataFrame:
         if not study.compares_pretraining(claim):  # :data:`NO_FLAG_FOR_PRETRAINING`
             conditions.append(decided_at_start(study.start_difference(claim), paper_delta, stats["Δ"]))
         low, high = stats["95% CI low"], stats["95% CI high"]
-        rows.append(
-            {
-                "claim": claim.statement,
-                "paper": claim.paper,
-                "measure": claim.measure,
-                "system": claim.system,
-                "against": claim.against,
-                "margin": claim.margin,
-                INTERVAL: interval_text(stats["Δ"], low, high),
-                "p (bootstrap)": float(f"{float(stats['p (bootstrap)']):.3g}"),
-                MDD: float(f"{float(stats[MDD]):.3g}"),
-                "verdict": verdict(low, high, failed, claim.margin, stats[MDD], paper_delta),
-                "condition": condition_text(conditions),
-            }
+        values = (
+            claim.statement,
+            claim.paper,
+            claim.measure,
+            claim.system,
+            claim.against,
+            claim.margin,
+            interval_text(stats["Δ"], low, high),
+            float(f"{float(stats['p (bootstrap)']):.3g}"),
+            float(f"{float(stats[MDD]):.3g}"),
+            verdict(low, high, failed, claim.margin, stats[MDD], paper_delta),
+            condition_text(conditions),
         )
-    return pd.DataFrame(rows)
+        rows.append(dict(zip(FINDINGS_COLUMNS, values, strict=True)))
+    return pd.DataFrame(rows, columns=list(FINDINGS_COLUMNS))
 
 
 def p_text(p) -> str:
@@ -234,7 +236,6 @@ def p_text(p) -> str:
 
 BOOTSTRAP_SAMPLES = 10_000  # the resamples of every interval (:func:`~longdoc.eval.significance.seed_query_bootstrap`)
 
-INTERVAL = "ours: Δ [95% CI]"  # the findings column of a claim's difference and its interval
 CHANCE = 0.025  # a 95% two-sided interval lies above zero by chance in 2.5% of tests of a true null
 
 
