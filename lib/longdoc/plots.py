@@ -36,7 +36,9 @@ def length_histogram(lengths: pd.DataFrame, path: Path, limit: int = 512, bins: 
     return fig
 
 
-INTERVAL_CAPTION = "error bars: 95% bootstrap interval over queries (pairs: drawn by their documents) and seeds, as the verdicts resample"
+INTERVAL_CAPTION = (
+    "error bars: 95% interval over queries (bootstrap) or document pairs (dyadic-robust SE) and seeds, as the verdicts'"
+)
 PAPER_CAPTION = "the papers' numbers (other collections, other scale) are not drawn here: see the claims figure"
 
 

@@ -14,7 +14,7 @@ The same protocol serves the retrieval, matching and generative families (``expe
   checkpoint. Test judgements are never read for any choice. An ablation row may take another
   system's choice (``settings_from``); the record says so.
 - **Seeds.** The chosen setting runs once per seed; tables give mean ± standard deviation over seeds,
-  comparisons a 95% interval over items (queries, or document pairs drawn by their documents) and seeds
+  comparisons a 95% interval over items (queries; document pairs with their shared documents) and seeds
   (:func:`longdoc.eval.significance.seed_query_bootstrap`).
 - **Recording.** ``results/<profile>/<dataset>/<notebook>/metrics.json`` holds the parameters, every
   choice, per-seed metrics, comparisons and findings, with the data checksum, code fingerprint and

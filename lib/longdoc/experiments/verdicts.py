@@ -1,8 +1,8 @@
 """Findings computed from the numbers: each paper claim gets a verdict from our interval.
 
 A :class:`Claim` says "``system`` beats ``against``" (on a measure), as the paper reports. Its verdict
-comes from the 95% interval of our difference over items (queries, or document pairs drawn by their
-documents) and seeds (:meth:`Study.compare`):
+comes from the 95% interval of our difference over items (queries by bootstrap; document pairs, which
+share documents, with a dyadic-robust standard error) and seeds (:meth:`Study.compare`):
 
 - **holds**: the interval lies above zero;
 - **reversed**: the interval lies below zero;
