@@ -156,6 +156,22 @@ def test_the_fits_key_reads_what_runs_and_the_verdicts_read_the_claims_wording()
     assert cache.split_source(unicode)[0] == runs
 
 
+def test_what_runs_keeps_every_character_of_a_string_and_cuts_only_comments_and_docstrings():
+    """Review of the split: a string's blank lines and trailing spaces are code; a line separator that
+    str.splitlines breaks at (U+2028) inside a string must not shift a cut; a function with another
+    decorator beside @claim_builder is not left out; a module with bare carriage returns is hashed whole."""
+    spaced = b'x = """a\n\nb"""\ny = 1  # one\n'
+    assert cache.split_source(spaced)[0] == b'x = """a\n\nb"""\ny = 1'
+    assert cache.split_source(spaced.replace(b"a\n\nb", b"a\nb"))[0] != cache.split_source(spaced)[0]
+    assert cache.split_source(spaced.replace(b"a\n", b"a   \n"))[0] != cache.split_source(spaced)[0]
+    separator = "s = 'a\u2028b'\ny = 2  # comment\n".encode()
+    assert cache.split_source(separator)[0] == "s = 'a\u2028b'\ny = 2".encode()
+    assert cache.split_source(separator.replace(b"y = 2", b"y = 9"))[0] != cache.split_source(separator)[0]
+    stacked = MODULE.replace(b"@claim_builder\n", b"@register\n@claim_builder\n")
+    assert cache.split_source(stacked)[1] == b"" and b"a beats b" in cache.split_source(stacked)[0]
+    assert cache.split_source(b"x = 1\ry = 2  # c\r") == (b"x = 1\ry = 2  # c\r", b"")
+
+
 def test_a_reworded_claim_keeps_the_fits_and_marks_the_records_stale(tmp_path, monkeypatch):
     package = tmp_path / "package"
     (package / "experiments" / "papers").mkdir(parents=True)
@@ -225,6 +241,8 @@ NOT_VERDICTS = {  # modules the verdicts' code imports that change no record's n
     "experiments/settings.py": "typed views of the parameters, which the record holds itself",
     "experiments/records.py": "writes the record it is given",
     "experiments/recompute.py": "recomputes from a record; writes none",
+    "experiments/report.py": "renders RESULTS.md from the records (recompute reads its stale rule)",
+    "analysis/__init__.py": "the package's marker",
     "plots.py": "figures",
 }
 

@@ -101,25 +101,30 @@ CLAIM_BUILDER = "claim_builder"  # the decorator (:func:`longdoc.experiments.ver
 
 def split_source(source: bytes) -> tuple[bytes, bytes]:
     """A module's source as (what runs, its claim builders): the first is the source without its
-    comments, its docstrings (module, class, function), every function decorated ``@claim_builder`` and
-    the lines these leave blank; the second is those functions' source, in order. Cut at the byte offsets
-    of the syntax tree and the tokenizer, so the result does not depend on the Python version that
-    parses it."""
+    comments, its docstrings (module, class, function) and every function whose only decorator is
+    ``@claim_builder``, less the lines these leave blank and the spaces they leave at a line's end (never
+    inside a string); the second is those functions' source, in order. Cut at the byte offsets of the
+    syntax tree and the tokenizer, so the result does not depend on the Python version that parses it; a
+    module whose cuts do not check out (a line break other than \\n or \\r\\n, a cut that is not a comment
+    or a docstring) is hashed whole."""
+    if source.replace(b"\r\n", b"\n").count(b"\r"):
+        return source, b""
     tree = ast.parse(source)
     line_starts = [0]
-    for line in source.splitlines(keepends=True):
-        line_starts.append(line_starts[-1] + len(line))
+    for line in source.split(b"\n"):
+        line_starts.append(line_starts[-1] + len(line) + 1)
 
-    def span(first: ast.AST, last: ast.AST) -> tuple[int, int]:
-        return line_starts[first.lineno - 1] + first.col_offset, line_starts[last.end_lineno - 1] + last.end_col_offset
+    def offset(row: int, column: int) -> int:
+        return line_starts[row - 1] + column
 
-    docstrings, builders = [], []
+    docstrings, builders, strings = [], [], set()
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-            _decorator_name(d) == CLAIM_BUILDER for d in node.decorator_list
-        ):
-            start = line_starts[node.decorator_list[0].lineno - 1]  # from the line of its first "@"
-            builders.append((start, span(node, node)[1]))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and [
+            getattr(d, "id", None) for d in node.decorator_list
+        ] == [CLAIM_BUILDER]:
+            builders.append(
+                (line_starts[node.decorator_list[0].lineno - 1], offset(node.end_lineno, node.end_col_offset))
+            )
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
             if (
@@ -127,35 +132,49 @@ def split_source(source: bytes) -> tuple[bytes, bytes]:
                 and isinstance(first.value, ast.Constant)
                 and isinstance(first.value.value, str)
             ):
-                docstrings.append(span(first, first))
-    builders.sort()
-    runs, position = [], 0
-    for start, end in _merged(docstrings + builders + _comments(source, line_starts)):
-        runs.append(source[position:start])
-        position = end
-    runs.append(source[position:])
-    kept = [line.rstrip() for line in b"".join(runs).splitlines() if line.strip()]
-    return b"\n".join(kept), b"\0".join(source[start:end] for start, end in builders)
+                docstrings.append(
+                    (offset(first.lineno, first.col_offset), offset(first.end_lineno, first.end_col_offset))
+                )
+        if isinstance(node, (ast.Constant, ast.JoinedStr)) and node.end_lineno > node.lineno:
+            strings.add(node)
+    comments = _comments(source, line_starts)
+    if not all(source[start:end].startswith(b"#") for start, end in comments) or not all(
+        isinstance(ast.literal_eval(source[start:end].decode()), str) for start, end in docstrings
+    ):
+        return source, b""
+    cut = bytearray(len(source))
+    for start, end in docstrings + builders + comments:
+        cut[start:end] = b"\1" * (end - start)
+    open_end, open_start = set(), set()  # rows whose end (start) lies inside a multi-line string literal
+    for node in strings:
+        if not cut[offset(node.lineno, node.col_offset)]:  # a string left in (not a docstring, not in a builder)
+            open_end.update(range(node.lineno, node.end_lineno))
+            open_start.update(range(node.lineno + 1, node.end_lineno + 1))
+    kept = []
+    for row in range(1, len(line_starts)):
+        start, end = line_starts[row - 1], min(line_starts[row] - 1, len(source))
+        text = bytes(c for c, gone in zip(source[start:end], cut[start:end]) if not gone)
+        if row not in open_end:
+            text = text.rstrip()
+        if text.strip() or row in open_start:
+            kept.append(text)
+    return b"\n".join(kept), b"\0".join(source[start:end] for start, end in sorted(builders))
 
 
 def _comments(source: bytes, line_starts: list[int]) -> list[tuple[int, int]]:
-    """The byte spans of ``source``'s comments (the tokenizer counts columns in characters)."""
+    """The byte spans of ``source``'s comments (the tokenizer reads the lines ``io.StringIO`` gives, split at
+    \\n only as the syntax tree's rows are, and counts columns in characters)."""
     import io
     import tokenize
 
-    lines = source.decode().splitlines(keepends=True)
+    lines = io.StringIO(source.decode()).readlines()
     spans = []
-    for token in tokenize.generate_tokens(io.StringIO(source.decode()).readline):
+    for token in tokenize.generate_tokens(iter(lines).__next__):
         if token.type == tokenize.COMMENT:
             row, column = token.start
             before = len(lines[row - 1][:column].encode())
-            spans.append((line_starts[row - 1] + before, line_starts[row - 1] + before + len(token.string.encode())))
+            spans.append((offset := line_starts[row - 1] + before, offset + len(token.string.encode())))
     return spans
-
-
-def _decorator_name(decorator: ast.expr) -> str:
-    target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    return target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -201,9 +220,11 @@ def record_fingerprint() -> str:
 
 @functools.lru_cache(maxsize=1)
 def verdicts_fingerprint() -> str:
-    """Hash of :data:`VERDICT_MODULES`' source, of the claim builders left out of :func:`code_fingerprint`
+    """Hash of :data:`VERDICT_MODULES`' code (less comments and docstrings), of the claim builders left out of :func:`code_fingerprint`
     and of every file under ``data/`` :data:`VERDICT_DATA` (computed once per process)."""
-    digest = hashlib.sha256(modules_fingerprint(VERDICT_MODULES).encode())
+    digest = hashlib.sha256()
+    for relative in sorted(VERDICT_MODULES):  # what runs, as the code fingerprint reads it
+        digest.update(relative.encode() + b"\0" + split_source((PACKAGE_DIR / relative).read_bytes())[0] + b"\0")
     for relative, source in _fingerprinted_sources():
         builders = split_source(source)[1]
         if builders:

@@ -63,13 +63,15 @@ def timings(profile: str, root: Path = RESULTS_DIR) -> dict[str, dict]:
 
 
 def training_runs(profile: str, root: Path = RESULTS_DIR) -> dict[str, dict]:
-    """Each notebook's last ``run_all.sh`` run that trained at least one artefact (``timings.tsv``), as
-    :func:`timings` gives it: the time a run that found everything cached stands for."""
+    """Each notebook's last ``run_all.sh`` run that finished and trained at least one artefact
+    (``timings.tsv``), as :func:`timings` gives it: the time a run that found everything cached stands for
+    (an estimate: that run may have found some fits cached too, and fits two notebooks share are timed in
+    whichever ran first)."""
     path = root / profile / "timings.tsv"
     found = {}
     for line in path.read_text().splitlines() if path.exists() else []:
         fields = line.split("\t")
-        if len(fields) == 5 and int(fields[4]) > 0:
+        if len(fields) == 5 and int(fields[4]) > 0 and fields[2] == "ok":
             found[fields[0]] = {
                 "seconds": int(fields[1]),
                 "status": fields[2],
@@ -708,7 +710,7 @@ def limit_lines(
         + "."
         + (
             f" Notebooks {', '.join(dict.fromkeys(from_cache))} last ran from the cache (no artefact trained): "
-            "each counts its last run that trained."
+            "each counts its last finished run that trained, so the total is an estimate."
             if from_cache
             else ""
         ),

@@ -71,8 +71,11 @@ def claim_builder(build: Callable[..., list[Claim]]) -> Callable[..., list[Claim
     """Marks a paper module's function that only words its claims (statements, compared rows, the paper's
     numbers): its source is left out of the artefacts' key and hashed into the verdicts' fingerprint
     (:func:`longdoc.experiments.cache.split_source`), so rewording a claim keeps every cached fit and
-    marks the records it worded stale. It must build no row, run no model and time nothing
-    (``tests/test_architecture.py``); what it returns is checked to be claims."""
+    marks the records it worded stale. Its own code builds no row, runs no model, times nothing and makes
+    no cached artefact (``tests/test_architecture.py``); what it calls (a table's rows, the generated-query
+    check) stays in the code fingerprint, and where a table runs two seeds for its claimed rows
+    (``seeds="claimed"``) the builder decides which fits exist, never what a fit is. What it returns is
+    checked to be claims."""
 
     @functools.wraps(build)
     def checked(*args, **kwargs) -> list[Claim]:
