@@ -151,7 +151,7 @@ class ReversedStudy:
         return spec.start_probe(self)
 
     def compare(self, pairs, measure):
-        row = {"Δ": -0.18, "95% CI low": -0.23, "95% CI high": -0.13, "p (bootstrap)": 0.0, MDD: 0.05}
+        row = {"Δ": -0.18, "95% CI low": -0.23, "95% CI high": -0.13, "p": 0.0, MDD: 0.05}
         return pd.DataFrame([row])
 
     def preconditions(self, name, measure):

@@ -97,3 +97,21 @@ def test_the_recompute_command_names_a_folder_without_a_record(tmp_path, capsys)
     with pytest.raises(SystemExit):
         recompute.main([str(tmp_path)])
     assert "no metrics.json in" in capsys.readouterr().err
+
+
+def test_a_pair_comparison_recomputes_to_its_t_interval():
+    """Document pairs take the t interval with the dyadic-robust SE (no resampling): recomputed from the
+    scores it is the interval the study would record, every time."""
+    from longdoc.eval.significance import seed_query_bootstrap
+    from longdoc.experiments.verdicts import interval_text
+
+    rng = __import__("numpy").random.default_rng(0)
+    keys = [f"s{i % 7}\tt{i % 11}" for i in range(40)]
+    a = [{k: float(rng.random() < 0.7) for k in keys} for _ in range(2)]
+    b = [{k: float(rng.random() < 0.5) for k in keys} for _ in range(2)]
+    scores = {"A": {"seeds": [0, 1], "measures": {"Accuracy": a}}, "B": {"seeds": [0, 1], "measures": {"Accuracy": b}}}
+    claim = {"claim": "A beats B", "system": "A", "against": "B", "measure": "Accuracy", "paper": "", "condition": ""}
+    stats = seed_query_bootstrap(a, b)
+    found = recompute.recompute_claim(scores, claim)
+    assert found[INTERVAL] == interval_text(stats["mean_difference"], stats["ci_low"], stats["ci_high"])
+    assert found == recompute.recompute_claim(scores, claim) and stats["degrees_of_freedom"] < 60

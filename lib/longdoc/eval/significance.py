@@ -19,6 +19,8 @@ def item_units(keys: list[str]) -> list[tuple[int, ...]]:
     from far fewer documents than pairs (532 pairs of 461 documents in notebook 30, 136 sources, 266 pairs
     sharing a target): resampling pairs as independent would narrow the interval; the paper reports none."""
     names = [tuple(dict.fromkeys(str(key).split(PAIR_SEPARATOR, 1))) for key in keys]
+    if len({len(str(key).split(PAIR_SEPARATOR, 1)) for key in keys}) > 1:
+        raise ValueError("the items mix queries and document pairs: one comparison reads one kind")
     index = {unit: i for i, unit in enumerate(dict.fromkeys(u for units in names for u in units))}
     return [tuple(index[u] for u in units) for units in names]
 
@@ -98,8 +100,8 @@ def seed_query_bootstrap(
     Document pairs (keys "<source>\t<target>", :func:`item_units`) share documents, and no simple
     bootstrap of that design has the right width (drawing documents and weighing a pair by both its draws,
     the pigeonhole bootstrap, counts each pair's own noise about three times: ~1.7× too wide), so their
-    interval is the normal one, Δ ± z·SE, with the dyadic-robust standard error of
-    :func:`difference_standard_error` (Aronow, Samii & Assenova 2015), and p its two-sided normal p.
+    interval is Δ ± t·SE with the dyadic-robust standard error of :func:`difference_standard_error`
+    (Aronow, Samii & Assenova 2015) and its Welch–Satterthwaite degrees of freedom, and p its two-sided p.
     """
     if not a or not b:
         raise ValueError("each system needs at least one seed's per-query values")
@@ -114,33 +116,38 @@ def seed_query_bootstrap(
     weights_y = rng.multinomial(len(y), np.full(len(y), 1 / len(y)), size=samples) / len(y)
     per_query = weights_x @ x - weights_y @ y  # [samples, Q]: seed-resampled differences per query
     units = item_units(keys)
-    standard_error = difference_standard_error(x, y, units)
+    standard_error, degrees_of_freedom = difference_error(x, y, units)
     delta = float(x.mean(0).mean() - y.mean(0).mean())
     if _independent(units):  # every item its own unit: draw items with replacement
         queries = rng.integers(0, len(keys), size=(samples, len(keys)))
         means = np.take_along_axis(per_query, queries, axis=1).mean(axis=1)
         (low, high), p_value = percentile_interval(means, confidence), bootstrap_p(means)
     else:
-        (low, high), p_value = normal_interval(delta, standard_error, confidence)
+        (low, high), p_value = t_interval(delta, standard_error, degrees_of_freedom, confidence)
     return {
         "mean_difference": delta,
         "ci_low": float(low),
         "ci_high": float(high),
         "p_value": p_value,
         "standard_error": standard_error,
+        "degrees_of_freedom": degrees_of_freedom,
         "seeds": [len(x), len(y)],
         "queries": len(keys),
         "units": len({u for item in units for u in item}),
     }
 
 
-def normal_interval(delta: float, standard_error: float, confidence: float = 0.95) -> tuple[tuple[float, float], float]:
-    """Δ ± z·SE and its two-sided normal p-value (p < 1 − confidence exactly when the interval excludes 0)."""
-    z = stats.norm.ppf(1 - (1 - confidence) / 2)
+def t_interval(
+    delta: float, standard_error: float, degrees_of_freedom: float, confidence: float = 0.95
+) -> tuple[tuple[float, float], float]:
+    """Δ ± t·SE and its two-sided p (p < 1 − confidence exactly when the interval excludes 0); a t of z
+    at infinite degrees of freedom."""
+    t = stats.t(degrees_of_freedom) if math.isfinite(degrees_of_freedom) else stats.norm
     if standard_error == 0:
         return (delta, delta), 1.0 if delta == 0 else 0.0
-    return (delta - z * standard_error, delta + z * standard_error), float(
-        2 * stats.norm.sf(abs(delta) / standard_error)
+    quantile = t.ppf(1 - (1 - confidence) / 2)
+    return (delta - quantile * standard_error, delta + quantile * standard_error), float(
+        2 * t.sf(abs(delta) / standard_error)
     )
 
 
@@ -153,12 +160,26 @@ def difference_standard_error(x: np.ndarray, y: np.ndarray, units: list[tuple[in
     enters both parts). With ``units`` (:func:`item_units`, pairs of documents), the item part is the
     dyadic-robust one (Fafchamps & Gubert 2007): Σ e_i·e_j over every two items sharing a unit, over N²,
     with D/(D−1) for D units as for clustered errors, and never below the independent items' part."""
+    return difference_error(x, y, units)[0]
+
+
+def difference_error(x: np.ndarray, y: np.ndarray, units: list[tuple[int, ...]] | None = None) -> tuple[float, float]:
+    """:func:`difference_standard_error` and its Welch–Satterthwaite degrees of freedom: the item part has
+    N − 1 (D − 1 over D documents for pairs), each system's seed part its seeds − 1, so two seeds a side
+    whose spread dominates give few degrees of freedom and a wide t quantile (inf: a t of z)."""
+    if x.shape[1] < 2:
+        raise ValueError(f"{x.shape[1]} item(s): an interval needs at least two")
     paired = x.mean(0) - y.mean(0)
-    seeds = sum(m.mean(1).var(ddof=1) / len(m) for m in (x, y) if len(m) > 1)
     independent = paired.var(ddof=1) / len(paired)
     if units is None or _independent(units):
-        return float(np.sqrt(independent + seeds))
-    return float(np.sqrt(max(_dyadic_variance(paired, units), independent) + seeds))
+        parts = [(independent, len(paired) - 1)]
+    else:
+        count = len({u for item in units for u in item})
+        parts = [(max(_dyadic_variance(paired, units), independent), count - 1)]
+    parts += [(m.mean(1).var(ddof=1) / len(m), len(m) - 1) for m in (x, y) if len(m) > 1]
+    total = sum(v for v, _ in parts)
+    spread = sum(v**2 / df for v, df in parts)
+    return float(np.sqrt(total)), float(total**2 / spread) if spread > 0 else math.inf
 
 
 def _dyadic_variance(values: np.ndarray, units: list[tuple[int, ...]]) -> float:
@@ -180,13 +201,16 @@ def _dyadic_variance(values: np.ndarray, units: list[tuple[int, ...]]) -> float:
     return count / (count - 1) * total / len(values) ** 2
 
 
-def minimum_detectable_difference(standard_error: float, power: float = POWER, confidence: float = 0.95) -> float:
+def minimum_detectable_difference(
+    standard_error: float, power: float = POWER, confidence: float = 0.95, degrees_of_freedom: float = math.inf
+) -> float:
     """The smallest true difference a two-sided test at ``confidence`` finds with probability ``power``,
-    given the standard error of the observed difference (normal approximation: (z₁₋α/₂ + z_power) · SE,
-    2.80 · SE at 95% and 80%; with two seeds a side a t quantile would be larger where the seed part
-    dominates). With ``standard_error`` from :func:`seed_query_bootstrap` (:func:`difference_standard_error`)
-    it covers the queries' paired differences and the seeds alike."""
-    return float((stats.norm.ppf(1 - (1 - confidence) / 2) + stats.norm.ppf(power)) * standard_error)
+    given the standard error of the observed difference and its degrees of freedom (:func:`difference_error`):
+    (t₁₋α/₂ + t_power) · SE, 2.80 · SE at 95% and 80% with many degrees of freedom, more where two seeds'
+    spread dominates. With ``standard_error`` from :func:`seed_query_bootstrap` it covers the queries'
+    paired differences and the seeds alike."""
+    t = stats.t(degrees_of_freedom) if math.isfinite(degrees_of_freedom) else stats.norm
+    return float((t.ppf(1 - (1 - confidence) / 2) + t.ppf(power)) * standard_error)
 
 
 def seed_query_interval(

@@ -107,6 +107,13 @@ def split_source(source: bytes) -> tuple[bytes, bytes]:
     syntax tree and the tokenizer, so the result does not depend on the Python version that parses it; a
     module whose cuts do not check out (a line break other than \\n or \\r\\n, a cut that is not a comment
     or a docstring) is hashed whole."""
+    try:
+        return _split(source)
+    except (SyntaxError, UnicodeDecodeError, ValueError):  # a BOM, another encoding: hashed whole
+        return source, b""
+
+
+def _split(source: bytes) -> tuple[bytes, bytes]:
     if source.replace(b"\r\n", b"\n").count(b"\r"):
         return source, b""
     tree = ast.parse(source)
@@ -192,6 +199,8 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 # artefact, so the cache keeps its fits when they change), yet a record whose findings they computed is
 # out of date when they do (the report marks it: :func:`record_fingerprint`)
 VERDICT_MODULES = (
+    "analysis/length.py",  # notebook 24's per-bucket intervals and verdicts
+    "analysis/semantic_ids.py",  # notebook 45's semantic-identifier checks
     "eval/chance.py",  # chance levels (a verdict's "beats chance" condition)
     "eval/classification.py",  # matching's accuracy and threshold, computed from the cached scores
     "eval/paper_numbers.py",
@@ -223,8 +232,10 @@ def verdicts_fingerprint() -> str:
     """Hash of :data:`VERDICT_MODULES`' code (less comments and docstrings), of the claim builders left out of :func:`code_fingerprint`
     and of every file under ``data/`` :data:`VERDICT_DATA` (computed once per process)."""
     digest = hashlib.sha256()
-    for relative in sorted(VERDICT_MODULES):  # what runs, as the code fingerprint reads it
-        digest.update(relative.encode() + b"\0" + split_source((PACKAGE_DIR / relative).read_bytes())[0] + b"\0")
+    for relative in sorted(VERDICT_MODULES):  # what runs, as the code fingerprint reads it, and any claim builder
+        digest.update(
+            relative.encode() + b"\0" + b"\0".join(split_source((PACKAGE_DIR / relative).read_bytes())) + b"\0"
+        )
     for relative, source in _fingerprinted_sources():
         builders = split_source(source)[1]
         if builders:

@@ -4,8 +4,8 @@ Each record folder holds ``scores.json.gz`` beside ``metrics.json``: every syste
 (a query's reciprocal rank, a pair's correctness) per seed and measure, written by
 :meth:`~longdoc.experiments.study.Study.write_runs`. A claim of the record's findings names the two rows
 it compares (``system``, ``against``); its Δ, 95% interval and minimum detectable difference are
-recomputed here with the same bootstrap (:func:`~longdoc.eval.significance.seed_query_bootstrap`, its
-default seed), and its verdict from them (:func:`recomputed_verdict`), and compared with what the record
+recomputed here by the same function (:func:`~longdoc.eval.significance.seed_query_bootstrap`, its
+default seed: a bootstrap over queries, a normal interval over document pairs), and its verdict from them (:func:`recomputed_verdict`), and compared with what the record
 says::
 
     python -m longdoc.experiments.recompute                  # every cpu record; exit 1 on any mismatch
@@ -70,7 +70,7 @@ def recompute_claim(scores: dict, claim: dict) -> dict | None:
     if measure not in scores[system]["measures"] or measure not in scores[against]["measures"]:
         return None
     stats = seed_query_bootstrap(scores[system]["measures"][measure], scores[against]["measures"][measure])
-    detectable = minimum_detectable_difference(stats["standard_error"])
+    detectable = minimum_detectable_difference(stats["standard_error"], degrees_of_freedom=stats["degrees_of_freedom"])
     return {
         INTERVAL: interval_text(stats["mean_difference"], stats["ci_low"], stats["ci_high"]),
         MDD: float(f"{detectable:.3g}"),

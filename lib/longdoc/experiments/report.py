@@ -829,7 +829,7 @@ def _frame(rows: list[dict]):
     """A record's findings as a table, its columns in :data:`FINDINGS_COLUMNS` order (others after)."""
     import pandas as pd
 
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(rows).rename(columns={"p (bootstrap)": "p"})  # a record made before the rename
     known = [c for c in FINDINGS_COLUMNS if c in frame]
     return frame[known + [c for c in frame if c not in known]]
 

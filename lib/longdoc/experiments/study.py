@@ -61,7 +61,7 @@ from longdoc.experiments.records import (
 )
 from longdoc.experiments.settings import SETTINGS, BudgetSettings, StudySettings, from_parameters, required_fields
 from longdoc.experiments.systems import Family, Result, Spec, System, Table, pretraining_key
-from longdoc.experiments.tables import difference_label, markdown_table, summary_table, use_display_format
+from longdoc.experiments.tables import P_COLUMN, difference_label, markdown_table, summary_table, use_display_format
 from longdoc.experiments.verdicts import MDD, Claim, Findings, Precondition, assess
 from longdoc.plots import FIGURES_DIR
 
@@ -534,8 +534,9 @@ class Study:
             return None
 
     def compare(self, pairs: list[tuple[str, str]], measure: str | None = None, split: str = "test") -> pd.DataFrame:
-        """For each (system, against): Δ of the means, 95% interval over items and seeds, the same
-        bootstrap's p-value, whether the interval excludes zero, and the minimum difference detectable at
+        """For each (system, against): Δ of the means, 95% interval over items and seeds with its p-value
+        (:func:`~longdoc.eval.significance.seed_query_bootstrap`: a bootstrap over queries, a normal
+        interval over document pairs), whether the interval excludes zero, and the minimum difference detectable at
         80% power (:func:`~longdoc.eval.significance.minimum_detectable_difference`). ``measure`` defaults to the family's selection
         measure. No correction for multiple comparisons: a table of ten comparisons at 95% expects one
         interval to exclude zero by chance."""
@@ -554,9 +555,11 @@ class Study:
                     "Δ": stats["mean_difference"],
                     "95% CI low": stats["ci_low"],
                     "95% CI high": stats["ci_high"],
-                    "p (bootstrap)": stats["p_value"],
+                    P_COLUMN: stats["p_value"],
                     "difference": difference_label(stats["ci_low"], stats["ci_high"]),
-                    MDD: minimum_detectable_difference(stats["standard_error"]),
+                    MDD: minimum_detectable_difference(
+                        stats["standard_error"], degrees_of_freedom=stats["degrees_of_freedom"]
+                    ),
                 }
             )
         return pd.DataFrame(rows)

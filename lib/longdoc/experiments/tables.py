@@ -40,18 +40,20 @@ def format_number(value: float) -> str:
     return f"{value:#.3g}".rstrip(".")  # '#': trailing zeros stay (0.720, not 0.72)
 
 
-P_COLUMN = "p (bootstrap)"
+P_COLUMN = "p"  # a comparison's two-sided p: the bootstrap's over queries, the normal test's over document pairs
+P_COLUMNS = (P_COLUMN, "p (bootstrap)")  # and the name of a bootstrap-only p (older records, per-document tables)
 P_FLOOR = "< 0.0001"  # a bootstrap p of 0: none of the 10,000 resamples (verdicts.BOOTSTRAP_SAMPLES) fell on the far side of zero
 
 
 def p_cells(markdown: str) -> str:
-    """A pipe table's ``p (bootstrap)`` column with its zeros as :data:`P_FLOOR` (tables of records
+    """A pipe table's p column (:data:`P_COLUMNS`) with its zeros as :data:`P_FLOOR` (tables of records
     made before :func:`markdown_table` wrote them so are mended when the report shows them)."""
     lines = markdown.split("\n")
     for i, line in enumerate(lines):
         cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        if line.startswith("| ") and P_COLUMN in cells:
-            column = cells.index(P_COLUMN)
+        named = [c for c in P_COLUMNS if c in cells]
+        if line.startswith("| ") and named:
+            column = cells.index(named[0])
             for j in range(i + 2, len(lines)):
                 row = lines[j].strip().strip("|").split(" | ")
                 if not lines[j].startswith("| ") or len(row) != len(cells):
@@ -75,7 +77,8 @@ def markdown_table(frame: pd.DataFrame, index: bool = False) -> str:
         frame = frame.reset_index(names=names, allow_duplicates=True)
     header = "| " + " | ".join(map(str, frame.columns)) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    p_column = list(frame.columns).index(P_COLUMN) if P_COLUMN in frame.columns else -1
+    named = [c for c in P_COLUMNS if c in frame.columns]
+    p_column = list(frame.columns).index(named[0]) if named else -1
     body = [
         "| " + " | ".join(P_FLOOR if i == p_column and v == 0 else _cell(v) for i, v in enumerate(row)) + " |"
         for row in frame.itertuples(index=False)

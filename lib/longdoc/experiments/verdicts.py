@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from longdoc.eval.paper_numbers import paper_difference
-from longdoc.experiments.tables import P_FLOOR, format_number, markdown_table
+from longdoc.experiments.tables import P_COLUMN, P_FLOOR, format_number, markdown_table
 
 HOLDS, REVERSED, NOT_SHOWN, NOT_TESTABLE = "holds", "reversed", "not shown at this scale", "not testable at this scale"
 UNDERPOWERED = "underpowered here"
@@ -42,7 +42,7 @@ FIGURE_ONLY = "(plotted without values: no paper Δ)"  # a claim read off a figu
 COMPARED = ("system", "against")  # the rows a claim compares: in the record (recomputed from it), not shown
 HIDDEN = (*COMPARED, "margin")  # in the record (what recomputes a verdict), not in the shown table
 # a claim's fields in the order :func:`assess` writes them (a record keeps them in key order)
-FINDINGS_COLUMNS = ("claim", "paper", "measure", *HIDDEN, INTERVAL, "p (bootstrap)", MDD, "verdict", "condition")
+FINDINGS_COLUMNS = ("claim", "paper", "measure", *HIDDEN, INTERVAL, P_COLUMN, MDD, "verdict", "condition")
 
 
 @dataclass(frozen=True)
@@ -193,8 +193,8 @@ def condition_text(conditions: list[Precondition | None]) -> str:
 
 
 def assess(study, claims: list[Claim]) -> pd.DataFrame:
-    """One row per claim: the paper's numbers, our Δ with its 95% interval and the same bootstrap's
-    p-value, the minimum difference detectable at 80% power, and the verdict. A claim is not testable
+    """One row per claim: the paper's numbers, our Δ with its 95% interval and p-value (a bootstrap over
+    queries, a normal test over document pairs), the minimum difference detectable at 80% power, and the verdict. A claim is not testable
     when any of its conditions fails: its own precondition, each compared system's
     (:meth:`Study.preconditions`: pre-training's losses fell, above chance, at its dev plateau), a
     pre-training claim's start (:meth:`Study.start_conditions`) and enough runs (a trained system with
@@ -221,7 +221,7 @@ def assess(study, claims: list[Claim]) -> pd.DataFrame:
             claim.against,
             claim.margin,
             interval_text(stats["Δ"], low, high),
-            float(f"{float(stats['p (bootstrap)']):.3g}"),
+            float(f"{float(stats[P_COLUMN]):.3g}"),
             float(f"{float(stats[MDD]):.3g}"),
             verdict(low, high, failed, claim.margin, stats[MDD], paper_delta),
             condition_text(conditions),
@@ -286,8 +286,8 @@ class Findings:
             if self.table[c].map(lambda v: v is None or str(v).strip() in ("", "nan")).all()
         ]
         shown = self.table.drop(columns=empty + [c for c in HIDDEN if c in self.table])
-        if "p (bootstrap)" in shown:  # no resample on the far side of zero: p is below one in the resamples
-            shown = shown.assign(**{"p (bootstrap)": shown["p (bootstrap)"].map(p_text)})
+        if P_COLUMN in shown:  # no resample on the far side of zero: p is below one in the resamples
+            shown = shown.assign(**{P_COLUMN: shown[P_COLUMN].map(p_text)})
         return shown
 
     def _repr_markdown_(self) -> str:
