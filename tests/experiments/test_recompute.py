@@ -47,7 +47,9 @@ def test_the_recompute_command_reproduces_a_records_intervals_and_names_a_change
     record["metrics"]["findings"]["claims"][0]["verdict"] = wrong
     (directory / "metrics.json").write_text(json.dumps(record))
     assert recompute.main([str(directory)]) == 1
-    assert f"({wrong}), recomputed {rows[0]['recorded']} ({rows[0]['recorded verdict']})" in capsys.readouterr().out
+    mdd = rows[0]["recorded MDD"]
+    expected = f"({wrong}; MDD {mdd}), recomputed {rows[0]['recorded']} ({rows[0]['recorded verdict']}; MDD {mdd})"
+    assert expected in capsys.readouterr().out
 
 
 def test_a_recomputed_verdict_reads_the_recorded_conditions_the_papers_delta_and_a_margin():

@@ -115,6 +115,8 @@ def check_record(folder: Path) -> list[dict]:
                 "recomputed": found[INTERVAL] if found else None,
                 "recorded verdict": claim.get("verdict"),
                 "recomputed verdict": found["verdict"] if found else None,
+                "recorded MDD": claim.get(MDD),
+                "recomputed MDD": found[MDD] if found else None,
                 "agrees": None
                 if found is None
                 else found[INTERVAL] == claim.get(INTERVAL)
@@ -150,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{folder}: {agreed} of {len(rows)} intervals and verdicts recomputed and equal{note}")
         for r in wrong:
             print(
-                f"  DIFFERS: {r['claim']}: recorded {r['recorded']} ({r['recorded verdict']}), recomputed "
-                f"{r['recomputed']} ({r['recomputed verdict']})"
+                f"  DIFFERS: {r['claim']}: recorded {r['recorded']} ({r['recorded verdict']}; MDD {r['recorded MDD']}), "
+                f"recomputed {r['recomputed']} ({r['recomputed verdict']}; MDD {r['recomputed MDD']})"
             )
         for r in skipped:
             print(f"  not recomputable from the scores: {r['claim']}")
