@@ -41,7 +41,7 @@ def test_system_bars_draw_the_95_percent_intervals_and_no_paper_values(tmp_path)
     drawn = error_extents(ax, horizontal=True)[::-1]  # the first row is drawn on top
     assert np.ravel(drawn) == pytest.approx(np.ravel(list(zip(table["MRR@100 95% low"], table["MRR@100 95% high"]))))
     assert not [c for c in ax.collections if c.get_offsets().size and c.__class__.__name__ == "PathCollection"]
-    assert "95% bootstrap interval" in " ".join(t.get_text() for t in fig.texts)
+    assert "95% interval over queries (bootstrap) or document pairs" in " ".join(t.get_text() for t in fig.texts)
     with pytest.raises(ValueError, match=r"no 95% interval columns for \['R@10'\].*intervals=True"):
         plots.system_bars(table.drop(columns=["R@10 95% low"]), tmp_path / "x.png", ["MRR@100", "R@10"])
 
