@@ -51,7 +51,7 @@ def test_a_card_reads_the_record_then_the_carried_section_and_marks_what_did_not
     # the paper's Δ is the one the verdict read where the findings quote the paper's numbers (the carried
     # section's "0.4 vs 0.3"), else the card's
     assert list(filled["paper: Δ"]) == ["+0.03", "+0.1", "+0.5"]
-    frame = claim_cards.forest_frame(filled, CARD)
+    frame = claim_cards.forest_frame(filled)
     assert frame[["Δ", "low", "high"]].values.tolist() == [[0.012, -0.004, 0.028], [-0.03, -0.06, -0.001]]
     assert frame["paper Δ"].tolist() == pytest.approx([0.03, 0.1])
 
@@ -124,7 +124,7 @@ def test_every_card_claim_is_a_claim_of_the_committed_report():
 
 
 def test_the_forest_plot_draws_a_card(tmp_path):
-    frame = claim_cards.forest_frame(claim_cards.fill(CARD, {"10_longtriever_main": RECORD}, {}), CARD)
+    frame = claim_cards.forest_frame(claim_cards.fill(CARD, {"10_longtriever_main": RECORD}, {}))
     from longdoc.plots import claim_forest
 
     path = claim_forest(frame, tmp_path / "card.png", "A paper")
@@ -137,7 +137,7 @@ def test_a_forest_plot_marks_a_row_read_from_a_stale_record(monkeypatch):
     monkeypatch.setattr(report, "stale", lambda record: "0123456789abcdef+0")
     filled = report.filled_card(CARD, {"10_longtriever_main": RECORD}, {})
     assert set(filled.loc[filled["verdict"] != "not run", "read from"]) == {claim_cards.STALE_ROW}
-    frame = claim_cards.forest_frame(filled, CARD)
+    frame = claim_cards.forest_frame(filled)
     assert len(frame) and frame["claim"].str.startswith("STALE: ").all()
 
 
@@ -193,10 +193,10 @@ def test_a_claim_posed_on_two_starts_has_a_row_for_each_naming_its_backbone():
     }
     filled = claim_cards.fill(card, records, {})
     assert list(filled["start"]) == ["minilm", "manpages-mlm"]
-    labels = list(claim_cards.forest_frame(filled, card)["claim"])
+    labels = list(claim_cards.forest_frame(filled)["claim"])
     assert labels == ["minilm: A beats B", "manpages-mlm: A beats B"]
     one_start = claim_cards.fill(card.iloc[:1], records, {})
-    assert list(claim_cards.forest_frame(one_start, card.iloc[:1])["claim"]) == ["A beats B"]  # nothing to tell apart
+    assert list(claim_cards.forest_frame(one_start)["claim"]) == ["A beats B"]  # nothing to tell apart
     assert list(claim_cards.fill(card, {}, {})["start"]) == ["—", "—"]  # not run: no start to name
     carried = {
         "12_other": {
@@ -206,7 +206,7 @@ def test_a_claim_posed_on_two_starts_has_a_row_for_each_naming_its_backbone():
     mixed_card = pd.concat([card, card.iloc[[0]].assign(notebook="12_other")], ignore_index=True)
     mixed = claim_cards.fill(mixed_card, records, carried)
     assert list(mixed["start"]) == ["minilm", "manpages-mlm", "—"]  # a carried-over section names no start
-    mixed_labels = list(claim_cards.forest_frame(mixed, mixed_card)["claim"])
+    mixed_labels = list(claim_cards.forest_frame(mixed)["claim"])
     assert mixed_labels[-1] == "notebook 12: A beats B"  # ... so its notebook labels it
     no_config = {"11_ablation": records["11_ablation"] | {"config": None}}
     assert claim_cards.fill(card.iloc[:1], no_config, {})["start"].tolist() == ["—"]

@@ -114,6 +114,9 @@ def test_the_minimum_detectable_difference_is_found_80_percent_of_the_time():
     assert stats["standard_error"] == pytest.approx(expected, rel=0.1)
     mdd = minimum_detectable_difference(stats["standard_error"])
     assert mdd == pytest.approx(2.8016 * stats["standard_error"], rel=1e-3)
+    assert stats["minimum_detectable_difference"] == minimum_detectable_difference(
+        stats["standard_error"], degrees_of_freedom=stats["degrees_of_freedom"]
+    )  # the one every finding and recompute print, at the interval's degrees of freedom
     means = rng.normal(minimum_detectable_difference(expected), sigma, size=(4000, n)).mean(axis=1)
     assert np.mean(means / expected > 1.959964) == pytest.approx(0.80, abs=0.03)
 

@@ -307,3 +307,38 @@ def test_each_table_reports_how_far_the_starts_predict_the_final_scores_and_flag
     assert decided_at_start(0.02, 0.05, 0.1) is None and decided_at_start(0.2, None, 0.1) is None
     # a start gap that the final order reverses was overcome, not inherited: no flag
     assert decided_at_start(0.2, 0.05, our_delta=-0.1) is None and decided_at_start(-0.2, 0.05, 0.1) is None
+
+
+def test_the_report_reads_the_reasons_its_producers_write(tmp_path):
+    """The first screen counts why claims are not testable by matching the texts the conditions write
+    (``report.REASONS``, ``LOSS_CHECK``, ``AT_START``): each producer's own failing text maps to its reason,
+    so rewording a condition cannot silently drop it from the counts."""
+    from longdoc.experiments import report
+    from longdoc.experiments.verdicts import decided_at_start, enough_runs
+
+    (tmp_path / "history.json").write_text(json.dumps({"history": history([10.0] * 5 + [9.2] * 5)}))
+    system = System(
+        "LT", FakeSpec({"score": 0.3, "probe": "dev probe"}, {"score": 0.2, "probe": "dev probe"}, tmp_path)
+    )
+    learned, _ = pretraining_works(ProbingStudy(), system)
+    study = SimpleNamespace(
+        results={
+            "LT": SimpleNamespace(system=system, seeds=[0]),
+            "plain": SimpleNamespace(system=System("plain", PlainSpec()), seeds=[0, 1]),
+        },
+        family=SimpleNamespace(chance=lambda study, measure: 0.05),
+        table=lambda names, measures: pd.DataFrame({measures[0]: [0.04]}, index=names),
+    )
+    claim = Claim("pre-training helps", "LT", "plain", pretraining=True)
+    (start,) = paper_start(study, claim)
+    expected = {
+        learned: report.LOSS_REASON,
+        start: "pre-trained from a contrastive encoder, not the paper's start",
+        above_chance(study, "LT", "MRR@100"): "a compared row at chance",
+        enough_runs(study, claim): "a compared row ran one seed",
+    }
+    for condition, reason in expected.items():
+        assert not condition.holds
+        assert report.unmet_reasons(f"NOT met: {condition.what}") == [reason], condition.what
+    assert report.closest_loss_miss(f"NOT met: {learned.what}") == ((False, 2.0), "MLM −8.0% of LT against the 10% bar")
+    assert report.AT_START in decided_at_start(0.2, 0.01, 0.05).what

@@ -241,8 +241,6 @@ NOT_VERDICTS = {  # modules the verdicts' code imports that change no record's n
     "experiments/settings.py": "typed views of the parameters, which the record holds itself",
     "experiments/records.py": "writes the record it is given",
     "experiments/recompute.py": "recomputes from a record; writes none",
-    "experiments/report.py": "renders RESULTS.md from the records (recompute reads its stale rule)",
-    "analysis/__init__.py": "the package's marker",
     "plots.py": "figures",
 }
 

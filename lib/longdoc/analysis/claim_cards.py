@@ -230,7 +230,7 @@ def _forest(rows, paper_deltas) -> pd.DataFrame:
     return pd.DataFrame(drawn, columns=FOREST_COLUMNS)
 
 
-def forest_frame(filled: pd.DataFrame, card: pd.DataFrame) -> pd.DataFrame:
+def forest_frame(filled: pd.DataFrame) -> pd.DataFrame:
     """The numbers a card's forest plot draws: label, ours (Δ, low, high), the paper's Δ and the verdict;
     on a card whose claims ran from more than one backbone, each label begins with its row's start, and a
     row read from a stale record (:data:`STALE_ROW`) with "STALE"."""
@@ -243,7 +243,7 @@ def forest_frame(filled: pd.DataFrame, card: pd.DataFrame) -> pd.DataFrame:
 
 def paper_delta(text: str) -> float:
     """The paper's own difference from a claim's numbers, as the verdict reads it
-    (:func:`~longdoc.experiments.verdicts.paper_difference`: the largest of its collections'), NaN where
+    (:func:`~longdoc.eval.paper_numbers.paper_difference`: the largest of its collections'), NaN where
     the paper gives no values."""
     delta = paper_difference(str(text).replace("−", "-"))
     return float("nan") if delta is None else delta

@@ -111,14 +111,14 @@ def seed_query_bootstrap(
             raise ValueError("all seeds of both systems must be evaluated on the same queries")
     x = np.array([[values[k] for k in keys] for values in a])  # [Sa, Q]
     y = np.array([[values[k] for k in keys] for values in b])  # [Sb, Q]
-    rng = np.random.default_rng(seed)
-    weights_x = rng.multinomial(len(x), np.full(len(x), 1 / len(x)), size=samples) / len(x)  # [samples, Sa]
-    weights_y = rng.multinomial(len(y), np.full(len(y), 1 / len(y)), size=samples) / len(y)
-    per_query = weights_x @ x - weights_y @ y  # [samples, Q]: seed-resampled differences per query
     units = item_units(keys)
     standard_error, degrees_of_freedom = difference_error(x, y, units)
     delta = float(x.mean(0).mean() - y.mean(0).mean())
     if _independent(units):  # every item its own unit: draw items with replacement
+        rng = np.random.default_rng(seed)
+        weights_x = rng.multinomial(len(x), np.full(len(x), 1 / len(x)), size=samples) / len(x)  # [samples, Sa]
+        weights_y = rng.multinomial(len(y), np.full(len(y), 1 / len(y)), size=samples) / len(y)
+        per_query = weights_x @ x - weights_y @ y  # [samples, Q]: seed-resampled differences per query
         queries = rng.integers(0, len(keys), size=(samples, len(keys)))
         means = np.take_along_axis(per_query, queries, axis=1).mean(axis=1)
         (low, high), p_value = percentile_interval(means, confidence), bootstrap_p(means)
@@ -131,6 +131,9 @@ def seed_query_bootstrap(
         "p_value": p_value,
         "standard_error": standard_error,
         "degrees_of_freedom": degrees_of_freedom,
+        "minimum_detectable_difference": minimum_detectable_difference(
+            standard_error, confidence=confidence, degrees_of_freedom=degrees_of_freedom
+        ),
         "seeds": [len(x), len(y)],
         "queries": len(keys),
         "units": len({u for item in units for u in item}),
@@ -142,13 +145,18 @@ def t_interval(
 ) -> tuple[tuple[float, float], float]:
     """Δ ± t·SE and its two-sided p (p < 1 − confidence exactly when the interval excludes 0); a t of z
     at infinite degrees of freedom."""
-    t = stats.t(degrees_of_freedom) if math.isfinite(degrees_of_freedom) else stats.norm
+    t = _t(degrees_of_freedom)
     if standard_error == 0:
         return (delta, delta), 1.0 if delta == 0 else 0.0
     quantile = t.ppf(1 - (1 - confidence) / 2)
     return (delta - quantile * standard_error, delta + quantile * standard_error), float(
         2 * t.sf(abs(delta) / standard_error)
     )
+
+
+def _t(degrees_of_freedom: float):
+    """Student's t at ``degrees_of_freedom``; the normal at infinitely many."""
+    return stats.t(degrees_of_freedom) if math.isfinite(degrees_of_freedom) else stats.norm
 
 
 def difference_standard_error(x: np.ndarray, y: np.ndarray, units: list[tuple[int, ...]] | None = None) -> float:
@@ -209,7 +217,7 @@ def minimum_detectable_difference(
     (t₁₋α/₂ + t_power) · SE, 2.80 · SE at 95% and 80% with many degrees of freedom, more where two seeds'
     spread dominates. With ``standard_error`` from :func:`seed_query_bootstrap` it covers the queries'
     paired differences and the seeds alike."""
-    t = stats.t(degrees_of_freedom) if math.isfinite(degrees_of_freedom) else stats.norm
+    t = _t(degrees_of_freedom)
     return float((t.ppf(1 - (1 - confidence) / 2) + t.ppf(power)) * standard_error)
 
 

@@ -184,17 +184,6 @@ def _comments(source: bytes, line_starts: list[int]) -> list[tuple[int, int]]:
     return spans
 
 
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Overlapping spans as one (a claim builder's own docstring lies inside it)."""
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged
-
-
 # the modules that turn a record's numbers into intervals and verdicts: presentation-only (they change no
 # artefact, so the cache keeps its fits when they change), yet a record whose findings they computed is
 # out of date when they do (the report marks it: :func:`record_fingerprint`)

@@ -5,7 +5,8 @@ Each record folder holds ``scores.json.gz`` beside ``metrics.json``: every syste
 :meth:`~longdoc.experiments.study.Study.write_runs`. A claim of the record's findings names the two rows
 it compares (``system``, ``against``); its Δ, 95% interval and minimum detectable difference are
 recomputed here by the same function (:func:`~longdoc.eval.significance.seed_query_bootstrap`, its
-default seed: a bootstrap over queries, a normal interval over document pairs), and its verdict from them (:func:`recomputed_verdict`), and compared with what the record
+default seed: a bootstrap over queries, a t interval
+over document pairs with a dyadic-robust SE), and its verdict from them (:func:`recomputed_verdict`), and compared with what the record
 says::
 
     python -m longdoc.experiments.recompute                  # every cpu record; exit 1 on any mismatch
@@ -25,9 +26,8 @@ import sys
 from pathlib import Path
 
 from longdoc.eval.paper_numbers import paper_difference
-from longdoc.eval.significance import minimum_detectable_difference, seed_query_bootstrap
-from longdoc.experiments.records import RESULTS_DIR
-from longdoc.experiments.report import stale
+from longdoc.eval.significance import seed_query_bootstrap
+from longdoc.experiments.records import RESULTS_DIR, stale
 from longdoc.experiments.verdicts import INTERVAL, MDD, Precondition, interval_text, verdict
 
 SCORES = "scores.json.gz"
@@ -70,7 +70,7 @@ def recompute_claim(scores: dict, claim: dict) -> dict | None:
     if measure not in scores[system]["measures"] or measure not in scores[against]["measures"]:
         return None
     stats = seed_query_bootstrap(scores[system]["measures"][measure], scores[against]["measures"][measure])
-    detectable = minimum_detectable_difference(stats["standard_error"], degrees_of_freedom=stats["degrees_of_freedom"])
+    detectable = stats["minimum_detectable_difference"]
     return {
         INTERVAL: interval_text(stats["mean_difference"], stats["ci_low"], stats["ci_high"]),
         MDD: float(f"{detectable:.3g}"),
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         skipped = [r for r in rows if r["agrees"] is None]
         wrong = [r for r in rows if r["agrees"] is False]
         mismatches += len(wrong)
-        note = "" if read_scores(folder) is not None else f" (no {SCORES})"
+        note = "" if (Path(folder) / SCORES).is_file() else f" (no {SCORES})"
         made_by = stale(json.loads((Path(folder) / "metrics.json").read_text()))
         if made_by:
             note += f" (STALE record, made by {made_by}: recomputed by this checkout's code)"

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from longdoc.data.errors import shown
 from longdoc.data.registry import REPO_ROOT
-from longdoc.experiments.cache import code_fingerprint
 from longdoc.experiments.profiles import profile_values
 from longdoc.io import atomic_directory, sweep_stale
 
@@ -225,14 +224,38 @@ def replaced_line(path: Path, config: dict, data_checksum: str | None) -> str | 
     parts = []
     if commit != _git_state().get("git_commit"):
         parts.append(f"commit {commit[:7]}")
-    if previous.get("code_fingerprint", code_fingerprint()) != code_fingerprint():  # records of notebooks have one
-        parts.append(f"code {str(previous.get('code_fingerprint'))[:8]} (now {code_fingerprint()[:8]})")
+    made_by = stale(previous) if "code_fingerprint" in previous else None  # records of notebooks have one
+    if made_by is not None:
+        now = _current_fingerprint(made_by)
+        parts.append(
+            f"code {_short(made_by)} (now {_short(now)})" if "+" in made_by else f"code {made_by[:8]} (now {now[:8]})"
+        )
     names = differing(previous.get("config", {}), config)
     if names:
         parts.append(f"other values of {', '.join(names)}")
     if data_checksum is not None and previous.get("data_checksum") != data_checksum:
         parts.append(f"data checksum {str(previous.get('data_checksum'))[:12]} (now {data_checksum[:12]})")
     return f"{_shown(path)}, a record of {'; '.join(parts)}" if parts else None
+
+
+def stale(record: dict) -> str | None:
+    """What made a record, where it is not this checkout's code (None: current): its artefacts' code and
+    its verdicts' (:func:`~longdoc.experiments.cache.record_fingerprint`; a record older than that
+    fingerprint is judged by its code fingerprint alone)."""
+    made_by = record.get("record_fingerprint", record.get("code_fingerprint"))
+    return made_by if made_by != _current_fingerprint(made_by) else None
+
+
+def _current_fingerprint(made_by: str | None) -> str:
+    """This checkout's fingerprint of the kind ``made_by`` is: code+verdicts, or code alone (older records)."""
+    from longdoc.experiments import cache  # looked up at call time: tests replace the fingerprints
+
+    return cache.record_fingerprint() if made_by is not None and "+" in made_by else cache.code_fingerprint()
+
+
+def _short(fingerprint: str) -> str:
+    """``<code>+<verdicts>`` as the first 8 characters of each."""
+    return "+".join(part[:8] for part in fingerprint.split("+"))
 
 
 def _shown(path: Path) -> str:

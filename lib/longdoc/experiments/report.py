@@ -25,9 +25,9 @@ from longdoc.analysis import claim_cards
 from longdoc.data.registry import REPO_ROOT
 from longdoc.experiments.backbones import is_built
 from longdoc.experiments.profiles import NOTEBOOKS_DIR, PROFILES_DIR, parameters_for
-from longdoc.experiments.records import RESULTS_DIR, own_data_folder
+from longdoc.experiments.records import RESULTS_DIR, own_data_folder, stale
 from longdoc.experiments.tables import markdown_table, p_cells
-from longdoc.experiments.verdicts import FINDINGS_COLUMNS, NO_FLAG_FOR_PRETRAINING, VERDICTS, Findings
+from longdoc.experiments.verdicts import FINDINGS_COLUMNS, NO_FLAG_FOR_PRETRAINING, NOT_TESTABLE, VERDICTS, Findings
 
 COMMITTED_PROFILE = "cpu"  # its report is RESULTS.md at the top of the repository
 BACKBONES = {
@@ -49,17 +49,7 @@ def timings(profile: str, root: Path = RESULTS_DIR) -> dict[str, dict]:
     """The last ``run_all.sh`` timing of each notebook: ``{notebook: {"seconds", "status", "finished",
     "trained"}}``; ``trained``: the artefacts that run built (None in rows written before it was counted),
     so a wall time that reused cached fits says so."""
-    path = root / profile / "timings.tsv"
-    found = {}
-    if path.exists():
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            fields = line.split("\t")
-            if len(fields) not in (4, 5):
-                raise ValueError(f"{path}:{number}: expected 4 or 5 tab-separated fields, got {len(fields)}")
-            notebook, seconds, status, finished = fields[:4]
-            trained = int(fields[4]) if len(fields) == 5 else None
-            found[notebook] = {"seconds": int(seconds), "status": status, "finished": finished, "trained": trained}
-    return found
+    return {row["notebook"]: row for row in _timing_rows(profile, root)}
 
 
 def training_runs(profile: str, root: Path = RESULTS_DIR) -> dict[str, dict]:
@@ -67,18 +57,25 @@ def training_runs(profile: str, root: Path = RESULTS_DIR) -> dict[str, dict]:
     (``timings.tsv``), as :func:`timings` gives it: the time a run that found everything cached stands for
     (an estimate: that run may have found some fits cached too, and fits two notebooks share are timed in
     whichever ran first)."""
+    return {row["notebook"]: row for row in _timing_rows(profile, root) if row["status"] == "ok" and row["trained"]}
+
+
+def _timing_rows(profile: str, root: Path):
+    """The rows of a profile's ``timings.tsv`` in the order written (none without the file)."""
     path = root / profile / "timings.tsv"
-    found = {}
-    for line in path.read_text().splitlines() if path.exists() else []:
+    for number, line in enumerate(path.read_text().splitlines() if path.exists() else [], 1):
         fields = line.split("\t")
-        if len(fields) == 5 and int(fields[4]) > 0 and fields[2] == "ok":
-            found[fields[0]] = {
-                "seconds": int(fields[1]),
-                "status": fields[2],
-                "finished": fields[3],
-                "trained": int(fields[4]),
-            }
-    return found
+        if len(fields) not in (4, 5):
+            raise ValueError(f"{path}:{number}: expected 4 or 5 tab-separated fields, got {len(fields)}")
+        notebook, seconds, status, finished = fields[:4]
+        trained = int(fields[4]) if len(fields) == 5 else None
+        yield {
+            "notebook": notebook,
+            "seconds": int(seconds),
+            "status": status,
+            "finished": finished,
+            "trained": trained,
+        }
 
 
 def notebook_title(notebook: str) -> str:
@@ -210,19 +207,6 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
     return "\n".join(lines).rstrip() + "\n"
 
 
-def stale(record: dict) -> str | None:
-    """What made a record, where it is not this checkout's code (None: current): its artefacts' code and
-    its verdicts' (:func:`~longdoc.experiments.cache.record_fingerprint`; a record older than that
-    fingerprint is judged by its code fingerprint alone)."""
-    from longdoc.experiments.cache import code_fingerprint, record_fingerprint
-
-    if "record_fingerprint" in record:
-        made_by = record["record_fingerprint"]
-        return made_by if made_by != record_fingerprint() else None
-    made_by = record.get("code_fingerprint")
-    return made_by if made_by != code_fingerprint() else None
-
-
 def stale_lines(found: list[dict]) -> list[str]:
     """The first screen's word on whether the records are what this checkout's code computes: each record's
     fingerprint (artefacts' code + verdicts' code) against the current one."""
@@ -310,6 +294,11 @@ def unmet_reasons(condition: str) -> list[str]:
 NO_REASON = "reason in the notebook's section"
 
 
+def carried_counts(text: str) -> dict[str, int]:
+    """A carried-over section's verdict counts from its count line ("3 holds, 2 not shown")."""
+    return {verdict: int(n) for n, verdict in re.findall(r"(\d+) ([^,]+)", text)}
+
+
 def paper_of(notebook: str) -> str:
     return PAPER_OF.get(notebook[:2]) or PAPER_OF.get(notebook[:1], notebook)
 
@@ -332,7 +321,7 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
             counts.setdefault(paper, Counter())[claim.get("verdict")] += 1
             at_start[paper] += AT_START in str(claim.get("condition", ""))
             from_stale[paper] += bool(stale(record))
-            if claim.get("verdict") == VERDICTS[-1]:
+            if claim.get("verdict") == NOT_TESTABLE:
                 found_reasons = unmet_reasons(claim.get("condition", ""))
                 reasons.setdefault(paper, Counter()).update(found_reasons)
                 for reason in found_reasons:
@@ -342,8 +331,7 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
                     closest[paper] = miss
     for notebook, section in (carried or {}).items():
         if section["claims"]:
-            for n, v in re.findall(r"(\d+) ([^,]+)", section["claims"][1]):
-                counts.setdefault(paper_of(notebook), Counter())[v] += int(n)
+            counts.setdefault(paper_of(notebook), Counter()).update(carried_counts(section["claims"][1]))
     if not counts:
         return []
     lines = [
@@ -453,7 +441,7 @@ def card_lines(
             ", RESULTS.md): where they differ, the two profiles' budgets and scales gave different findings.",
             "",
         ]
-    stale_notebooks = frozenset(n for n, record in by_notebook.items() if stale(record))
+    stale_notebooks = stale_notebooks_of(by_notebook)
     for key, card in claim_cards.load_cards().items():
         filled = filled_card(card, by_notebook, carried)
         if reference is not None:
@@ -462,7 +450,7 @@ def card_lines(
         lines += [f"### {claim_cards.PAPERS[key]}", "", markdown_table(filled), ""]
         lines += claim_cards.built_start_lines(card, by_notebook, is_built, stale_notebooks)
         lines += claim_cards.ladder_lines(claim_cards.PAPERS[key], by_notebook, stale_notebooks)
-        if len(claim_cards.forest_frame(filled, card)):
+        if len(claim_cards.forest_frame(filled)):
             lines += [f"![{key} claims]({figure.as_posix()})", ""]
     return lines
 
@@ -470,11 +458,15 @@ def card_lines(
 def filled_card(card, by_notebook: dict, carried: dict | None):
     """A card's rows filled from the records (:func:`~longdoc.analysis.claim_cards.fill`), a row read from a
     stale record marked :data:`~longdoc.analysis.claim_cards.STALE_ROW` (its table and forest plot show it)."""
-    stale_notebooks = frozenset(n for n, record in by_notebook.items() if stale(record))
     filled = claim_cards.fill(card, by_notebook, carried)
-    from_stale = (filled["read from"] == "record") & card["notebook"].isin(stale_notebooks).to_numpy()
+    from_stale = (filled["read from"] == "record") & card["notebook"].isin(stale_notebooks_of(by_notebook)).to_numpy()
     filled.loc[from_stale, "read from"] = claim_cards.STALE_ROW
     return filled
+
+
+def stale_notebooks_of(by_notebook: dict) -> frozenset[str]:
+    """The notebooks whose record (``{notebook: record}``) this checkout's code did not make."""
+    return frozenset(n for n, record in by_notebook.items() if stale(record))
 
 
 def card_figure(profile: str, key: str, link_base: Path) -> Path:
@@ -493,7 +485,7 @@ def write_card_figures(profile: str, root: Path = RESULTS_DIR, link_base: Path =
     by_notebook = by_notebook_own_last(found)
     written = []
     for key, card in claim_cards.load_cards().items():
-        frame = claim_cards.forest_frame(filled_card(card, by_notebook, carried), card)
+        frame = claim_cards.forest_frame(filled_card(card, by_notebook, carried))
         if len(frame):
             path = card_figure(profile, key, link_base)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -788,29 +780,28 @@ def seeds_used(record: dict) -> str:
     return "seeds " + "; ".join(f"{list(seeds)}: {', '.join(names)}" for seeds, names in runs.items())
 
 
-VERDICT_ORDER = VERDICTS
 OTHER_VERDICTS = "other (the notebook's own wording)"  # e.g. the efficiency benchmark's "not met / reversed"
 
 
 def verdict_summary(found: list[dict], carried: dict | None = None) -> list[str]:
-    """The paper claims of every record at a glance, in notebook order: how many hold, are not shown,
-    reversed, untestable, and how many carry a verdict of the notebook's own wording (a carried-over
+    """The paper claims of every record at a glance, in notebook order: how many hold, are not shown, are
+    underpowered here, reversed, untestable, and how many carry a verdict of the notebook's own wording (a carried-over
     section: its own count line)."""
     by_notebook = {}
 
     def row(label: str, total: int, counts: dict) -> str:
-        known = [counts.get(v, 0) for v in VERDICT_ORDER]
+        known = [counts.get(v, 0) for v in VERDICTS]
         return f"| {label} | {total} | " + " | ".join(map(str, [*known, int(total) - sum(known)])) + " |"
 
     for notebook, section in (carried or {}).items():
         if section["claims"]:
             total, text = section["claims"]
-            counts = dict((v, int(n)) for n, v in re.findall(r"(\d+) ([^,]+)", text))
+            counts = carried_counts(text)
             by_notebook[notebook] = row(f"{notebook} (carried over)", int(total), counts)
     for r in found:
         claims = (r["metrics"].get("findings") or {}).get("claims") or []
         if claims:
-            counts = {v: sum(c.get("verdict") == v for c in claims) for v in VERDICT_ORDER}
+            counts = {v: sum(c.get("verdict") == v for c in claims) for v in VERDICTS}
             by_notebook[r["notebook"]] = row(r["notebook"] + (" (STALE)" if stale(r) else ""), len(claims), counts)
     rows = [by_notebook[notebook] for notebook in sorted(by_notebook)]
     if not rows:
@@ -818,8 +809,8 @@ def verdict_summary(found: list[dict], carried: dict | None = None) -> list[str]
     return [
         "## Paper claims at a glance",
         "",
-        "| notebook | claims | " + " | ".join([*VERDICT_ORDER, OTHER_VERDICTS]) + " |",
-        "|---|---|" + "---|" * (len(VERDICT_ORDER) + 1),
+        "| notebook | claims | " + " | ".join([*VERDICTS, OTHER_VERDICTS]) + " |",
+        "|---|---|" + "---|" * (len(VERDICTS) + 1),
         *rows,
         "",
     ]

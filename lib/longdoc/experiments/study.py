@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from longdoc.data.registry import REPO_ROOT
-from longdoc.eval.significance import minimum_detectable_difference, seed_query_bootstrap, seed_query_interval
+from longdoc.eval.significance import seed_query_bootstrap, seed_query_interval
 from longdoc.experiments.backbones import backbone_path, is_built
 from longdoc.experiments.cache import build_guard, cached_json, code_fingerprint, dataset_key, record_fingerprint
 from longdoc.experiments.deadline import ChainGuard
@@ -535,10 +535,11 @@ class Study:
 
     def compare(self, pairs: list[tuple[str, str]], measure: str | None = None, split: str = "test") -> pd.DataFrame:
         """For each (system, against): Δ of the means, 95% interval over items and seeds with its p-value
-        (:func:`~longdoc.eval.significance.seed_query_bootstrap`: a bootstrap over queries, a normal
-        interval over document pairs), whether the interval excludes zero, and the minimum difference detectable at
-        80% power (:func:`~longdoc.eval.significance.minimum_detectable_difference`). ``measure`` defaults to the family's selection
-        measure. No correction for multiple comparisons: a table of ten comparisons at 95% expects one
+        (:func:`~longdoc.eval.significance.seed_query_bootstrap`: a bootstrap over queries, a t interval
+        over document pairs with a dyadic-robust SE at Welch–Satterthwaite df), whether the interval excludes
+        zero, and the minimum difference detectable at 80% power
+        (:func:`~longdoc.eval.significance.minimum_detectable_difference`). ``measure`` defaults to the
+        family's selection measure. No correction for multiple comparisons: a table of ten comparisons at 95% expects one
         interval to exclude zero by chance."""
         measure = measure or self.family.selection_measure
         rows = []
@@ -557,9 +558,7 @@ class Study:
                     "95% CI high": stats["ci_high"],
                     P_COLUMN: stats["p_value"],
                     "difference": difference_label(stats["ci_low"], stats["ci_high"]),
-                    MDD: minimum_detectable_difference(
-                        stats["standard_error"], degrees_of_freedom=stats["degrees_of_freedom"]
-                    ),
+                    MDD: stats["minimum_detectable_difference"],
                 }
             )
         return pd.DataFrame(rows)

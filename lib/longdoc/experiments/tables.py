@@ -40,7 +40,7 @@ def format_number(value: float) -> str:
     return f"{value:#.3g}".rstrip(".")  # '#': trailing zeros stay (0.720, not 0.72)
 
 
-P_COLUMN = "p"  # a comparison's two-sided p: the bootstrap's over queries, the normal test's over document pairs
+P_COLUMN = "p"  # a comparison's two-sided p: the bootstrap's over queries, the t test's over document pairs
 P_COLUMNS = (P_COLUMN, "p (bootstrap)")  # and the name of a bootstrap-only p (older records, per-document tables)
 P_FLOOR = "< 0.0001"  # a bootstrap p of 0: none of the 10,000 resamples (verdicts.BOOTSTRAP_SAMPLES) fell on the far side of zero
 

@@ -194,7 +194,7 @@ def condition_text(conditions: list[Precondition | None]) -> str:
 
 def assess(study, claims: list[Claim]) -> pd.DataFrame:
     """One row per claim: the paper's numbers, our Δ with its 95% interval and p-value (a bootstrap over
-    queries, a normal test over document pairs), the minimum difference detectable at 80% power, and the verdict. A claim is not testable
+    queries, a t test over document pairs with a dyadic-robust SE), the minimum difference detectable at 80% power, and the verdict. A claim is not testable
     when any of its conditions fails: its own precondition, each compared system's
     (:meth:`Study.preconditions`: pre-training's losses fell, above chance, at its dev plateau), a
     pre-training claim's start (:meth:`Study.start_conditions`) and enough runs (a trained system with
@@ -231,7 +231,8 @@ def assess(study, claims: list[Claim]) -> pd.DataFrame:
 
 
 def p_text(p) -> str:
-    """A bootstrap p value as shown: 0 means no resample fell on the far side, i.e. p < 1/10,000."""
+    """A p value as shown (a bootstrap's over queries, a t test's over pairs): a bootstrap's 0 means no
+    resample fell on the far side, i.e. p < 1/10,000."""
     if p is None or p != p:
         return "—"
     return P_FLOOR if float(p) == 0 else format_number(float(p))
