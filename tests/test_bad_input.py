@@ -797,7 +797,7 @@ CASES = [
         run_all("--profile", "cpu", "--only", "00,01", "--set", "seeds=[0]"),
         r"\Arun_all.sh: 01_baselines: results/cpu/manpages/01_baselines is the folder of the cpu profile's own records, "
         r"and this run's values differ from those its file gives 01_baselines in \['seeds'\] \(seeds=\[0\], its file "
-        r"\[0, 1, 2\]\)\nrun_all.sh: a run with other values never writes there: run it under a profile of its own \(copy "
+        r"\[0, 1\]\)\nrun_all.sh: a run with other values never writes there: run it under a profile of its own \(copy "
         r"notebooks/profiles/cpu.yaml to notebooks/profiles/NAME.yaml.*--profile NAME\)\n\Z",
     ),
     ("run_all.sh --only=", run_all("--only="), r"--only= needs a list like 00,01"),
