@@ -67,6 +67,18 @@ def test_an_empty_bucket_is_left_out_and_the_order_is_by_segments():
     assert scores["bucket"].tolist() == ["1 segment", "≥ 4 segments"] and scores["queries"].tolist() == [3, 3]
 
 
+def test_a_bucket_of_one_query_gets_its_gain_and_no_interval():
+    """The cpu run of notebook 24 met a bucket with one test query: its Δ is shown, its interval is not
+    (one item has no spread), and the other buckets keep theirs."""
+    lengths = pd.Series({f"q{i}": n for i, n in enumerate([10, 20, 30, 40, 200])})
+    buckets = segment_buckets(lengths, 62, 4)
+    a, b = [dict(zip(lengths.index, [0.5, 0.2, 1.0, 0.1, 0.9]))], [dict.fromkeys(lengths.index, 0.3)]
+    gains = bucket_gains(a, b, buckets).set_index("bucket")
+    assert gains.loc["≥ 4 segments", "Δ"] == pytest.approx(0.6) and gains.loc["≥ 4 segments", "queries"] == 1
+    assert np.isnan(gains.loc["≥ 4 segments", "95% CI low"]) and np.isnan(gains.loc["≥ 4 segments", "95% CI high"])
+    assert gains.loc["1 segment", "95% CI low"] < gains.loc["1 segment", "Δ"] < gains.loc["1 segment", "95% CI high"]
+
+
 def test_gain_growth_resamples_seeds_as_well_as_queries():
     """The claim says "over queries and seeds": a system whose seeds disagree gets a wider interval of
     the same growth than one whose seeds agree."""

@@ -89,14 +89,18 @@ def bucket_scores(
 
 
 def bucket_gains(a: list[dict[str, float]], b: list[dict[str, float]], buckets: pd.Series) -> pd.DataFrame:
-    """Per bucket: Δ = a − b with its 95% interval over the bucket's queries and both systems' seeds."""
+    """Per bucket: Δ = a − b with its 95% interval over the bucket's queries and both systems' seeds (a
+    bucket of one query: its Δ, and no interval)."""
     rows = []
     for bucket in bucket_order(buckets):
         members = set(buckets.index[buckets == bucket])
-        stats = seed_query_bootstrap(
-            [{q: v for q, v in s.items() if q in members} for s in a],
-            [{q: v for q, v in s.items() if q in members} for s in b],
-        )
+        within_a = [{q: v for q, v in s.items() if q in members} for s in a]
+        within_b = [{q: v for q, v in s.items() if q in members} for s in b]
+        if len(members) < 2:
+            delta = float(seed_mean(within_a).mean() - seed_mean(within_b).mean())
+            stats = {"mean_difference": delta, "ci_low": float("nan"), "ci_high": float("nan")}
+        else:
+            stats = seed_query_bootstrap(within_a, within_b)
         rows.append(
             {
                 "bucket": bucket,
