@@ -5,9 +5,8 @@ Each record folder holds ``scores.json.gz`` beside ``metrics.json``: every syste
 :meth:`~longdoc.experiments.study.Study.write_runs`. A claim of the record's findings names the two rows
 it compares (``system``, ``against``); its Δ, 95% interval and minimum detectable difference are
 recomputed here by the same function (:func:`~longdoc.eval.significance.seed_query_bootstrap`, its
-default seed: a bootstrap over queries, a t interval
-over document pairs with a dyadic-robust SE), and its verdict from them (:func:`recomputed_verdict`), and compared with what the record
-says::
+default seed: a bootstrap over queries, a t interval over document pairs with a dyadic-robust SE), and
+its verdict from them (:func:`recomputed_verdict`), and compared with what the record says::
 
     python -m longdoc.experiments.recompute                  # every cpu record; exit 1 on any mismatch
     python -m longdoc.experiments.recompute --profile gpu results/gpu/manpages/20_sedr_main

@@ -226,10 +226,7 @@ def replaced_line(path: Path, config: dict, data_checksum: str | None) -> str | 
         parts.append(f"commit {commit[:7]}")
     made_by = stale(previous) if "code_fingerprint" in previous else None  # records of notebooks have one
     if made_by is not None:
-        now = _current_fingerprint(made_by)
-        parts.append(
-            f"code {_short(made_by)} (now {_short(now)})" if "+" in made_by else f"code {made_by[:8]} (now {now[:8]})"
-        )
+        parts.append(f"code {_short(made_by)} (now {_short(_current_fingerprint(made_by))})")
     names = differing(previous.get("config", {}), config)
     if names:
         parts.append(f"other values of {', '.join(names)}")
@@ -254,7 +251,7 @@ def _current_fingerprint(made_by: str | None) -> str:
 
 
 def _short(fingerprint: str) -> str:
-    """``<code>+<verdicts>`` as the first 8 characters of each."""
+    """A fingerprint as the first 8 characters of each part (``<code>+<verdicts>``, or ``<code>``)."""
     return "+".join(part[:8] for part in fingerprint.split("+"))
 
 
