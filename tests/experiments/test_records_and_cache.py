@@ -109,6 +109,24 @@ def test_cache_builds_once_per_key_and_never_keeps_a_failed_build(tmp_path, monk
     assert sorted((tmp_path / "kind").iterdir()) == sorted([first, other])  # nothing of the failed build is left
 
 
+def test_a_build_that_fails_on_a_full_disk_says_so_in_one_line_and_keeps_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "CACHE_DIR", tmp_path)
+    finished = cache.cached_directory("kind", lambda d: (d / "artefact").write_text("x"), lr=1e-5)
+
+    def torch_on_a_full_disk(directory):  # torch.save's writer loses the errno of a full disk
+        (directory / "model.pt").write_text("half")
+        raise RuntimeError("basic_ios::clear: iostream error")
+
+    monkeypatch.setattr(cache, "free_bytes", lambda folder: 3 * 2**20)
+    with pytest.raises(cache.FileSystemError, match=r"cannot build the kind artefact .*iostream error.* 3 MiB left"):
+        cache.cached_directory("kind", torch_on_a_full_disk, lr=2e-5)
+    assert sorted((tmp_path / "kind").iterdir()) == [finished]  # the finished artefact stays, the half one is gone
+    monkeypatch.setattr(cache, "free_bytes", lambda folder: 10 * 2**30)  # space left: the error is the build's own
+    with pytest.raises(RuntimeError, match="^basic_ios::clear: iostream error$"):
+        cache.cached_directory("kind", torch_on_a_full_disk, lr=2e-5)
+    assert cache.free_bytes(tmp_path / "not" / "made") > 0  # read on the nearest folder that exists
+
+
 def test_cache_keys_hold_a_fingerprint_of_the_code(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "CACHE_DIR", tmp_path)
     built = cache.cached_directory("kind", lambda d: None, lr=1e-5)

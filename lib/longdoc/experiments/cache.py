@@ -332,6 +332,34 @@ def cache_folder(kind: str, code_modules: tuple[str, ...] | None = None, **deter
     return _keyed(kind, code_modules, determinants)[0]
 
 
+FULL_DISK_BYTES = 256 * 2**20  # a failed build with less than this left on the cache's disk failed for want of space
+
+
+def free_bytes(folder: Path) -> int:
+    """Space left to this process on the disk holding ``folder`` (its nearest existing parent)."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
+
+
+@contextlib.contextmanager
+def _full_disk_said(kind: str, directory: Path):
+    """A build that fails on a full disk raises one line naming the artefact and the disk, not torch's
+    ``basic_ios::clear: iostream error`` (its writer reports ENOSPC without an errno); the space is read
+    before the half-built folder is removed."""
+    try:
+        yield
+    except RuntimeError as error:
+        free = free_bytes(CACHE_DIR)
+        if free >= FULL_DISK_BYTES:
+            raise
+        raise FileSystemError(
+            f"{directory}: cannot build the {kind} artefact ({error}): the disk holding the cache folder "
+            f"{CACHE_DIR} (LONGDOC_CACHE) has {free / 2**20:.0f} MiB left, so it is full; free space or point "
+            "LONGDOC_CACHE at a larger disk and rerun (nothing of this build was kept; finished artefacts are)"
+        ) from error
+
+
 def cached_directory(kind: str, build, code_modules: tuple[str, ...] | None = None, **determinants) -> Path:
     """``CACHE_DIR/kind/<key>``; calls ``build(tmp_dir)`` to create it when missing (atomically).
     The key covers ``determinants``, the code fingerprint (computed once per process; of ``code_modules``
@@ -350,7 +378,7 @@ def cached_directory(kind: str, build, code_modules: tuple[str, ...] | None = No
         _require_writable_cache()
         sweep_stale(CACHE_DIR / kind)
         resume = CACHE_DIR / kind / f"{key}.resume"
-        with atomic_directory(directory) as tmp:
+        with atomic_directory(directory) as tmp, _full_disk_said(kind, directory):
             if len(inspect.signature(build).parameters) == 2:
                 resume.mkdir(parents=True, exist_ok=True)
                 build(tmp, resume)
