@@ -340,5 +340,8 @@ def test_the_report_reads_the_reasons_its_producers_write(tmp_path):
     for condition, reason in expected.items():
         assert not condition.holds
         assert report.unmet_reasons(f"NOT met: {condition.what}") == [reason], condition.what
-    assert report.closest_loss_miss(f"NOT met: {learned.what}") == ((False, 2.0), "MLM −8.0% of LT against the 10% bar")
+    assert report.closest_loss_miss(f"NOT met: {learned.what}") == (
+        (False, 2.0),
+        "MLM −8.0% of LT against the 10% bar (no other condition of that claim is unmet)",
+    )
     assert report.AT_START in decided_at_start(0.2, 0.01, 0.05).what

@@ -262,6 +262,8 @@ def test_the_report_marks_a_planted_stale_record_on_its_first_screen_and_in_its_
     section = {n: text.split(f"`{n}` on")[1].split("\n## ")[0] for n in ("10_longtriever_main", "20_sedr_main")}
     assert "**STALE:** made by code `0123456789abcdef+bbbb`" in section["20_sedr_main"]
     assert "STALE" not in section["10_longtriever_main"]
+    assert "made by this checkout's code (`0123456789abcdef+aaaa`)" in section["10_longtriever_main"]
+    assert "made by this checkout's code" not in section["20_sedr_main"]  # a stale section names its own code
     smith = root / "cpu" / "manpages" / "30_smith_main" / "metrics.json"  # no verdicts' fingerprint: its code's
     smith.write_text(smith.read_text().replace("0123456789abcdef", "feedfacefeedface"))
     fingerprint("20_sedr_main", "0123456789abcdef+aaaa")
@@ -300,26 +302,80 @@ def test_the_first_screen_counts_verdicts_per_paper_with_why_claims_are_not_test
         "- **Longtriever**: 7 claims: 2 holds, 1 underpowered here, 3 not testable at this scale, 1 not met / "
         "reversed (why not testable, every unmet condition counted: 2 pre-trained from a contrastive encoder, not "
         "the paper's start (notebook 11); 1 a compared row ran one seed (notebook 11); 1 a pre-training failed its "
-        "check (notebook 11; closest miss: LMAE −9% of I against the 10% bar (that claim also fails: pre-trained "
-        "from a contrastive encoder, not the paper's start))); 7 from STALE records." in text
+        "check (notebook 11; nearest to passing it: LMAE −9% of I against the 10% bar (that claim also fails: "
+        "pre-trained from a contrastive encoder, not the paper's start))); 7 from STALE records." in text
     )  # the planted records' fingerprint is not the code's: stale
 
 
-def test_the_closest_miss_of_a_failed_loss_check_is_the_loss_nearest_its_bar():
+def test_a_claims_miss_of_the_loss_check_is_its_loss_furthest_below_the_bar():
+    """A claim passes the loss check only when every loss clears the bar, so its distance from passing is
+    its worst loss; of several claims the nearest is the one whose worst loss is nearest the bar."""
     condition = (
         "met: x; NOT met: pre-training of A learned (every loss down 10% from its first tenth of steps to its "
         "last: MLM −5%, LMAE +1%); NOT met: pre-training of B learned (every loss down 10% from its first tenth "
         "of steps to its last: MLM −17%, SP −8%)"
     )
-    assert report.closest_loss_miss(condition) == ((False, 2), "SP −8% of B against the 10% bar")
-    # a fall printed to a tenth is read to a tenth; a claim failing another condition too says so
-    assert report.closest_loss_miss(condition.replace("SP −8%", "SP −9.6%"))[0] == (False, pytest.approx(0.4))
-    other = "NOT met: one seed of B: a trained system needs two runs; " + condition
-    assert report.closest_loss_miss(other) == (
-        (True, 2),
-        "SP −8% of B against the 10% bar (that claim also fails: a compared row ran one seed)",
+    assert report.closest_loss_miss(condition) == (
+        (False, 11),
+        "LMAE +1% of A against the 10% bar, and 2 other losses below it (no other condition of that claim is unmet)",
     )
+    one_row = (
+        "NOT met: pre-training of B learned (every loss down 10% from its first tenth of steps to its last: SP −9.6%)"
+    )
+    assert report.closest_loss_miss(one_row) == (
+        (False, pytest.approx(0.4)),
+        "SP −9.6% of B against the 10% bar (no other condition of that claim is unmet)",
+    )
+    other = "NOT met: one seed of B: a trained system needs two runs; " + one_row
+    assert report.closest_loss_miss(other) == (
+        (True, pytest.approx(0.4)),
+        "SP −9.6% of B against the 10% bar (that claim also fails: a compared row ran one seed)",
+    )
+    # of two claims the one nearest to passing comes first, a claim with another unmet condition after it
+    claims = [condition, other, one_row.replace("−9.6%", "−9.0%")]
+    assert min(report.closest_loss_miss(c) for c in claims)[1].startswith("SP −9.0% of B")
     assert report.closest_loss_miss("met: pre-training of A learned (every loss down 10% ...: MLM −15%)") is None
+
+
+def test_the_first_screen_counts_untestable_claims_whose_interval_lies_against_the_claim(tmp_path):
+    root = tmp_path / "results"
+    unmet = "NOT met: one seed of B: a trained system needs two runs"
+    claims = [
+        {"claim": "a", "verdict": NOT_TESTABLE, "condition": unmet, "ours: Δ [95% CI]": "-0.161 [-0.233, -0.0895]"},
+        {"claim": "b", "verdict": NOT_TESTABLE, "condition": unmet, "ours: Δ [95% CI]": "-0.02 [-0.06, +0.02]"},
+        {"claim": "c", "verdict": NOT_TESTABLE, "condition": unmet, "ours: Δ [95% CI]": "+0.05 [+0.01, +0.09]"},
+        {  # a claim of no difference reads its interval against its margin, not zero
+            "claim": "d",
+            "verdict": NOT_TESTABLE,
+            "condition": unmet,
+            "ours: Δ [95% CI]": "-0.3 [-0.4, -0.2]",
+            "margin": 0.05,
+        },
+        {"claim": "e", "verdict": REVERSED, "condition": "", "ours: Δ [95% CI]": "-0.3 [-0.4, -0.2]"},
+    ]
+    write_record(root, "11_longtriever_ablation", findings={"context": "", "claims": claims})
+    text = report.render("cpu", root=root, link_base=tmp_path, out=tmp_path / "RESULTS.md").split("## Claim cards")[0]
+    assert "; 1 of the 4 not testable lie wholly against the claim" in text
+
+
+def test_the_limit_line_adds_the_build_of_a_backbone_made_here():
+    build = [{"backbone": "manpages-mlm", "machine": "EPYC", "minutes": 42.1, "notebook": "50"}]
+    line = report.limit_lines({"EPYC": 6.5 * 3600}, {"EPYC": 25}, 25, 7.0, builds=build)[0]
+    assert "EPYC: 6.50 h for 25 of 25 notebooks, within the limit." in line
+    assert (
+        "manpages-mlm trained in 42.1 min on EPYC" in line
+        and "with it, EPYC: 7.20 h for 25 of 25 notebooks, over" in line
+    )
+    table = "| backbone | built here | minutes |\n|---|---|---|\n| manpages-mlm | True | 42.1 |\n| minilm | False | — |"
+    record = {
+        "notebook": "50_built_start",
+        "machine": {"cpu": "EPYC", "cores": 2},
+        "versions": {},
+        "metrics": {"tables": [{"title": "The backbone (question 1)", "markdown": table, "note": ""}]},
+    }
+    assert report.backbone_builds([record, {**record, "notebook": "51_built_start_smith"}]) == [
+        {"backbone": "manpages-mlm", "machine": report._machine(record), "minutes": 42.1, "notebook": "50"}
+    ]
 
 
 def test_the_report_redraws_each_notebooks_claims_figure_from_its_record(tmp_path):

@@ -27,7 +27,14 @@ from longdoc.experiments.backbones import is_built
 from longdoc.experiments.profiles import NOTEBOOKS_DIR, PROFILES_DIR, parameters_for
 from longdoc.experiments.records import RESULTS_DIR, own_data_folder, stale
 from longdoc.experiments.tables import markdown_table, p_cells
-from longdoc.experiments.verdicts import FINDINGS_COLUMNS, NO_FLAG_FOR_PRETRAINING, NOT_TESTABLE, VERDICTS, Findings
+from longdoc.experiments.verdicts import (
+    FINDINGS_COLUMNS,
+    INTERVAL,
+    NO_FLAG_FOR_PRETRAINING,
+    NOT_TESTABLE,
+    VERDICTS,
+    Findings,
+)
 
 COMMITTED_PROFILE = "cpu"  # its report is RESULTS.md at the top of the repository
 BACKBONES = {
@@ -260,13 +267,14 @@ LOSS_CHECK = re.compile(r"pre-training of (.+?) learned \(every loss down (\d+)%
 
 
 def closest_loss_miss(condition: str) -> tuple[tuple[bool, float], str] | None:
-    """Of a condition's failed pre-training checks, the loss that came closest to the bar, as (its order:
-    whether the claim fails another condition too, then the loss's fall below the bar in points; its
-    text, "LMAE −9.4% of <row> against the 10% bar", naming the claim's other unmet conditions); None
-    without one. A claim that only this check kept from a verdict comes first."""
-    best = None
+    """How far a claim is from passing its failed pre-training checks: its loss furthest below the bar (the
+    one that decides whether the claim passes), as (its order: whether the claim fails another condition too,
+    then that loss's shortfall in points; its text, "LMAE −9.4% of <row> against the 10% bar", counting the
+    claim's other losses below the bar and naming its other unmet conditions); None without one. Of several
+    claims the smallest order is the closest miss: a claim that only this check keeps from a verdict first."""
     parts = str(condition).split("; ")
     others = [r for r in unmet_reasons("; ".join(p for p in parts if not LOSS_CHECK.search(p))) if r != NO_REASON]
+    misses = []
     for part in parts:
         match = LOSS_CHECK.search(part) if part.startswith("NOT met: ") else None
         if not match:
@@ -274,11 +282,15 @@ def closest_loss_miss(condition: str) -> tuple[tuple[bool, float], str] | None:
         row, bar = match.group(1), int(match.group(2))
         for loss, change in re.findall(r"([\w-]+) ([−+-]\d+(?:\.\d+)?)%", match.group(3)):
             fall = -float(change.replace("−", "-"))
-            order = (bool(others), round(bar - fall, 6))
-            if fall < bar and (best is None or order < best[0]):
-                also = f" (that claim also fails: {', '.join(others)})" if others else ""
-                best = (order, f"{loss} {change}% of {row} against the {bar}% bar{also}")
-    return best
+            if fall < bar:
+                misses.append((round(bar - fall, 6), f"{loss} {change}% of {row} against the {bar}% bar"))
+    if not misses:
+        return None
+    shortfall, text = max(misses, key=lambda miss: miss[0])
+    more = len(misses) - 1
+    text += f", and {more} other loss{'es' if more > 1 else ''} below it" if more else ""
+    text += f" (that claim also fails: {', '.join(others)})" if others else " (no other condition of that claim is unmet)"
+    return (bool(others), shortfall), text
 
 
 def unmet_reasons(condition: str) -> list[str]:
@@ -315,6 +327,7 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
     where: dict[tuple[str, str], dict] = {}  # (paper, reason) -> the notebooks it came from, in order
     from_stale: Counter = Counter()
     closest: dict[str, tuple[float, str]] = {}  # a paper's failed loss check that came closest to its bar
+    against: Counter = Counter()  # untestable claims whose interval lies wholly on the other side of zero
     for record in by_notebook_own_last(found).values():
         paper = paper_of(record["notebook"])
         for claim in (record["metrics"].get("findings") or {}).get("claims") or []:
@@ -326,6 +339,7 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
                 reasons.setdefault(paper, Counter()).update(found_reasons)
                 for reason in found_reasons:
                     where.setdefault((paper, reason), {})[record["notebook"][:2]] = None
+                against[paper] += interval_against_the_claim(claim)
                 miss = closest_loss_miss(claim.get("condition", ""))
                 if miss and (paper not in closest or miss[0] < closest[paper][0]):
                     closest[paper] = miss
@@ -345,11 +359,17 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
         found_counts = ", ".join(f"{counts[paper][v]} {v}" for v in labels if counts[paper][v])
         why = "; ".join(
             f"{n} {reason} ({_notebooks_named(where[(paper, reason)])}"
-            + (f"; closest miss: {closest[paper][1]}" if reason == LOSS_REASON and paper in closest else "")
+            + (f"; nearest to passing it: {closest[paper][1]}" if reason == LOSS_REASON and paper in closest else "")
             + ")"
             for reason, n in reasons.get(paper, Counter()).most_common()
         )
-        flagged = f"; {at_start[paper]} flagged as possibly decided at the start" if at_start[paper] else ""
+        flagged = (
+            f"; {against[paper]} of the {counts[paper][NOT_TESTABLE]} not testable lie wholly against the claim "
+            "(their interval on the other side of zero: what they would say were their conditions met)"
+            if against[paper]
+            else ""
+        )
+        flagged += f"; {at_start[paper]} flagged as possibly decided at the start" if at_start[paper] else ""
         flagged += f"; {from_stale[paper]} from STALE records" if from_stale[paper] else ""
         lines.append(
             f"- **{paper}**: {sum(counts[paper].values())} claims: {found_counts}"
@@ -363,6 +383,19 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
             f"row that ends ahead; {NO_FLAG_FOR_PRETRAINING}.)"
         )
     return [*lines, ""]
+
+
+def record_fingerprint_of(record: dict) -> str:
+    return str(record.get("record_fingerprint") or record.get("code_fingerprint", "?"))
+
+
+def interval_against_the_claim(claim: dict) -> bool:
+    """Whether a claim that one row beats another has an interval wholly below zero (a claim of no
+    difference, with a margin, never: its interval is read against the margin)."""
+    if claim.get("margin") is not None and claim.get("margin") == claim.get("margin"):
+        return False
+    ours = claim_cards.interval(claim.get(INTERVAL, ""))
+    return bool(ours and ours[2] < 0)
 
 
 def _notebooks_named(notebooks: dict) -> str:
@@ -574,7 +607,9 @@ def notebook_sections(found, carried, profile, root, link_base, base) -> dict[tu
         part = [
             f"## {notebook_title(r['notebook'])}",
             "",
-            f"`{r['notebook']}` on {r.get('dataset', '')}; {seeds_used(r)}; record `{shown.as_posix()}`.{opened}",
+            f"`{r['notebook']}` on {r.get('dataset', '')}; {seeds_used(r)}; record `{shown.as_posix()}`"
+            + ("" if made_by else f", made by this checkout's code (`{record_fingerprint_of(r)}`)")
+            + f".{opened}",
             "",
             *(
                 [
@@ -670,7 +705,41 @@ def time_lines(
     lines += [
         f"| **total** | | **{_minutes(seconds)}** | | | | {machine} |" for machine, seconds in sorted(totals.items())
     ]
-    return lines + ["", *limit_lines(fresh, counted, len(rows), limit_hours, from_cache)]
+    return lines + ["", *limit_lines(fresh, counted, len(rows), limit_hours, from_cache, backbone_builds(found))]
+
+
+BACKBONE_TABLE = "The backbone"  # the title a built start's notebook gives its backbone's table (notebook 50)
+
+
+def backbone_builds(found: list[dict]) -> list[dict]:
+    """Each backbone built here that a record's table reports (its name, training minutes, the notebook and
+    machine of that record), once per backbone and machine: its build is in no notebook's wall time when
+    the cache held it, so the limit line adds it."""
+    builds = {}
+    for record in found:
+        for table in (record.get("metrics") or {}).get("tables", []):
+            if not str(table.get("title", "")).startswith(BACKBONE_TABLE):
+                continue
+            rows = [
+                [cell.strip() for cell in line.strip().strip("|").split("|")] for line in table["markdown"].splitlines()
+            ]
+            header = rows[0] if rows else []
+            if not {"backbone", "built here", "minutes"} <= set(header):
+                continue
+            for row in rows[2:]:
+                cells = dict(zip(header, row))
+                if cells.get("built here") == "True" and re.fullmatch(r"[\d.]+", cells.get("minutes", "")):
+                    key = (cells["backbone"], _machine(record))
+                    builds.setdefault(
+                        key,
+                        {
+                            "backbone": key[0],
+                            "machine": key[1],
+                            "minutes": float(cells["minutes"]),
+                            "notebook": record["notebook"][:2],
+                        },
+                    )
+    return list(builds.values())
 
 
 def limit_lines(
@@ -679,27 +748,47 @@ def limit_lines(
     notebooks: int,
     limit_hours: float | None,
     from_cache: list[str] = (),
+    builds: list[dict] = (),
 ) -> list[str]:
     """Each machine's total against the profile's wall-time limit (None: the profile states none): within
     or over it, and for how many of the notebooks (a total of some notebooks only is a lower bound). A
     notebook whose last run trained nothing though an earlier one trained (``from_cache``) counts its last
-    training run's time (``totals`` holds it): a run from the cache says nothing of the study's cost. The
-    built backbone (notebooks 50, 51) is built by its own command, so its time is in no notebook's."""
+    training run's time (``totals`` holds it): a run from the cache says nothing of the study's cost. A
+    backbone built here (:func:`backbone_builds`) is built by the first notebook that reads it from an
+    empty cache, so the study's cost includes it: each machine's total is also given with it."""
     if limit_hours is None or not totals:
         return []
-    parts = []
-    for machine, seconds in sorted(totals.items()):
-        hours, some = seconds / 3600, counted.get(machine, 0) < notebooks
+
+    def against(seconds: float, count: int) -> str:
+        hours, some = seconds / 3600, count < notebooks
         verdict = "over" if hours > limit_hours else ("so far within" if some else "within")
-        parts.append(
-            f"{machine}: {hours:.2f} h for {counted.get(machine, 0)} of {notebooks} notebooks, {verdict} the limit"
-            + (" (a lower bound for the whole study)" if some else "")
+        return f"{hours:.2f} h for {count} of {notebooks} notebooks, {verdict} the limit" + (
+            " (a lower bound for the whole study)" if some else ""
         )
+
+    parts = [f"{machine}: {against(seconds, counted.get(machine, 0))}" for machine, seconds in sorted(totals.items())]
+    built = [
+        f"{b['backbone']} trained in {b['minutes']:g} min on {b['machine']} (notebook {b['notebook']}'s record; "
+        "the rendering of the pages it reads is not timed)"
+        + (
+            f": with it, {b['machine']}: {against(totals[b['machine']] + 60 * b['minutes'], counted.get(b['machine'], 0))}"
+            if b["machine"] in totals
+            else ""
+        )
+        for b in builds
+    ]
     return [
-        f"**Against the profile's {limit_hours:g}-hour limit** (the whole study on one machine; the backbone "
-        f"that notebooks 50 and 51 start from is built by its own command and is in no notebook's time): "
+        f"**Against the profile's {limit_hours:g}-hour limit** (the whole study on one machine): "
         + "; ".join(parts)
         + "."
+        + (
+            " Those totals are the notebooks' own; the study also builds the backbone"
+            f"{'s' if len(built) > 1 else ''} that notebooks 50 and 51 start from (once per machine, in the first "
+            "notebook that reads it from an empty cache, or ahead by `python -m longdoc.experiments.backbones "
+            "NAME`): " + "; ".join(built) + "."
+            if built
+            else ""
+        )
         + (
             f" Notebooks {', '.join(dict.fromkeys(from_cache))} last ran from the cache (no artefact trained): "
             "each counts its last finished run that trained, so the total is an estimate."
