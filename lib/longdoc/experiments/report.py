@@ -289,7 +289,9 @@ def closest_loss_miss(condition: str) -> tuple[tuple[bool, float], str] | None:
     shortfall, text = max(misses, key=lambda miss: miss[0])
     more = len(misses) - 1
     text += f", and {more} other loss{'es' if more > 1 else ''} below it" if more else ""
-    text += f" (that claim also fails: {', '.join(others)})" if others else " (no other condition of that claim is unmet)"
+    text += (
+        f" (that claim also fails: {', '.join(others)})" if others else " (no other condition of that claim is unmet)"
+    )
     return (bool(others), shortfall), text
 
 
