@@ -277,4 +277,7 @@ def test_a_notebook_rerun_from_the_cache_counts_its_last_training_run_against_th
     assert times["30_smith_main"]["seconds"] == 120 and trained["30_smith_main"]["seconds"] == 2877
     text = "\n".join(report.time_lines(found, {}, times, 7.0, trained))
     assert "| **total** | | **7.0 min** |" in text  # the table: the last runs' wall times, as run
-    assert "0.88 h for 2 of 2 notebooks, within the limit. Notebooks 30 last ran from the cache" in text
+    assert (
+        "0.88 h for 2 of 2 notebooks, within the limit. Notebooks 30 (2026-11-28, 2,877 s) last ran from the cache"
+        in text
+    )

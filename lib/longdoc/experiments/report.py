@@ -686,7 +686,9 @@ def time_lines(
             counted[machine] = counted.get(machine, 0) + 1
             earlier = (trained_runs or {}).get(run_key(r)) if timing.get("trained") == 0 else None
             fresh[machine] = fresh.get(machine, 0.0) + (earlier or timing)["seconds"]
-            from_cache += [r["notebook"][:2]] if earlier else []
+            from_cache += (
+                [f"{r['notebook'][:2]} ({earlier['finished'][:10]}, {earlier['seconds']:,} s)"] if earlier else []
+            )
         rows[(r["notebook"], r.get("dataset", ""))] = (
             f"| {r['notebook']} | {r.get('dataset', '')} | {_minutes(timing['seconds']) if timing else '—'} | "
             f"{_count(timing.get('trained')) if timing else '—'} | "
@@ -793,7 +795,8 @@ def limit_lines(
         )
         + (
             f" Notebooks {', '.join(dict.fromkeys(from_cache))} last ran from the cache (no artefact trained): "
-            "each counts its last finished run that trained, so the total is an estimate."
+            "each counts its last finished run that trained (its date and wall time in brackets), so the total is "
+            "an estimate, and too high where that run trained what the notebook now reads from others' runs."
             if from_cache
             else ""
         ),
