@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The study's main job, and its test command.
 #
-#   ./run_all.sh                      set up if needed, build the benchmark, run every notebook (cpu profile)
+#   ./run_all.sh                      set up if needed, build the benchmark, run every notebook of the cpu
+#                                     profile's study (its outside_the_study notebooks: with --only)
 #   ./run_all.sh --profile smoke      another profile (notebooks/profiles/<name>.yaml)
 #   ./run_all.sh --only 00,01         a subset of notebooks (by number prefix)
 #   ./run_all.sh --dataset DIR        your own data: a BEIR-layout directory (python -m longdoc.data.convert
@@ -260,8 +261,14 @@ run_study() {
     [ "$selected" = "$ONLY" ] || log "--only '$ONLY' read as $selected"
     ONLY=$selected
   fi
+  local outside=""  # without --only: the notebooks the profile leaves out of its study (outside_the_study)
+  if [ -z "$ONLY" ]; then
+    outside=$("$PY" -m longdoc.experiments.preflight --outside "$params") || exit 2
+    [ -z "$outside" ] || log "left out of the $PROFILE study (its profile's outside_the_study; --only runs them): $outside"
+  fi
   for nb in notebooks/[0-9][0-9]_*.ipynb; do
     if [ -n "$ONLY" ] && ! [[ ",$ONLY," == *",$(basename "$nb" | cut -c1-2),"* ]]; then continue; fi
+    if [[ ",$outside," == *",$(basename "$nb" | cut -c1-2),"* ]]; then continue; fi
     notebooks+=("$nb")
   done
   [ ${#notebooks[@]} -gt 0 ] || { echo "run_all.sh: no notebook matches --only $ONLY" >&2; exit 2; }

@@ -693,6 +693,11 @@ CASES = [
         r"mine.yaml: notebooks.00_data: sets profile, the file's name",
     ),
     (
+        "profile's outside_the_study names no notebook of the study",
+        lambda t: load_profile(profile_file(t, "outside_the_study: [41_nci_ablations]\n")),
+        r"mine.yaml: outside_the_study: \['41_nci_ablations'\] are not notebooks of ",
+    ),
+    (
         "profile sets command_line",
         lambda t: load_profile(profile_file(t, "command_line: [train_steps]\n")),
         r"mine.yaml: sets command_line, which the profiles tool sets to the names given on run_all.sh's command line",

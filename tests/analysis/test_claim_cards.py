@@ -281,3 +281,57 @@ def test_a_notebook_rerun_from_the_cache_counts_its_last_training_run_against_th
         "0.88 h for 2 of 2 notebooks, within the limit. Notebooks 30 (2026-11-28, 2,877 s) last ran from the cache"
         in text
     )
+
+
+def _timed(tmp_path, lines: str) -> tuple[dict, dict]:
+    (tmp_path / "cpu").mkdir(exist_ok=True)
+    (tmp_path / "cpu" / "timings.tsv").write_text(lines)
+    return report.timings("cpu", tmp_path), report.training_runs("cpu", tmp_path)
+
+
+def _records(*notebooks: str, config: dict | None = None) -> list[dict]:
+    return [
+        {
+            "notebook": n,
+            "dataset": "manpages",
+            "machine": {"cpu": "EPYC", "cores": 2},
+            "versions": {},
+            "config": config or {},
+        }
+        for n in notebooks
+    ]
+
+
+def test_notebooks_outside_the_study_are_listed_and_timed_apart_from_the_limit(tmp_path):
+    """The profile's ``outside_the_study`` notebooks keep their rows, marked; the limit counts the others only,
+    and a line gives what the left-out ones cost (by their last run that trained)."""
+    times, trained = _timed(
+        tmp_path,
+        "40_nci_main\t3600\tok\t2026-11-29T10:00:00Z\t17\n"
+        "41_nci_ablation\t1800\tok\t2026-11-29T10:30:00Z\t13\n"
+        "41_nci_ablation\t20\tok\t2026-11-29T11:30:00Z\t0\n",
+    )
+    found = _records("40_nci_main", "41_nci_ablation")
+    text = "\n".join(report.time_lines(found, {}, times, 7.0, trained, ["41_nci_ablation"]))
+    assert "| 41_nci_ablation (outside the study) |" in text
+    assert "| **total** (the study) | | **60.0 min** |" in text
+    assert "EPYC, 2 cores: 1.00 h for 1 of 1 notebooks, within the limit." in text
+    assert "**Outside the study:** notebooks 41" in text and "(EPYC, 2 cores: 0.50 h more" in text
+    assert "Outside the study" not in "\n".join(report.time_lines(found, {}, times, 7.0, trained))
+
+
+def test_the_ladder_at_1x_counts_its_own_last_run_not_an_earlier_one_with_higher_rungs(tmp_path):
+    """Notebook 90 with every rung at 1× reads notebooks 10-40's fits, so its run that trained nothing is its
+    cost; with a higher rung it trains rungs of its own, and a run from the cache counts its last training run."""
+    times, trained = _timed(
+        tmp_path,
+        "90_budget_ladder\t1819\tok\t2026-11-25T10:00:00Z\t12\n90_budget_ladder\t18\tok\t2026-11-29T10:00:00Z\t0\n",
+    )
+    at_1x = {"ladder_sedr": [1], "ladder_nci": [1], "ladder_two_seeds_until": 2}
+    text = "\n".join(report.time_lines(_records("90_budget_ladder", config=at_1x), {}, times, 7.0, trained))
+    assert "0.01 h for 1 of 1 notebooks" in text and "last ran from the cache" not in text
+    higher = {**at_1x, "ladder_nci": [1, 2]}
+    text = "\n".join(report.time_lines(_records("90_budget_ladder", config=higher), {}, times, 7.0, trained))
+    assert (
+        "0.51 h for 1 of 1 notebooks" in text and "Notebooks 90 (2026-11-25, 1,819 s) last ran from the cache" in text
+    )

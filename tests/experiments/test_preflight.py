@@ -105,3 +105,18 @@ def test_the_installed_pages_problem_names_a_missing_man_and_too_few_pages(monke
     (tmp_path / "man1").mkdir()
     (tmp_path / "man1" / "ls.1").write_text(".TH LS 1\n")
     assert "only 1 man pages" in installed_pages.installed_pages_problem(tmp_path)
+
+
+def test_outside_prints_the_numbers_a_profile_leaves_out_of_its_study(capsys, tmp_path):
+    from longdoc.experiments import preflight
+    from longdoc.experiments.profiles import PROFILES_DIR, outside_the_study
+
+    assert preflight.main(["--outside", str(PROFILES_DIR / "cpu.yaml")]) == 0
+    assert capsys.readouterr().out.strip() == ",".join(n[:2] for n in outside_the_study(PROFILES_DIR / "cpu.yaml"))
+    assert preflight.main(["--outside", str(PROFILES_DIR / "smoke.yaml")]) == 0
+    assert capsys.readouterr().out.strip() == ""
+    broken = tmp_path / "notebooks" / "profiles" / "broken.yaml"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("profile: broken\noutside_the_study: 41_nci_ablation\n")
+    assert preflight.main(["--outside", str(broken)]) == 2
+    assert "outside_the_study: expected a list" in capsys.readouterr().err

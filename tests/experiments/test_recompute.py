@@ -117,3 +117,25 @@ def test_a_pair_comparison_recomputes_to_its_t_interval():
     found = recompute.recompute_claim(scores, claim)
     assert found[INTERVAL] == interval_text(stats["mean_difference"], stats["ci_low"], stats["ci_high"])
     assert found == recompute.recompute_claim(scores, claim) and stats["degrees_of_freedom"] < 60
+
+
+def test_a_claim_without_an_interval_is_told_apart_from_one_the_scores_cannot_recompute(tmp_path, capsys):
+    """A check or an untestable bucket has no interval to recompute; a claim with an interval that names no
+    two rows (a per-bucket or per-document comparison) is not recomputable from the scores, and says so."""
+    claims = [
+        {"claim": "a bucket's claim", INTERVAL: "+0.0338 [-0.00776, +0.0786]", "verdict": "not shown at this scale"},
+        {"claim": "an empty bucket's claim", INTERVAL: "—", "verdict": "not testable at this scale"},
+        {"claim": "a check", INTERVAL: None, "verdict": "holds"},
+    ]
+    (tmp_path / "metrics.json").write_text(
+        json.dumps({"notebook": "24_x", "metrics": {"findings": {"claims": claims}}})
+    )
+    assert [recompute.has_interval(c[INTERVAL]) for c in claims] == [True, False, False]
+    assert recompute.has_interval("nan [nan, nan]") is False
+    assert recompute.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "0 of 1 intervals and verdicts recomputed and equal (2 of its 3 claims have none)" in out
+    assert (
+        "not recomputable from the scores (it names no two rows; its notebook recomputes it): a bucket's claim" in out
+    )
+    assert "no interval to recompute: an empty bucket's claim" in out and "no interval to recompute: a check" in out

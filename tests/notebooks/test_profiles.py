@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from longdoc.experiments.profiles import OUTSIDE, ProfileError, outside_the_study, parameters_for
 from longdoc.experiments.profiles import notebook_parameters as parameters
-from longdoc.experiments.profiles import parameters_for
 
 NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 PROFILES = Path(__file__).parents[2] / "notebooks" / "profiles"
@@ -33,7 +33,46 @@ def test_profiles_only_set_parameters_some_notebook_has(profile):
     assert values["profile"] == profile
     per_notebook = values.pop("notebooks", None) or {}
     assert set(per_notebook) <= {n.stem for n in NOTEBOOKS}, set(per_notebook)
+    assert set(values.pop(OUTSIDE, None) or []) <= {n.stem for n in NOTEBOOKS}
     assert set(values) <= known, set(values) - known
+
+
+def _profile_copy(tmp_path, profile: str = "smoke") -> tuple[Path, dict]:
+    """The notebooks and one profile's values, copied under ``tmp_path`` (a profile file is checked against
+    the notebooks beside its folder)."""
+    profiles = tmp_path / "notebooks" / "profiles"
+    profiles.mkdir(parents=True)
+    for notebook in NOTEBOOKS:
+        (tmp_path / "notebooks" / notebook.name).write_text(notebook.read_text())
+    return profiles / f"{profile}.yaml", yaml.safe_load((PROFILES / f"{profile}.yaml").read_text())
+
+
+def test_a_profile_names_the_notebooks_its_study_leaves_out_and_each_must_exist(tmp_path):
+    path, values = _profile_copy(tmp_path)
+    path.write_text(yaml.safe_dump(values))
+    assert outside_the_study(path) == []
+    values[OUTSIDE] = [NOTEBOOKS[-1].stem]
+    path.write_text(yaml.safe_dump(values))
+    assert outside_the_study(path) == [NOTEBOOKS[-1].stem]
+    assert OUTSIDE not in parameters_for(path, NOTEBOOKS[-1])  # a list for run_all.sh, no notebook's parameter
+    for wrong, said in (
+        (["99_no_such_notebook"], "are not notebooks"),
+        (NOTEBOOKS[-1].stem, "expected a list of notebook names"),
+        ([NOTEBOOKS[-1].stem] * 2, "named twice"),
+    ):
+        values[OUTSIDE] = wrong
+        path.write_text(yaml.safe_dump(values))
+        with pytest.raises(ProfileError, match=said):
+            outside_the_study(path)
+
+
+def test_the_cpu_study_leaves_out_only_notebooks_whose_every_row_runs_one_seed():
+    """The reason ``cpu.yaml`` gives for its ``outside_the_study``: those notebooks run one seed, so no claim
+    of theirs can be tested there; the 7-hour limit is the rest's."""
+    left_out = outside_the_study(PROFILES / "cpu.yaml")
+    assert left_out
+    for stem in left_out:
+        assert parameters_for(PROFILES / "cpu.yaml", NOTEBOOKS[0].parent / f"{stem}.ipynb")["seeds"] == [0], stem
 
 
 def test_a_notebook_value_overrides_the_shared_one(tmp_path):

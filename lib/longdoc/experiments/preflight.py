@@ -6,6 +6,7 @@ checks every line later).
 
     python -m longdoc.experiments.preflight --cache DIR PARAMETERS.yaml...
     python -m longdoc.experiments.preflight --only '01, 10'     # prints 01,10 (run_all.sh --only)
+    python -m longdoc.experiments.preflight --outside notebooks/profiles/cpu.yaml   # 41,42,... (left out without --only)
 
 (each file: a notebook's parameters, named after it, as ``run_all.sh`` writes them). Prints every problem,
 one a line, and exits 2 when there is one.
@@ -207,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m longdoc.experiments.preflight", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--only", help="print run_all.sh's --only list as the numbers it selects (and nothing else)")
+    parser.add_argument(
+        "--outside", type=Path, help="print the numbers of the notebooks a profile file leaves out of its study"
+    )
     parser.add_argument("--cache", help="the cache folder (LONGDOC_CACHE)")
     parser.add_argument("parameters", nargs="*", type=Path, help="each notebook's parameters (NAME.yaml)")
     args = parser.parse_args(argv)
@@ -214,6 +218,15 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(selected_notebooks(args.only))
         except ValueError as err:
+            print(f"run_all.sh: {err}", file=sys.stderr)
+            return 2
+        return 0
+    if args.outside is not None:
+        from longdoc.experiments.profiles import ProfileError, outside_the_study
+
+        try:
+            print(",".join(name[:2] for name in outside_the_study(args.outside)))
+        except ProfileError as err:
             print(f"run_all.sh: {err}", file=sys.stderr)
             return 2
         return 0

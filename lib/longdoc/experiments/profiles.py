@@ -1,9 +1,10 @@
 """Profiles (``notebooks/profiles/<name>.yaml``) hold the parameters of every notebook; each notebook
 receives only the ones its ``parameters`` cell declares (``python -m longdoc.experiments.profiles``
 writes them for papermill's ``-f``). An optional ``notebooks:`` mapping gives values for one notebook
-only (``{notebook stem: {parameter: value}}``), over the profile's shared ones. Every name must be a
-parameter of :mod:`longdoc.experiments.parameters`, and every value passes its check, before any
-notebook starts.
+only (``{notebook stem: {parameter: value}}``), over the profile's shared ones. An optional
+``outside_the_study:`` list names notebooks that a run without ``--only`` leaves out (the profile's
+study, and its time limit, is the rest); ``--only`` runs them. Every name must be a parameter of
+:mod:`longdoc.experiments.parameters`, and every value passes its check, before any notebook starts.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class ProfileError(ValueError):
 
 
 COMMAND_LINE_ONLY = "which the profiles tool sets to the names given on run_all.sh's command line"
+OUTSIDE = "outside_the_study"  # notebooks a run without --only leaves out (a list of notebook stems)
 
 
 def notebook_parameters(notebook: str | Path) -> dict:
@@ -140,6 +142,13 @@ def load_profile(profile: str | Path) -> dict:
     values["profile"] = path.stem
     if "command_line" in values:
         raise ProfileError(f"{path}: sets command_line, {COMMAND_LINE_ONLY}")
+    outside = values.pop(OUTSIDE, None)
+    if outside is None:
+        outside = []
+    if not isinstance(outside, list) or not all(isinstance(n, str) for n in outside):
+        raise ProfileError(f"{path}: {OUTSIDE}: expected a list of notebook names, got {shown(outside)}")
+    if len(set(outside)) < len(outside):
+        raise ProfileError(f"{path}: {OUTSIDE}: a notebook is named twice ({shown(outside)})")
     per_notebook = values.pop("notebooks", None)
     if per_notebook is None:
         per_notebook = {}
@@ -161,11 +170,12 @@ def load_profile(profile: str | Path) -> dict:
         raise ProfileError(f"{path}: {err}") from None
     declared = {p.stem: set(notebook_parameter_names(p)) for p in (path.parent.parent).glob("[0-9][0-9]_*.ipynb")}
     if declared:
-        unknown = sorted(set(per_notebook) - set(declared))
-        if unknown:
-            raise ProfileError(
-                f"{path}: notebooks: {unknown} are not notebooks of {path.parent.parent} (they are {sorted(declared)})"
-            )
+        for key, names in (("notebooks", per_notebook), (OUTSIDE, outside)):
+            unknown = sorted(set(names) - set(declared))
+            if unknown:
+                raise ProfileError(
+                    f"{path}: {key}: {unknown} are not notebooks of {path.parent.parent} (they are {sorted(declared)})"
+                )
         unused = sorted(set(values) - set().union(*declared.values()))
         if unused:
             raise ProfileError(f"{path}: {unused} set but declared by no notebook")
@@ -173,7 +183,14 @@ def load_profile(profile: str | Path) -> dict:
             undeclared = sorted(set(own) - declared[name])
             if undeclared:
                 raise ProfileError(f"{path}: notebooks.{name} sets {undeclared}, which {name} does not declare")
-    return {**values, "notebooks": per_notebook}
+    return {**values, "notebooks": per_notebook, OUTSIDE: outside}
+
+
+def outside_the_study(profile: str | Path) -> list[str]:
+    """The notebooks (stems) the profile's study leaves out: a run without ``--only`` skips them, and the
+    study's time limit does not count them ([] for a profile that names none, or no profile file)."""
+    path = Path(profile) if Path(profile).suffix else PROFILES_DIR / f"{profile}.yaml"
+    return load_profile(path)[OUTSIDE] if path.is_file() else []
 
 
 # by the notebook number's first digit, or its two digits (50-51: the start built here, one of each)
@@ -211,6 +228,7 @@ def parameters_for(profile: str | Path, notebook: str | Path, overrides: dict | 
     values = load_profile(profile)
     names = notebook_parameter_names(notebook)
     entries = values.pop("notebooks")
+    values.pop(OUTSIDE)
     own = entries.get(Path(notebook).stem, {})
     if "profile" in (overrides or {}):
         raise ProfileError(

@@ -11,8 +11,10 @@ its verdict from them (:func:`recomputed_verdict`), and compared with what the r
     python -m longdoc.experiments.recompute                  # every cpu record; exit 1 on any mismatch
     python -m longdoc.experiments.recompute --profile gpu results/gpu/manpages/20_sedr_main
 
-A claim without the two rows (a bucketed or a per-document comparison computed another way) is listed as
-not recomputable from the scores, with its notebook.
+A claim without an interval (a check such as notebook 45's, a bucket without queries) is listed as having
+none; a claim with an interval that names no two rows (notebook 24's per-bucket and 23's per-document
+comparisons, computed from a bucket of the queries or from the models' segment vectors) is listed as not
+recomputable from the scores: its notebook recomputes it.
 """
 
 from __future__ import annotations
@@ -97,6 +99,11 @@ def recorded_margin(claim: dict) -> float | None:
     return float(found.group(1)) if found else None
 
 
+def has_interval(text) -> bool:
+    """Whether a claim's recorded Δ [95% CI] is an interval (not None, "—" or a NaN)."""
+    return isinstance(text, str) and "[" in text and "nan" not in text.lower()
+
+
 def check_record(folder: Path) -> list[dict]:
     """One row per claim of the record in ``folder``: what the record says, what the scores give, and
     whether they agree (``None``: not recomputable from the scores)."""
@@ -148,14 +155,21 @@ def main(argv: list[str] | None = None) -> int:
         made_by = stale(json.loads((Path(folder) / "metrics.json").read_text()))
         if made_by:
             note += f" (STALE record, made by {made_by}: recomputed by this checkout's code)"
-        print(f"{folder}: {agreed} of {len(rows)} intervals and verdicts recomputed and equal{note}")
+        without = sum(not has_interval(r["recorded"]) for r in rows)
+        none = f" ({without} of its {len(rows)} claims {'has' if without == 1 else 'have'} none)" if without else ""
+        print(f"{folder}: {agreed} of {len(rows) - without} intervals and verdicts recomputed and equal{none}{note}")
         for r in wrong:
             print(
                 f"  DIFFERS: {r['claim']}: recorded {r['recorded']} ({r['recorded verdict']}; MDD {r['recorded MDD']}), "
                 f"recomputed {r['recomputed']} ({r['recomputed verdict']}; MDD {r['recomputed MDD']})"
             )
         for r in skipped:
-            print(f"  not recomputable from the scores: {r['claim']}")
+            if has_interval(r["recorded"]):
+                print(
+                    f"  not recomputable from the scores (it names no two rows; its notebook recomputes it): {r['claim']}"
+                )
+            else:
+                print(f"  no interval to recompute: {r['claim']}")
     return 1 if mismatches else 0
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from longdoc.analysis import claim_cards
 from longdoc.data.registry import REPO_ROOT
 from longdoc.experiments.backbones import is_built
-from longdoc.experiments.profiles import NOTEBOOKS_DIR, PROFILES_DIR, parameters_for
+from longdoc.experiments.profiles import NOTEBOOKS_DIR, PROFILES_DIR, outside_the_study, parameters_for
 from longdoc.experiments.records import RESULTS_DIR, own_data_folder, stale
 from longdoc.experiments.tables import markdown_table, p_cells
 from longdoc.experiments.verdicts import (
@@ -208,7 +208,12 @@ def render(profile: str, root: Path = RESULTS_DIR, link_base: Path = REPO_ROOT, 
     for key in sorted(sections):
         lines += sections[key]
     lines += time_lines(
-        found, carried, timings(profile, root), STUDY_LIMIT_HOURS.get(profile), training_runs(profile, root)
+        found,
+        carried,
+        timings(profile, root),
+        STUDY_LIMIT_HOURS.get(profile),
+        training_runs(profile, root),
+        outside_the_study(profile),
     )
     lines += provenance_lines(found)
     return "\n".join(lines).rstrip() + "\n"
@@ -458,6 +463,24 @@ def scale_lines(profile: str, found: list[dict]) -> list[str]:
         "seeds its rows ran); a verdict needs two. The papers trained BERT-base-size models on MS MARCO, "
         "Wiki65K/AAN104K and NQ320k for GPU-days: a verdict here is a finding at this scale, not a "
         "replication or a refutation of the paper.",
+        *outside_scale_line(profile, found),
+    ]
+
+
+def outside_scale_line(profile: str, found: list[dict]) -> list[str]:
+    """The first screen's word on the notebooks the profile's study leaves out (none: no line)."""
+    records = [r for r in found if r["notebook"] in outside_the_study(profile)]
+    if not records:
+        return []
+    present = [r["notebook"][:2] for r in records]
+    claims = [c for r in records for c in ((r.get("metrics") or {}).get("findings") or {}).get("claims") or []]
+    untestable = sum(str(c.get("verdict", "")).startswith("not testable") for c in claims)
+    seeds = sorted({len(r.get("seeds") or []) for r in records})
+    return [
+        f"- **Outside the study.** Notebooks {', '.join(present)} are left out of `./run_all.sh` and of its time "
+        f"limit (the profile's `outside_the_study`); they ran {' or '.join(map(str, seeds))} seed"
+        f"{'s' if seeds != [1] else ''}, and {untestable} of their {len(claims)} claims are not testable. Their "
+        f'records, from `--only {",".join(present)}`, are shown below as the others\' ("{TIMES}" gives their cost).'
     ]
 
 
@@ -654,13 +677,25 @@ def notebook_sections(found, carried, profile, root, link_base, base) -> dict[tu
 STUDY_LIMIT_HOURS = {"cpu": 7.0}  # the whole study's wall-time limit on one machine (README, "A start built here")
 
 
+def reads_only_others_fits(record: dict) -> bool:
+    """Whether a record's notebook trains nothing of its own in a whole run of the study: the budget ladder
+    (90) with every rung at 1×, whose fits are notebooks 10, 20, 30 and 40's (they run before it). Its last
+    run, though it trained nothing, is then its cost, not an earlier run with higher rungs."""
+    config = record.get("config") or {}
+    rungs = [value for name, value in config.items() if name.startswith("ladder_") and isinstance(value, list)]
+    return bool(rungs) and all(rung == [1] for rung in rungs)
+
+
 def time_lines(
     found: list[dict],
     carried: dict,
     times: dict[str, dict],
     limit_hours: float | None = None,
     trained_runs: dict[str, dict] | None = None,
+    outside: list[str] = (),
 ) -> list[str]:
+    """The time table, and the study's total against its limit; notebooks ``outside`` the study (the
+    profile's ``outside_the_study``) are listed and marked, and their time is given apart, not counted."""
     lines = [
         f"## {TIMES}",
         "",
@@ -676,21 +711,31 @@ def time_lines(
     counted: dict[str, int] = {}
     fresh: dict[str, float] = {}  # each machine's total with a run from the cache replaced by its last training run
     from_cache: list[str] = []
+    left_out: dict[str, float] = {}  # each machine's time of the notebooks outside the study
     rows = {}
     for r in found:
         timing = times.get(run_key(r))
         usage = r.get("usage", {})
         machine = _machine(r)
+        apart = r["notebook"] in outside
         if timing:
-            totals[machine] = totals.get(machine, 0.0) + timing["seconds"]
-            counted[machine] = counted.get(machine, 0) + 1
-            earlier = (trained_runs or {}).get(run_key(r)) if timing.get("trained") == 0 else None
-            fresh[machine] = fresh.get(machine, 0.0) + (earlier or timing)["seconds"]
-            from_cache += (
-                [f"{r['notebook'][:2]} ({earlier['finished'][:10]}, {earlier['seconds']:,} s)"] if earlier else []
+            earlier = (
+                (trained_runs or {}).get(run_key(r))
+                if timing.get("trained") == 0 and not reads_only_others_fits(r)
+                else None
             )
+            if apart:
+                left_out[machine] = left_out.get(machine, 0.0) + (earlier or timing)["seconds"]
+            else:
+                totals[machine] = totals.get(machine, 0.0) + timing["seconds"]
+                counted[machine] = counted.get(machine, 0) + 1
+                fresh[machine] = fresh.get(machine, 0.0) + (earlier or timing)["seconds"]
+                from_cache += (
+                    [f"{r['notebook'][:2]} ({earlier['finished'][:10]}, {earlier['seconds']:,} s)"] if earlier else []
+                )
+        name = f"{r['notebook']} (outside the study)" if apart else r["notebook"]
         rows[(r["notebook"], r.get("dataset", ""))] = (
-            f"| {r['notebook']} | {r.get('dataset', '')} | {_minutes(timing['seconds']) if timing else '—'} | "
+            f"| {name} | {r.get('dataset', '')} | {_minutes(timing['seconds']) if timing else '—'} | "
             f"{_count(timing.get('trained')) if timing else '—'} | "
             f"{_minutes(usage['seconds']) if 'seconds' in usage else '—'} | {usage.get('peak_rss_gib', '—')} | "
             f"{machine} |"
@@ -707,9 +752,31 @@ def time_lines(
                 counted[machine] = counted.get(machine, 0) + 1
     lines += [rows[key] for key in sorted(rows)]
     lines += [
-        f"| **total** | | **{_minutes(seconds)}** | | | | {machine} |" for machine, seconds in sorted(totals.items())
+        f"| **total**{' (the study)' if left_out else ''} | | **{_minutes(seconds)}** | | | | {machine} |"
+        for machine, seconds in sorted(totals.items())
     ]
-    return lines + ["", *limit_lines(fresh, counted, len(rows), limit_hours, from_cache, backbone_builds(found))]
+    study_rows = sum(notebook not in outside for notebook, _ in rows)
+    return lines + [
+        "",
+        *limit_lines(fresh, counted, study_rows, limit_hours, from_cache, backbone_builds(found)),
+        *outside_lines(outside, found, left_out),
+    ]
+
+
+def outside_lines(outside: list[str], found: list[dict], left_out: dict[str, float]) -> list[str]:
+    """What the study leaves out (the profile's ``outside_the_study``): which notebooks, how to run them, and
+    their time per machine (each one's last run that trained), which no total above counts."""
+    present = [r["notebook"][:2] for r in found if r["notebook"] in outside]
+    if not present:
+        return []
+    times = "; ".join(f"{machine}: {seconds / 3600:.2f} h" for machine, seconds in sorted(left_out.items()))
+    return [
+        f"**Outside the study:** notebooks {', '.join(present)} (the profile's `outside_the_study`, with its reason) "
+        f"are left out of a run without `--only` and of the totals above; `./run_all.sh --only {','.join(present)}` "
+        f"runs them{f' ({times} more, each by its last run that trained)' if times else ''}. Their records are "
+        "current or marked stale as any other.",
+        "",
+    ]
 
 
 BACKBONE_TABLE = "The backbone"  # the title a built start's notebook gives its backbone's table (notebook 50)
