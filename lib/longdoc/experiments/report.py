@@ -393,6 +393,7 @@ def paper_verdict_lines(found: list[dict], carried: dict | None = None) -> list[
 
 
 def record_fingerprint_of(record: dict) -> str:
+    """A record's fingerprint as the report shows it: artefacts' + verdicts' code, or the code's alone in older records."""
     return str(record.get("record_fingerprint") or record.get("code_fingerprint", "?"))
 
 
@@ -773,8 +774,7 @@ def outside_lines(outside: list[str], found: list[dict], left_out: dict[str, flo
     return [
         f"**Outside the study:** notebooks {', '.join(present)} (the profile's `outside_the_study`, with its reason) "
         f"are left out of a run without `--only` and of the totals above; `./run_all.sh --only {','.join(present)}` "
-        f"runs them{f' ({times} more, each by its last run that trained)' if times else ''}. Their records are "
-        "current or marked stale as any other.",
+        f"runs them{f' ({times} more, each by its last run that trained)' if times else ''}.",
         "",
     ]
 
@@ -898,7 +898,7 @@ def provenance_lines(found: list[dict]) -> list[str]:
     commits = _grouped(found, lambda r: (r["versions"].get("git_commit", "unknown"), _changes(r["versions"])))
     machines = _grouped([r for r in found if "machine" in r], _machine)
     datasets = _grouped(found, lambda r: (r.get("dataset", "?"), r["data_checksum"][:16]))
-    fingerprints = _grouped(found, lambda r: r.get("record_fingerprint") or r.get("code_fingerprint", "?"))
+    fingerprints = _grouped(found, record_fingerprint_of)
     return [
         "## Provenance",
         "",
