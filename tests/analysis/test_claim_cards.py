@@ -335,3 +335,22 @@ def test_the_ladder_at_1x_counts_its_own_last_run_not_an_earlier_one_with_higher
     assert (
         "0.51 h for 1 of 1 notebooks" in text and "Notebooks 90 (2026-11-25, 1,819 s) last ran from the cache" in text
     )
+
+
+def test_a_carried_over_notebook_outside_the_study_keeps_its_row_and_stays_out_of_the_limit():
+    """A previous report's row of a notebook outside the study (marked so) is carried with its time, and that
+    time is given apart from the study's total, as a notebook with its record."""
+    previous = (
+        "## NCI ablation\n\n`41_nci_ablation` on manpages-300 ...\n\n"
+        f"## {report.TIMES}\n\n| notebook | dataset | wall time (run_all.sh) | artefacts trained in that run | "
+        "in-study time | peak memory (GiB) | machine |\n|---|---|---|---|---|---|---|\n"
+        "| 41_nci_ablation (outside the study) | manpages-300 | 30.0 min | 13 | 29.8 min | 1.7 | EPYC, 2 cores |\n"
+    )
+    carried = report.carried_sections(previous, set())
+    assert carried["41_nci_ablation"]["row"].startswith("| 41_nci_ablation | manpages-300 | 30.0 min |")
+    found = _records("40_nci_main")
+    times = {"40_nci_main": {"seconds": 3600, "status": "ok", "finished": "2026-11-29T10:00:00Z", "trained": 17}}
+    text = "\n".join(report.time_lines(found, carried, times, 7.0, {}, ["41_nci_ablation"]))
+    assert "| 41_nci_ablation (outside the study, carried over) | manpages-300 | 30.0 min |" in text
+    assert "1.00 h for 1 of 1 notebooks, within the limit" in text
+    assert "**Outside the study:** notebooks 41" in text and "(EPYC, 2 cores: 0.50 h more" in text

@@ -130,6 +130,7 @@ def test_a_claim_without_an_interval_is_told_apart_from_one_the_scores_cannot_re
     (tmp_path / "metrics.json").write_text(
         json.dumps({"notebook": "24_x", "metrics": {"findings": {"claims": claims}}})
     )
+    recompute.write_scores(tmp_path, {})  # scores beside it, none of a row these claims name
     assert [recompute.has_interval(c[INTERVAL]) for c in claims] == [True, False, False]
     assert recompute.has_interval("nan [nan, nan]") is False
     assert recompute.main([str(tmp_path)]) == 0
@@ -139,3 +140,8 @@ def test_a_claim_without_an_interval_is_told_apart_from_one_the_scores_cannot_re
         "not recomputable from the scores (it names no two rows; its notebook recomputes it): a bucket's claim" in out
     )
     assert "no interval to recompute: an empty bucket's claim" in out and "no interval to recompute: a check" in out
+    (tmp_path / recompute.SCORES).unlink()
+    assert recompute.main([str(tmp_path)]) == 0
+    assert "not recomputable here (no per-item scores beside this record): a bucket's claim" in capsys.readouterr().out
+    ladder = {"claim": "a rung's claim", "ours there: Δ [95% CI]": "+0.02 [-0.01, +0.05]"}
+    assert recompute.recorded_interval(ladder) == "+0.02 [-0.01, +0.05]" and recompute.recorded_interval({}) is None

@@ -12,9 +12,10 @@ its verdict from them (:func:`recomputed_verdict`), and compared with what the r
     python -m longdoc.experiments.recompute --profile gpu results/gpu/manpages/20_sedr_main
 
 A claim without an interval (a check such as notebook 45's, a bucket without queries) is listed as having
-none; a claim with an interval that names no two rows (notebook 24's per-bucket and 23's per-document
-comparisons, computed from a bucket of the queries or from the models' segment vectors) is listed as not
-recomputable from the scores: its notebook recomputes it.
+none (14's benchmarks too); a claim with an interval that names no two rows (notebook 24's per-bucket and
+23's per-document comparisons, computed from a bucket of the queries or from the models' segment vectors)
+is listed as not recomputable from the scores: its notebook recomputes it. The budget ladder (90) keeps
+no scores of its own: its 1× intervals are those of notebooks 10, 20, 30 and 40, recomputed in their records.
 """
 
 from __future__ import annotations
@@ -99,6 +100,14 @@ def recorded_margin(claim: dict) -> float | None:
     return float(found.group(1)) if found else None
 
 
+def recorded_interval(claim: dict):
+    """A claim's recorded Δ [95% CI]: under :data:`INTERVAL`, or under a column that names where it was read
+    (the budget ladder's "ours there: Δ [95% CI]"); None where it has none."""
+    if INTERVAL in claim:
+        return claim[INTERVAL]
+    return next((value for key, value in claim.items() if str(key).endswith("Δ [95% CI]")), None)
+
+
 def has_interval(text) -> bool:
     """Whether a claim's recorded Δ [95% CI] is an interval (not None, "—" or a NaN)."""
     return isinstance(text, str) and "[" in text and "nan" not in text.lower()
@@ -117,7 +126,7 @@ def check_record(folder: Path) -> list[dict]:
             {
                 "notebook": record["notebook"],
                 "claim": claim.get("claim"),
-                "recorded": claim.get(INTERVAL),
+                "recorded": recorded_interval(claim),
                 "recomputed": found[INTERVAL] if found else None,
                 "recorded verdict": claim.get("verdict"),
                 "recomputed verdict": found["verdict"] if found else None,
@@ -164,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"recomputed {r['recomputed']} ({r['recomputed verdict']}; MDD {r['recomputed MDD']})"
             )
         for r in skipped:
-            if has_interval(r["recorded"]):
+            if has_interval(r["recorded"]) and not (Path(folder) / SCORES).is_file():
+                print(f"  not recomputable here (no per-item scores beside this record): {r['claim']}")
+            elif has_interval(r["recorded"]):
                 print(
                     f"  not recomputable from the scores (it names no two rows; its notebook recomputes it): {r['claim']}"
                 )

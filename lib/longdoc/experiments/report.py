@@ -125,12 +125,13 @@ def carried_sections(previous: str, present: set[str]) -> dict[str, dict]:
         mark = re.search(rf"^{re.escape(CARRIED)} \((.+?)\): .*$\n?", text, re.M)
         if mark:  # carried twice: keep the commit that made it, drop the old mark
             made_by, text = mark.group(1), text[: mark.start()] + text[mark.end() :]
-        row = re.search(rf"^\| {re.escape(notebook)}(?: \(carried over\))? \|.*$", times, re.M)
+        row = re.search(rf"^\| {re.escape(notebook)}(?: \((?:carried over|outside the study)\))* \|.*$", times, re.M)
         counts = re.search(r"\*\*(\d+) claim\(s\) of the paper: (.+?)\.\*\*", text)
         carried[notebook] = {
             "text": text,
             "row": _seven_cells(
-                row.group(0).replace(" (carried over)", ""), _entry_for(machine.group(1), notebook) if machine else "—"
+                row.group(0).replace(" (carried over)", "").replace(" (outside the study)", ""),
+                _entry_for(machine.group(1), notebook) if machine else "—",
             )
             if row
             else None,
@@ -473,7 +474,7 @@ def outside_scale_line(profile: str, found: list[dict]) -> list[str]:
     records = [r for r in found if r["notebook"] in outside_the_study(profile)]
     if not records:
         return []
-    present = [r["notebook"][:2] for r in records]
+    present = list(dict.fromkeys(r["notebook"][:2] for r in records))  # a notebook on two datasets: once
     claims = [c for r in records for c in ((r.get("metrics") or {}).get("findings") or {}).get("claims") or []]
     untestable = sum(str(c.get("verdict", "")).startswith("not testable") for c in claims)
     seeds = sorted({len(r.get("seeds") or []) for r in records})
@@ -743,13 +744,18 @@ def time_lines(
         )
     for notebook, section in carried.items():
         if section["row"]:
-            rows[(notebook, "")] = section["row"].replace(f"| {notebook} |", f"| {notebook} (carried over) |", 1)
+            apart = notebook in outside
+            marks = "outside the study, carried over" if apart else "carried over"
+            rows[(notebook, "")] = section["row"].replace(f"| {notebook} |", f"| {notebook} ({marks}) |", 1)
             cells = section["row"].strip().strip("|").split("|")
             minutes = re.fullmatch(r" ([\d.]+) min ", cells[2])
             if minutes:
-                machine = cells[-1].strip()
-                totals[machine] = totals.get(machine, 0.0) + float(minutes.group(1)) * 60
-                fresh[machine] = fresh.get(machine, 0.0) + float(minutes.group(1)) * 60
+                machine, seconds = cells[-1].strip(), float(minutes.group(1)) * 60
+                if apart:
+                    left_out[machine] = left_out.get(machine, 0.0) + seconds
+                    continue
+                totals[machine] = totals.get(machine, 0.0) + seconds
+                fresh[machine] = fresh.get(machine, 0.0) + seconds
                 counted[machine] = counted.get(machine, 0) + 1
     lines += [rows[key] for key in sorted(rows)]
     lines += [
@@ -757,17 +763,18 @@ def time_lines(
         for machine, seconds in sorted(totals.items())
     ]
     study_rows = sum(notebook not in outside for notebook, _ in rows)
+    present = sorted({notebook[:2] for notebook, _ in rows if notebook in outside})
     return lines + [
         "",
         *limit_lines(fresh, counted, study_rows, limit_hours, from_cache, backbone_builds(found)),
-        *outside_lines(outside, found, left_out),
+        *outside_lines(present, left_out),
     ]
 
 
-def outside_lines(outside: list[str], found: list[dict], left_out: dict[str, float]) -> list[str]:
-    """What the study leaves out (the profile's ``outside_the_study``): which notebooks, how to run them, and
-    their time per machine (each one's last run that trained), which no total above counts."""
-    present = [r["notebook"][:2] for r in found if r["notebook"] in outside]
+def outside_lines(present: list[str], left_out: dict[str, float]) -> list[str]:
+    """What the study leaves out (``present``: the numbers of the profile's ``outside_the_study`` notebooks in
+    the table): which notebooks, how to run them, and their time per machine (each one's last run that
+    trained), which no total above counts."""
     if not present:
         return []
     times = "; ".join(f"{machine}: {seconds / 3600:.2f} h" for machine, seconds in sorted(left_out.items()))
