@@ -66,3 +66,6 @@ def test_the_sanitizer_cuts_numbers_and_blanks_what_differs_between_machines():
         != sanitize("200 documents, 37 test")
     )
     assert sanitize("  a  2.413456\n  b  0.441") == sanitize(" a 2.41345\n b 0.44123")  # padding follows raw widths
+    rho = "Spearman ρ = {} (rows in a random order reach |ρ| ≥ {} with probability {}). Starts: A {}"
+    assert sanitize(rho.format(-0.33, 0.33, 0.83, 0.512)) == sanitize(rho.format(-0.32, 0.32, 0.67, 0.512))
+    assert sanitize(rho.format(-0.33, 0.33, 0.83, 0.512)) != sanitize(rho.format(-0.33, 0.33, 0.83, 0.612))
