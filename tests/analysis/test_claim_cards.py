@@ -354,3 +354,13 @@ def test_a_carried_over_notebook_outside_the_study_keeps_its_row_and_stays_out_o
     assert "| 41_nci_ablation (outside the study, carried over) | manpages-300 | 30.0 min |" in text
     assert "1.00 h for 1 of 1 notebooks, within the limit" in text
     assert "**Outside the study:** notebooks 41" in text and "(EPYC, 2 cores: 0.50 h more" in text
+
+
+def test_a_row_carried_over_twice_outside_the_study_is_carried_again():
+    previous = (
+        "## NCI ablation\n\n`41_nci_ablation` on manpages-300 ...\n\n"
+        f"## {report.TIMES}\n\n| notebook | dataset |\n|---|---|\n"
+        "| 41_nci_ablation (outside the study, carried over) | manpages-300 | 30.0 min | 13 | 29.8 min | 1.7 | EPYC, 2 cores |\n"
+    )
+    row = report.carried_sections(previous, set())["41_nci_ablation"]["row"]
+    assert row.startswith("| 41_nci_ablation | manpages-300 | 30.0 min |")

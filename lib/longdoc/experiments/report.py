@@ -108,6 +108,9 @@ HEADING = re.compile(r"^## ", re.M)
 SECTION = re.compile(r"^## (?P<title>.+)\n\n(?:\*Carried over[^\n]*\n)?`(?P<notebook>[^`]+)` on ", re.M)
 
 
+TIME_ROW_MARKS = re.compile(r" \((?:outside the study, )?carried over\)| \(outside the study\)")  # after a name
+
+
 def carried_sections(previous: str, present: set[str]) -> dict[str, dict]:
     """From a previous report: per notebook absent from ``present``, its section text, its row of the
     time table, its claim counts and the commit the previous report names."""
@@ -125,12 +128,12 @@ def carried_sections(previous: str, present: set[str]) -> dict[str, dict]:
         mark = re.search(rf"^{re.escape(CARRIED)} \((.+?)\): .*$\n?", text, re.M)
         if mark:  # carried twice: keep the commit that made it, drop the old mark
             made_by, text = mark.group(1), text[: mark.start()] + text[mark.end() :]
-        row = re.search(rf"^\| {re.escape(notebook)}(?: \((?:carried over|outside the study)\))* \|.*$", times, re.M)
+        row = re.search(rf"^\| {re.escape(notebook)}(?:{TIME_ROW_MARKS.pattern})* \|.*$", times, re.M)
         counts = re.search(r"\*\*(\d+) claim\(s\) of the paper: (.+?)\.\*\*", text)
         carried[notebook] = {
             "text": text,
             "row": _seven_cells(
-                row.group(0).replace(" (carried over)", "").replace(" (outside the study)", ""),
+                TIME_ROW_MARKS.sub("", row.group(0)),
                 _entry_for(machine.group(1), notebook) if machine else "—",
             )
             if row
@@ -465,13 +468,13 @@ def scale_lines(profile: str, found: list[dict]) -> list[str]:
         "seeds its rows ran); a verdict needs two. The papers trained BERT-base-size models on MS MARCO, "
         "Wiki65K/AAN104K and NQ320k for GPU-days: a verdict here is a finding at this scale, not a "
         "replication or a refutation of the paper.",
-        *outside_scale_line(profile, found),
+        *outside_scale_line(outside_the_study(profile), found),
     ]
 
 
-def outside_scale_line(profile: str, found: list[dict]) -> list[str]:
-    """The first screen's word on the notebooks the profile's study leaves out (none: no line)."""
-    records = [r for r in found if r["notebook"] in outside_the_study(profile)]
+def outside_scale_line(outside: list[str], found: list[dict]) -> list[str]:
+    """The first screen's word on the notebooks the profile's study leaves out (``outside``; none: no line)."""
+    records = [r for r in found if r["notebook"] in outside]
     if not records:
         return []
     present = list(dict.fromkeys(r["notebook"][:2] for r in records))  # a notebook on two datasets: once
