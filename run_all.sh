@@ -204,14 +204,16 @@ setup() {
 }
 
 run_tests() {
+  local started
+  started=$(date +%s)
   setup
   ensure_benchmark  # tests and the smoke notebooks read it
-  log "ruff (lint and format, rules in pyproject.toml), pytest (unit tests) and nbval (notebooks under the smoke profile)"
+  log "ruff (lint and format, rules in pyproject.toml), pytest (unit tests, on every core) and nbval (notebooks under the smoke profile)"
   # nbval re-executes every notebook (smoke defaults, fp32) and compares the cells tagged
-  # nbval-check-output with the outputs stored in them, through notebooks/nbval-sanitize.cfg
-  "$PY" -m ruff check . && "$PY" -m ruff format --check . && "$PY" -m pytest tests -p no:cacheprovider \
-    && LONGDOC_PROGRESS=off "$PY" -m pytest -p no:cacheprovider --nbval-lax \
-    --nbval-sanitize-with notebooks/nbval-sanitize.cfg notebooks
+  # nbval-check-output with the outputs stored in them, through notebooks/nbval-sanitize.cfg. The suite
+  # prints each part's time and peak disk, the slowest tests and notebooks, and fails over its budget
+  # (longdoc.bench.suite.BUDGET)
+  "$PY" -m longdoc.bench.suite --started "$started"
 }
 
 print_device() {

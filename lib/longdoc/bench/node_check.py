@@ -132,6 +132,12 @@ def pytest_collectreport(report) -> None:
             handle.write(json.dumps(entry) + "\n")
 
 
+def _own_pytest_environment() -> dict[str, str]:
+    """This process's environment less pytest-xdist's worker variables: a check started from a test that
+    runs in an xdist worker is a pytest of its own, whose hooks must see themselves as the controller."""
+    return {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_XDIST_")}
+
+
 def run_tests(paths, seconds: float, log_path: Path, workers: int = 0) -> dict:
     """The unit tests at ``paths`` in a pytest process stopped after ``seconds``: counts, failures, time."""
     report = log_path.with_suffix(".tests.jsonl")
@@ -147,7 +153,7 @@ def run_tests(paths, seconds: float, log_path: Path, workers: int = 0) -> dict:
         log.flush()
         process = subprocess.Popen(
             command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
-            env=os.environ | {REPORT_VARIABLE: str(report)},
+            env=_own_pytest_environment() | {REPORT_VARIABLE: str(report)},
         )  # fmt: skip
         try:
             returncode = process.wait(timeout=seconds)

@@ -48,6 +48,7 @@ PRESENTATION_ONLY = (
     "pack.py",
     "experiments/preflight.py",
     "bench/gpu_hours.py",
+    "bench/suite.py",
     "analysis/",
     "experiments/study.py",
     "experiments/systems.py",
