@@ -167,10 +167,11 @@ def items_per_step(job: str, shape: dict) -> int:
 
 def priced_width(backbone: str | None) -> int:
     """The measured width whose prices apply to ``backbone``: MiniLM's 384 for it and for a backbone built
-    here no wider (``manpages-mlm``, 256 wide: an upper bound), else BERT-base's 768."""
-    from longdoc.experiments.backbones import BUILT_BACKBONES
+    here no wider (``manpages-mlm``, 256 wide; ``tiny-random-bert``, 32: upper bounds), else BERT-base's 768."""
+    from longdoc.experiments.backbones import BUILT_BACKBONES, RANDOM_BACKBONES
 
-    if backbone == "minilm" or (backbone in BUILT_BACKBONES and BUILT_BACKBONES[backbone].hidden <= MINILM_HIDDEN):
+    built = BUILT_BACKBONES.get(backbone) or RANDOM_BACKBONES.get(backbone)
+    if backbone == "minilm" or (built is not None and built.hidden <= MINILM_HIDDEN):
         return MINILM_HIDDEN
     return 768
 

@@ -36,6 +36,8 @@ from pathlib import Path
 
 import torch
 
+from longdoc.models.backbone import random_backbone
+
 DEFAULT_JOBS = (
     "retrieval:FirstP",
     "retrieval:MaxP",
@@ -51,27 +53,6 @@ DEFAULT_JOBS = (
     "pretrain:SMITH",
     "nci",
 )
-
-
-def random_backbone(directory: Path, hidden: int, layers: int, heads: int, tokenizer: str = "minilm") -> str:
-    """A BERT of random weights at the given size, saved with the study's tokenizer (bert-base-uncased's
-    vocabulary) where :func:`~longdoc.models.backbone.resolve_backbone` reads it; returns its path."""
-    from transformers import BertConfig, BertModel
-
-    from longdoc.models.backbone import load_tokenizer
-
-    tok = load_tokenizer(tokenizer)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=tok.vocab_size,
-        hidden_size=hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        intermediate_size=4 * hidden,
-    )
-    BertModel(config, add_pooling_layer=False).save_pretrained(directory)
-    tok.save_pretrained(directory)
-    return str(directory)
 
 
 def random_corpus(documents: int, blocks: int, block: int, vocabulary: int, seed: int = 0):
@@ -331,7 +312,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         backbone = args.backbone or random_backbone(
-            Path(scratch) / "backbone", args.hidden, args.layers, args.heads, args.tokenizer
+            Path(scratch) / "backbone", args.hidden, args.layers, args.heads, tokenizer=args.tokenizer
         )
         for job in args.jobs:
             started = time.perf_counter()

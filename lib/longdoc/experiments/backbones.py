@@ -2,7 +2,9 @@
 
 ``manpages-mlm`` is the MLM-only BERT of :mod:`longdoc.train.mlm_backbone` (6 layers like the packaged
 MiniLM, so every depth setting of the profiles reads it; hidden 256, 4 heads), trained from random weights on this machine's installed man pages outside the benchmark. ``manpages-mlm-base`` is the
-same command at BERT-base's shape for GPU nodes. A notebook whose backbone is one of them builds it on
+same command at BERT-base's shape for GPU nodes. ``tiny-random-bert`` is a BERT of random weights, never
+trained (6 layers of width 32, so every depth setting of the profiles reads it): the smoke profile's
+backbone, built in a second, which checks every mechanism and no claim (:data:`RANDOM_BACKBONES`). A notebook whose backbone is one of them builds it on
 first use (:meth:`longdoc.experiments.study.Study.settings` puts its cache folder where the name was); the
 command builds it ahead::
 
@@ -21,10 +23,10 @@ import argparse
 import functools
 import json
 import sys
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from longdoc.models.backbone import register_cached_resolver
+from longdoc.models.backbone import random_backbone, register_cached_resolver
 from longdoc.train.mlm_backbone import RECORD, MlmBackboneConfig
 
 # the cpu recipe, chosen by measurement on this study's 2-core Intel Xeon (AMX; 32 x 128 tokens a step,
@@ -52,6 +54,24 @@ BUILT_BACKBONES = {
         precision="bf16",
     ),
 }
+
+
+@dataclass(frozen=True)
+class RandomBackbone:
+    """A BERT of random weights drawn under ``seed`` and never trained (no start any paper assumes)."""
+
+    layers: int
+    hidden: int
+    heads: int
+    intermediate: int
+    positions: int = 512  # :data:`POSITIONS`, as every built backbone (a test checks)
+    seed: int = 0
+
+
+# the smoke profile's backbone (CI's nbval and the notebooks' defaults): 1.1 M parameters, 4 MB, where the
+# packaged MiniLM's 22.7 M took 88 MB a fit (12 GB of smoke cache) and notebook 10 6.6 times as long
+RANDOM_BACKBONES = {"tiny-random-bert": RandomBackbone(layers=6, hidden=32, heads=2, intermediate=128)}
+RANDOM_BUILDER_MODULES = ("models/backbone.py", "seeding.py")  # the code that draws one (its key's fingerprint)
 TOKENIZER = "minilm"  # BERT's WordPiece vocabulary (bert-base-uncased), from the packaged backbone
 EXCLUDED_BENCHMARK = "manpages"  # no document of it is read, judged or not
 BUILDER_MODULES = (  # the code that makes a built backbone (its key's fingerprint)
@@ -69,10 +89,27 @@ BUILDER_MODULES = (  # the code that makes a built backbone (its key's fingerpri
 
 
 def is_built(name: str) -> bool:
+    """A backbone the project builds, MLM-trained (:data:`BUILT_BACKBONES`) or random
+    (:data:`RANDOM_BACKBONES`): found by name and kept in the cache by its key."""
+    return str(name) in BUILT_BACKBONES or str(name) in RANDOM_BACKBONES
+
+
+def is_mlm_built(name: str) -> bool:
+    """An MLM-trained backbone built here (:data:`BUILT_BACKBONES`)."""
     return str(name) in BUILT_BACKBONES
 
 
+def is_random(name: str) -> bool:
+    """A backbone of random weights built here (:data:`RANDOM_BACKBONES`), by its name or its cache folder's
+    portable name (``cache:backbone/<key>``)."""
+    name = str(name)
+    if name in RANDOM_BACKBONES:
+        return True
+    return name.startswith("cache:backbone/") and any(_portable_folder(random) == name for random in RANDOM_BACKBONES)
+
+
 MLM_TRAINED = "an MLM-trained encoder"
+RANDOM_WEIGHTS = "random weights"  # as longdoc.experiments.preconditions.RANDOM names the start (a test checks)
 
 
 def mlm_head_trained(path: str) -> bool:
@@ -95,7 +132,9 @@ def backbone_training(backbone: str) -> str:
     encoder trained with mean pooling)."""
     from longdoc.models.backbone import CACHED, resolve_backbone
 
-    if is_built(backbone) or str(backbone).startswith(f"{CACHED}backbone/"):
+    if is_random(backbone):  # the precondition of a claim's start reads it as random weights
+        return RANDOM_WEIGHTS
+    if is_mlm_built(backbone) or str(backbone).startswith(f"{CACHED}backbone/"):
         return f"{MLM_TRAINED} (built here: {backbone})"
     if mlm_head_trained(str(resolve_backbone(backbone))):
         return f"{MLM_TRAINED} ({backbone}: trained MLM head)"
@@ -106,6 +145,8 @@ def build_problem(name: str) -> str | None:
     """Why backbone ``name`` could not be built here, or None (the check before any notebook starts)."""
     from longdoc.data.installed_pages import installed_pages_problem
 
+    if str(name) in RANDOM_BACKBONES:  # drawn, not trained: it reads no page
+        return None
     problem = installed_pages_problem()
     return f"it is trained here on the installed man pages, and {problem}" if problem else None
 
@@ -116,14 +157,20 @@ _DETERMINANTS: dict[tuple, dict] = {}  # (name, recipe) -> its cache determinant
 def determinants(name: str) -> dict:
     """What the built backbone ``name`` is keyed by: its recipe, the contents of the installed pages, the
     excluded benchmark's source pages and builder, the tokenizer (computed in a second or two, once per
-    process; nothing is built)."""
+    process; nothing is built); a random one's by its recipe and tokenizer alone."""
+    from longdoc.models.backbone import weights_version
+
+    if str(name) in RANDOM_BACKBONES:
+        tokenizer = f"{TOKENIZER} {weights_version(TOKENIZER)}"
+        return {"name": name, "random": asdict(RANDOM_BACKBONES[name]), "tokenizer": tokenizer}
     if not is_built(name):
-        raise ValueError(f"backbone={name!r} is not built by the project ({sorted(BUILT_BACKBONES)})")
+        raise ValueError(
+            f"backbone={name!r} is not built by the project ({sorted(BUILT_BACKBONES) + sorted(RANDOM_BACKBONES)})"
+        )
     memo = (name, BUILT_BACKBONES[name], EXCLUDED_BENCHMARK)
     if memo not in _DETERMINANTS:
         from longdoc.data.installed_pages import benchmark_files, installed_pages, listing_key
         from longdoc.data.manpages import BUILDER_VERSION, PACKAGES
-        from longdoc.models.backbone import weights_version
 
         sources = sorted(Path(f) for f in benchmark_files() if Path(f).is_file())
         _DETERMINANTS[memo] = {
@@ -136,11 +183,21 @@ def determinants(name: str) -> dict:
     return _DETERMINANTS[memo]
 
 
+def _builder_modules(name: str) -> tuple[str, ...]:
+    return RANDOM_BUILDER_MODULES if str(name) in RANDOM_BACKBONES else BUILDER_MODULES
+
+
 def backbone_folder(name: str) -> Path:
     """Where built backbone ``name`` is (or will be) cached; nothing is built."""
     from longdoc.experiments.cache import cache_folder
 
-    return cache_folder("backbone", BUILDER_MODULES, **determinants(name))
+    return cache_folder("backbone", _builder_modules(name), **determinants(name))
+
+
+def _portable_folder(name: str) -> str:
+    from longdoc.experiments.cache import portable
+
+    return portable(backbone_folder(name))
 
 
 def built_backbone(name: str, progress: bool = True) -> Path:
@@ -149,6 +206,23 @@ def built_backbone(name: str, progress: bool = True) -> Path:
     from longdoc.train.mlm_backbone import build_on_installed_pages
 
     keyed_by = determinants(name)  # refuses a name that is not built here
+    if name in RANDOM_BACKBONES:
+        recipe = RANDOM_BACKBONES[name]
+        return cached_directory(
+            "backbone",
+            lambda directory: random_backbone(
+                directory,
+                recipe.hidden,
+                recipe.layers,
+                recipe.heads,
+                recipe.intermediate,
+                recipe.positions,
+                recipe.seed,
+                TOKENIZER,
+            ),
+            code_modules=RANDOM_BUILDER_MODULES,
+            **keyed_by,
+        )
     return cached_directory(
         "backbone",
         lambda directory: build_on_installed_pages(
@@ -162,10 +236,8 @@ def built_backbone(name: str, progress: bool = True) -> Path:
 def build_portable(portable_name: str, progress: bool = True) -> Path | None:
     """The folder of the built backbone whose portable name (``cache:backbone/<key>``) is ``portable_name``,
     trained if it is missing; None when no recipe here has that key (another checkout's code or pages)."""
-    from longdoc.experiments.cache import portable
-
-    for name in BUILT_BACKBONES:
-        if portable(backbone_folder(name)) == portable_name:
+    for name in [*RANDOM_BACKBONES, *BUILT_BACKBONES]:  # the random ones first: their keys read no pages
+        if _portable_folder(name) == portable_name:
             return built_backbone(name, progress)
     return None
 
@@ -209,17 +281,17 @@ def backbone_path(name: str) -> str:
     (``cache:backbone/<key>``: what every downstream key and record holds, wherever the checkout or the
     cache is; :func:`longdoc.models.backbone.resolve_backbone` reads it and builds it on first use), any
     other name as it is. Nothing is built here: a study or a planner can name it for free."""
-    from longdoc.experiments.cache import portable
-
-    return portable(backbone_folder(name)) if is_built(name) else name
+    return _portable_folder(name) if is_built(name) else name
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m longdoc.experiments.backbones", description=__doc__.split("\n")[0])
-    parser.add_argument("name", choices=sorted(BUILT_BACKBONES))
+    parser.add_argument("name", choices=sorted(BUILT_BACKBONES) + sorted(RANDOM_BACKBONES))
     parser.add_argument("--measure", action="store_true", help="time a few steps in fp32 and bf16, build nothing")
     parser.add_argument("--steps", type=int, default=8, help="steps timed per precision (--measure)")
     args = parser.parse_args(argv)
+    if args.measure and args.name in RANDOM_BACKBONES:
+        parser.error(f"--measure times training; {args.name} is drawn, never trained")
     if args.measure:
         from longdoc.models.backbone import load_tokenizer
         from longdoc.train.mlm_backbone import measure_throughput
@@ -234,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         return 2
     folder = built_backbone(args.name)
+    if args.name in RANDOM_BACKBONES:
+        print(f"{args.name}: {folder} (random weights, {RANDOM_BACKBONES[args.name]})")
+        return 0
     record = json.loads((folder / RECORD).read_text())
     held = record["held_out"]
     print(

