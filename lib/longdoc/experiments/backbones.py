@@ -3,7 +3,7 @@
 ``manpages-mlm`` is the MLM-only BERT of :mod:`longdoc.train.mlm_backbone` (6 layers like the packaged
 MiniLM, so every depth setting of the profiles reads it; hidden 256, 4 heads), trained from random weights on this machine's installed man pages outside the benchmark. ``manpages-mlm-base`` is the
 same command at BERT-base's shape for GPU nodes. ``tiny-random-bert`` is a BERT of random weights, never
-trained (6 layers of width 32, so every depth setting of the profiles reads it): the smoke profile's
+trained (6 layers of width 64, so every depth setting of the profiles reads it): the smoke profile's
 backbone, built in a second, which checks every mechanism and no claim (:data:`RANDOM_BACKBONES`). A notebook whose backbone is one of them builds it on
 first use (:meth:`longdoc.experiments.study.Study.settings` puts its cache folder where the name was); the
 command builds it ahead::
@@ -64,13 +64,21 @@ class RandomBackbone:
     hidden: int
     heads: int
     intermediate: int
+    init_std: float = 0.02  # BERT's initializer_range
     positions: int = 512  # :data:`POSITIONS`, as every built backbone (a test checks)
     seed: int = 0
 
 
-# the smoke profile's backbone (CI's nbval and the notebooks' defaults): 1.1 M parameters, 4 MB, where the
-# packaged MiniLM's 22.7 M took 88 MB a fit (12 GB of smoke cache) and notebook 10 6.6 times as long
-RANDOM_BACKBONES = {"tiny-random-bert": RandomBackbone(layers=6, hidden=32, heads=2, intermediate=128)}
+# the smoke profile's backbone (CI's nbval and the notebooks' defaults): 2.3 M parameters, 9 MB, where the
+# packaged MiniLM's 22.7 M took 88 MB a fit (13 GB of smoke cache) and notebook 10 6.6 times as long.
+# Drawn at BERT's 0.02, a random 6-layer BERT attends almost uniformly, so every document's [CLS] vector is
+# the same to a cosine of 0.99999 and its 200 smoke scores sit 2e-6 apart (float32's own resolution at
+# them): rankings and stored outputs would be rounding noise. At 0.1 and width 64 the documents' [CLS]
+# vectors are 0.985 apart, tokens within one keep apart (0.73), 1.0% of adjacent scores lie within 1e-4
+# (the packaged MiniLM: 1.2% within 10 times float32's error) and a first contrastive step's gradient is sane
+RANDOM_BACKBONES = {
+    "tiny-random-bert": RandomBackbone(layers=6, hidden=64, heads=4, intermediate=256, init_std=0.1),
+}
 RANDOM_BUILDER_MODULES = ("models/backbone.py", "seeding.py")  # the code that draws one (its key's fingerprint)
 TOKENIZER = "minilm"  # BERT's WordPiece vocabulary (bert-base-uncased), from the packaged backbone
 EXCLUDED_BENCHMARK = "manpages"  # no document of it is read, judged or not
@@ -219,6 +227,7 @@ def built_backbone(name: str, progress: bool = True) -> Path:
                 recipe.positions,
                 recipe.seed,
                 TOKENIZER,
+                recipe.init_std,
             ),
             code_modules=RANDOM_BUILDER_MODULES,
             **keyed_by,

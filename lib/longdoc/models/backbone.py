@@ -139,10 +139,12 @@ def random_backbone(
     positions: int = 512,
     seed: int = 0,
     tokenizer: str = DEFAULT_BACKBONE,
+    init_std: float = 0.02,
 ) -> str:
-    """A BERT of random weights (drawn under ``seed``, never trained) saved with ``tokenizer``'s vocabulary
-    (bert-base-uncased's WordPiece for the default) where :func:`resolve_backbone` reads it; returns its
-    path. ``intermediate`` defaults to BERT's 4 x ``hidden``."""
+    """A BERT of random weights (drawn under ``seed`` with standard deviation ``init_std``, BERT's 0.02 by
+    default; never trained) saved with ``tokenizer``'s vocabulary (bert-base-uncased's WordPiece for the
+    default) where :func:`resolve_backbone` reads it; returns its path. ``intermediate`` defaults to BERT's
+    4 x ``hidden``."""
     from transformers import BertConfig, BertModel
 
     from longdoc.seeding import seeded
@@ -155,6 +157,7 @@ def random_backbone(
         num_attention_heads=heads,
         intermediate_size=intermediate or 4 * hidden,
         max_position_embeddings=positions,
+        initializer_range=init_std,
     )
     with seeded(seed):
         model = BertModel(config, add_pooling_layer=False)
