@@ -6,7 +6,7 @@ import pytest
 from longdoc.analysis import claim_cards
 from longdoc.data.registry import REPO_ROOT
 from longdoc.experiments import report
-from longdoc.experiments.backbones import is_built
+from longdoc.experiments.backbones import is_mlm_built
 
 CARD = pd.DataFrame(
     [
@@ -237,13 +237,15 @@ def test_a_card_says_what_decided_the_claims_posed_on_the_built_start():
             "metrics": {"findings": {"context": context}, "budgets": budget(32, False) + budget(128, True)},
         },
     }
-    lines = claim_cards.built_start_lines(card, records, is_built)
+    lines = claim_cards.built_start_lines(card, records, is_mlm_built)
     assert lines[0].startswith("From the MLM-only start built here")
     assert lines[2] == f'- notebook 50, from `manpages-mlm`, in its findings: "{context}"'
     assert lines[3] == "  - 1× (32 fine-tuning steps), test MRR@100: I 0.100, III 0.020 (not every row learns)"
     assert lines[4] == "  - 4× (128 fine-tuning steps), test MRR@100: I 0.100, III 0.080 (every row learns)"
     assert len(lines) == 6  # the MiniLM notebook's context is not a built start's
-    assert claim_cards.built_start_lines(card, {"11_ablation": records["11_ablation"]}, is_built) == []
+    assert claim_cards.built_start_lines(card, {"11_ablation": records["11_ablation"]}, is_mlm_built) == []
+    random = {"50_built": {**records["50_built"], "config": {"backbone": "tiny-random-bert"}}}  # drawn, not MLM-trained
+    assert claim_cards.built_start_lines(card, random, is_mlm_built) == []
 
 
 def test_each_machines_time_is_read_against_the_profiles_limit():

@@ -4,6 +4,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -78,20 +79,96 @@ def two_parts(monkeypatch):
 def test_the_command_prints_its_parts_and_fails_over_its_budget(two_parts, monkeypatch, capsys, tmp_path):
     assert suite.run(setup_seconds=1.0, root=tmp_path) == 0
     out = capsys.readouterr().out
-    assert "set-up" in out and "ruff" in out and "pytest" in out and "peak extra disk" in out
+    assert "set-up" in out and "ruff" in out and "pytest" in out and "extra disk at its peak" in out
+    assert "(it added  0.00)" in out.split("pytest ")[-1]  # the 3 MB are the first part's, not the second's
     monkeypatch.setattr(suite, "BUDGET", suite.Budget(minutes=25, gigabytes=0.001))  # 1 MB
     assert suite.run(root=tmp_path) == 1
     captured = capsys.readouterr()
     assert "over its budget of 0.001 GB" in captured.err and "total" in captured.out
 
 
-def test_a_failing_part_stops_the_rest_and_fails_the_command(monkeypatch, capsys, tmp_path):
-    parts = {"ruff": [sys.executable, "-c", "raise SystemExit(3)"], "pytest": [sys.executable, "-c", "pass"]}
+def test_a_failing_part_stops_the_rest_keeps_its_files_and_gives_its_exit_status(monkeypatch, capsys, tmp_path):
+    keeps = "import os, pathlib; pathlib.Path(os.environ['TMPDIR'], 'why.txt').write_text('x'); raise SystemExit(3)"
+    parts = {"ruff": [sys.executable, "-c", keeps], "pytest": [sys.executable, "-c", "pass"]}
     monkeypatch.setattr(suite, "parts", lambda workers: parts)
-    assert suite.run(root=tmp_path) == 1
+    assert suite.run(root=tmp_path) == 3
     captured = capsys.readouterr()
     assert "FAILED (exit 3)" in captured.out and "pytest " not in captured.out.split("timed and weighed")[1]
-    assert "ruff failed" in captured.err
+    assert "ruff failed (exit 3)" in captured.err
+    kept = Path(captured.err.split("are kept in ")[1].split()[0])
+    assert (kept / "why.txt").read_text() == "x"  # the failed part's files, to read
+
+
+def test_the_set_up_is_counted_from_the_time_run_all_started(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(suite, "parts", lambda workers: {"ruff": [sys.executable, "-c", "pass"]})
+    monkeypatch.chdir(tmp_path)
+    assert suite.main(["--started", str(time.time() - 90), "--only", "ruff"]) == 0
+    out = capsys.readouterr().out
+    setup = float(out.split("set-up")[1].split("s")[0])
+    assert 90 <= setup < 100 and "total 1.5 minutes" in out
+
+
+def test_a_stopped_part_stops_its_whole_process_group(tmp_path):
+    """Ctrl-C (or SIGTERM, which main turns into an exit) reaches a part's workers, not only its first process."""
+    import os
+    import signal
+
+    pid_file = tmp_path / "grandchild.pid"
+    spawns = (
+        "import subprocess, sys, time; child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid)); time.sleep(60)"
+    )
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.alarm(3)
+        with pytest.raises(KeyboardInterrupt):
+            suite.run_part([sys.executable, "-c", spawns], tmp_path, dict(os.environ))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    grandchild = int(pid_file.read_text())
+    for _ in range(50):
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(grandchild, signal.SIGKILL)
+        raise AssertionError("the part's grandchild outlived the stop")
+
+
+def test_the_measured_folders_count_the_cache_once_wherever_it_lies(tmp_path):
+    root, scratch, outside = tmp_path / "checkout", tmp_path / "scratch", tmp_path / "elsewhere"
+    for folder in (root, scratch, outside):
+        folder.mkdir()
+    inside = {"LONGDOC_CACHE": str(root / "data" / "cache")}
+    assert suite.measured_folders(root, scratch, inside) == (root.resolve(), scratch.resolve())
+    away = {"LONGDOC_CACHE": str(outside), "LONGDOC_DATA": str(outside / "data")}
+    assert suite.measured_folders(root, scratch, away) == (root.resolve(), scratch.resolve(), outside.resolve())
+    assert suite.measured_folders(root, root / "tmp", {}) == (root.resolve(),)  # a TMPDIR inside: counted once
+
+
+def test_a_reading_begun_before_a_part_started_is_not_that_part_s(tmp_path, monkeypatch):
+    disk = suite.DiskSampler((tmp_path,), interval=3600)
+    real_size, marked = disk.size, []
+
+    def racing_size():  # the sampler's walk is under way when the next part starts
+        if not marked:
+            marked.append(True)
+            disk.mark()
+            return 10**9  # what the walk saw of the last part (its leftovers, since removed)
+        return real_size()
+
+    with disk:
+        monkeypatch.setattr(disk, "size", racing_size)
+        disk.sample()
+    assert disk.peak >= 10**9 - disk.start  # the command's peak keeps it
+    assert disk.part_peak < 10**6  # the new part's does not
 
 
 def test_an_unknown_part_is_refused_by_name(capsys):

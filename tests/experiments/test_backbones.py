@@ -31,13 +31,41 @@ def test_a_study_names_the_random_backbone_by_its_folder_and_its_first_load_draw
     assert model.config.max_position_embeddings == backbones.POSITIONS == backbones.position_embeddings(named)
 
 
-def test_the_random_backbone_is_keyed_by_its_recipe(isolated_outputs, monkeypatch):
-    from longdoc.experiments import backbones
+def test_the_random_backbone_is_keyed_by_its_recipe_and_the_code_that_draws_it(isolated_outputs, monkeypatch):
+    import inspect
+
+    from longdoc.experiments import backbones, cache
+    from longdoc.models.backbone import random_backbone
 
     before = backbones.backbone_folder(RANDOM)
     wider = backbones.RandomBackbone(layers=6, hidden=128, heads=4, intermediate=512, init_std=0.1)
     monkeypatch.setitem(backbones.RANDOM_BACKBONES, RANDOM, wider)
     assert backbones.backbone_folder(RANDOM) != before
+    monkeypatch.undo()
+    drawing = Path(inspect.getsourcefile(random_backbone)).relative_to(cache.PACKAGE_DIR).as_posix()
+    calling = Path(backbones.__file__).relative_to(cache.PACKAGE_DIR).as_posix()
+    assert {drawing, calling, "seeding.py"} <= set(backbones.RANDOM_BUILDER_MODULES)
+    monkeypatch.setattr(cache, "modules_fingerprint", lambda modules: "another draw")  # their code changed
+    assert backbones.backbone_folder(RANDOM) != before
+
+
+def test_a_random_draw_is_known_by_its_key_wherever_it_was_drawn(isolated_outputs, tiny_dataset):
+    """A folder drawn by other code or other package versions (or imported) has another key than today's
+    recipe: its key.json still says it is random weights, never an MLM-trained start."""
+    import json
+
+    from longdoc.experiments import backbones, cache
+
+    other = cache.CACHE_DIR / "backbone" / "0123456789abcdef"
+    other.mkdir(parents=True)
+    (other / "key.json").write_text(json.dumps(backbones.determinants(RANDOM) | {"code": "older"}))
+    assert backbones.is_random("cache:backbone/0123456789abcdef")
+    assert backbones.backbone_training("cache:backbone/0123456789abcdef") == backbones.RANDOM_WEIGHTS
+    trained = cache.CACHE_DIR / "backbone" / "fedcba9876543210"
+    trained.mkdir()
+    (trained / "key.json").write_text(json.dumps({"name": "manpages-mlm", "recipe": {}}))
+    assert not backbones.is_random("cache:backbone/fedcba9876543210")
+    assert not backbones.is_random("minilm") and not backbones.is_random("cache:backbone/missing")
 
 
 def test_the_random_backbone_is_random_weights_to_every_rule_that_reads_a_start(isolated_outputs, tiny_dataset):
@@ -51,13 +79,27 @@ def test_the_random_backbone_is_random_weights_to_every_rule_that_reads_a_start(
     study = build_tiny_study(tiny_dataset, RANDOM)
     named = study.settings(EncoderSettings).backbone
     assert backbones.is_random(named) and backbones.backbone_training(named) == RANDOM_WEIGHTS
-    assert not backbones.is_random(backbones.backbone_path("minilm"))
 
     class Spec:  # a pre-trained row's spec, as start_trained_as reads it
         encoder = study.settings(EncoderSettings)
 
     assert start_trained_as(Spec) == RANDOM_WEIGHTS  # one of the starts the papers pre-train from
     assert "the backbone is random weights" in study.pooling_line()
+
+
+def test_the_built_start_notebooks_say_a_random_backbone_is_not_their_start(isolated_outputs, tiny_dataset):
+    from longdoc.experiments.papers import built_start
+
+    study = build_tiny_study(tiny_dataset, RANDOM)
+    backbone = built_start.backbone_learned(study)
+    assert backbone.iloc[0]["random weights"] and not backbone.iloc[0]["learned language"]
+
+    import pandas as pd
+
+    learns = pd.DataFrame([{"train_steps": 4, "row": "I", "learns": True}])  # every row learns: the start decides
+    words = built_start.decision(backbone, built_start.BudgetSearch(study, learns))
+    assert "random weights drawn here and never trained, so it is not the MLM-trained start" in words
+    assert "was not built here" not in words and "the pre-training claims stay not testable on it" in words
 
 
 def test_the_random_backbone_needs_no_download_no_page_and_names_bert_s_tokenizer():

@@ -167,7 +167,7 @@ def items_per_step(job: str, shape: dict) -> int:
 
 def priced_width(backbone: str | None) -> int:
     """The measured width whose prices apply to ``backbone``: MiniLM's 384 for it and for a backbone built
-    here no wider (``manpages-mlm``, 256 wide; ``tiny-random-bert``, 32: upper bounds), else BERT-base's 768."""
+    here no wider (``manpages-mlm``, 256 wide; ``tiny-random-bert``, 64: upper bounds), else BERT-base's 768."""
     from longdoc.experiments.backbones import BUILT_BACKBONES, RANDOM_BACKBONES
 
     built = BUILT_BACKBONES.get(backbone) or RANDOM_BACKBONES.get(backbone)

@@ -13,7 +13,8 @@ command builds it ahead::
 
 It is cached under ``backbone/<key>``: the recipe, the listing of installed pages, the benchmark's
 source pages and builder, the tokenizer's package and the code of the modules that build it (not the
-whole package's: a later change elsewhere keeps it). A study names it by that folder
+whole package's: a later change elsewhere keeps it); a random one's key holds its recipe, its tokenizer and
+the code that draws it. A study names it by that folder
 (:func:`backbone_path`, computed without building); the first load of its weights or tokenizer builds it.
 """
 
@@ -79,7 +80,9 @@ class RandomBackbone:
 RANDOM_BACKBONES = {
     "tiny-random-bert": RandomBackbone(layers=6, hidden=64, heads=4, intermediate=256, init_std=0.1),
 }
-RANDOM_BUILDER_MODULES = ("models/backbone.py", "seeding.py")  # the code that draws one (its key's fingerprint)
+# the code that draws one (its key's fingerprint): the drawing function, the seeding, and this module, which
+# calls it (cheap to redraw, so any edit here redraws it; the MLM-trained ones leave it out: an hour to rebuild)
+RANDOM_BUILDER_MODULES = ("models/backbone.py", "seeding.py", "experiments/backbones.py")
 TOKENIZER = "minilm"  # BERT's WordPiece vocabulary (bert-base-uncased), from the packaged backbone
 EXCLUDED_BENCHMARK = "manpages"  # no document of it is read, judged or not
 BUILDER_MODULES = (  # the code that makes a built backbone (its key's fingerprint)
@@ -109,11 +112,22 @@ def is_mlm_built(name: str) -> bool:
 
 def is_random(name: str) -> bool:
     """A backbone of random weights built here (:data:`RANDOM_BACKBONES`), by its name or its cache folder's
-    portable name (``cache:backbone/<key>``)."""
+    portable name (``cache:backbone/<key>``): today's recipe's, or any folder whose key names a random draw
+    (one drawn by other code or package versions, or imported)."""
     name = str(name)
     if name in RANDOM_BACKBONES:
         return True
-    return name.startswith("cache:backbone/") and any(_portable_folder(random) == name for random in RANDOM_BACKBONES)
+    if not name.startswith("cache:backbone/"):
+        return False
+    if any(_portable_folder(random) == name for random in RANDOM_BACKBONES):
+        return True
+    from longdoc.experiments.cache import CACHE_DIR
+
+    key = Path(CACHE_DIR) / name.removeprefix("cache:") / "key.json"
+    try:
+        return "random" in json.loads(key.read_text())
+    except (OSError, ValueError):
+        return False
 
 
 MLM_TRAINED = "an MLM-trained encoder"
@@ -136,8 +150,8 @@ def mlm_head_trained(path: str) -> bool:
 def backbone_training(backbone: str) -> str:
     """How ``backbone`` (a name, a folder, or a built one's ``cache:`` name) was trained, in words that
     start with :data:`MLM_TRAINED` where it is one: built here (MLM only), or a folder with trained MLM
-    head weights; any other has no MLM head to show for it (the packaged MiniLM: a contrastive sentence
-    encoder trained with mean pooling)."""
+    head weights; a random one built here is :data:`RANDOM_WEIGHTS`; any other has no MLM head to show for
+    it (the packaged MiniLM: a contrastive sentence encoder trained with mean pooling)."""
     from longdoc.models.backbone import CACHED, resolve_backbone
 
     if is_random(backbone):  # the precondition of a claim's start reads it as random weights
@@ -209,7 +223,8 @@ def _portable_folder(name: str) -> str:
 
 
 def built_backbone(name: str, progress: bool = True) -> Path:
-    """The folder of built backbone ``name``, trained on first use (up to an hour on 2 cores)."""
+    """The folder of built backbone ``name``, trained on first use (up to an hour on 2 cores; a random one is
+    drawn in a second)."""
     from longdoc.experiments.cache import cached_directory
     from longdoc.train.mlm_backbone import build_on_installed_pages
 

@@ -48,7 +48,7 @@ PRESENTATION_ONLY = (
     "pack.py",
     "experiments/preflight.py",
     "bench/gpu_hours.py",
-    "bench/suite.py",
+    "bench/suite.py",  # times the test command (ruff, pytest, nbval), never an artefact or a recorded number
     "analysis/",
     "experiments/study.py",
     "experiments/systems.py",

