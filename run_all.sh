@@ -14,6 +14,8 @@
 #                                     name or a path as typed)
 #                                     (every run ends with the results report: RESULTS.md for cpu,
 #                                      results/<profile>/RESULTS.md otherwise)
+#   ./run_all.sh --allow-cpu          run a GPU profile (accelerator: gpu: paper, gpu) where torch sees no GPU
+#                                     (without it the run stops before any work, saying so)
 #   ./run_all.sh --deadline MINUTES   a run in pieces: no fit chain starts that the GPU-hour estimate says
 #                                     cannot finish by then (LONGDOC_DEADLINE; python -m
 #                                     longdoc.experiments.cache export FILE takes what finished along;
@@ -41,6 +43,7 @@ from_caller() { case "$1" in /*) echo "$1" ;; *) echo "$CALLER_DIR/$1" ;; esac; 
 
 PROFILE=cpu
 ONLY=""
+ALLOW_CPU=""
 MODE=study
 OVERRIDES=()
 PASS=()
@@ -92,11 +95,12 @@ while [ $# -gt 0 ]; do
            OVERRIDES+=(--set "$(from_caller_set "$2")"); shift 2 ;;
     --deadline) once --deadline; DEADLINE_MINUTES=$(value_of "--deadline (minutes)" "${2:-}") || exit 2; shift 2 ;;
     --deadline=*) once --deadline; DEADLINE_MINUTES=$(value_of "--deadline (minutes)" "${1#*=}") || exit 2; shift ;;
+    --allow-cpu) ALLOW_CPU=1; shift ;;
     --tests) MODE=tests; shift ;;
     --setup) MODE=setup; shift ;;
     --pack) MODE=pack; shift; PASS=("$@"); break ;;
     --check-gpu) MODE=check-gpu; shift; PASS=("$@"); break ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) echo "run_all.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -287,7 +291,9 @@ run_study() {
   "$PY" -m longdoc.experiments.records --profile "$PROFILE" --notes "$work" "$work"/*.yaml > "$work/slots.txt" || exit 2
   # every dataset, the cache folder and every pre-training corpus the selected notebooks read, before the first
   local cache="${LONGDOC_CACHE:-${LONGDOC_DATA:-data}/cache}"
-  "$PY" -m longdoc.experiments.preflight --cache "$cache" "$work"/*.yaml || exit 2
+  # a GPU profile (accelerator: gpu) where torch sees no GPU, or n_devices above the GPUs seen, stops here
+  "$PY" -m longdoc.experiments.preflight --cache "$cache" --profile-file "$params" ${ALLOW_CPU:+--allow-cpu} \
+    "$work"/*.yaml || exit 2
   while read -r line; do log "$line"; done < "$work/slots.txt"
   print_device | while read -r line; do log "$line"; done
   log "notebooks run by: $RUNNER"

@@ -465,11 +465,11 @@ CASES = [
         prepared(
             lambda t: (
                 shutil.copytree(ROOT / "tests/fixtures/nq320k", t / "nq"),
-                write(t, "nq/nq_title_abs.tsv", "Hydrogen is light\t1\t0\u200b\n"),
+                write(t, "nq/NQ_doc_content.tsv", "0\u200b\t\t\tHydrogen is light\t\t\ten\n"),
             ),
             converter("nq320k", "--dir", "{tmp}/nq", "--out", "{tmp}/out"),
         ),
-        r"nq/nq_title_abs.tsv, line 1: document id '0\\u200b' contains the invisible character U\+200B",
+        r"nq/NQ_doc_content.tsv, line 1: document id '0\\u200b' contains the invisible character U\+200B",
     ),
     (
         "converter split name with ../",
@@ -777,6 +777,11 @@ CASES = [
         r"parameter batch_size='four': expected int, got str",
     ),
     (
+        "run_all.sh a GPU profile where torch sees no GPU (CUDA_VISIBLE_DEVICES empty: none, on any machine)",
+        run_all("--profile", "gpu", "--only", "00", env={"CUDA_VISIBLE_DEVICES": ""}),
+        r"run_all.sh: this profile is sized for GPUs \(accelerator: gpu\) and torch .* sees none: .*--allow-cpu",
+    ),
+    (
         "run_all.sh --set profile=paper",
         run_all("--profile", "smoke", "--only", "00", "--set", "profile=paper"),
         r"command line: profile='paper' cannot be set: it is the profile file's name",
@@ -960,9 +965,9 @@ CASES = [
         converter(
             "msmarco",
             "--docs",
-            "{fixtures}/msmarco/msmarco-docs.tsv",
+            "{fixtures}/msmarco/msmarco-docs.tsv.gz",
             "--split",
-            "train={fixtures}/msmarco/msmarco-doctrain-queries.tsv,{fixtures}/msmarco/msmarco-doctrain-qrels.tsv",
+            "train={fixtures}/msmarco/msmarco-doctrain-queries.tsv.gz,{fixtures}/msmarco/msmarco-doctrain-qrels.tsv.gz",
             "--dev-from-train",
             "1",
             "--out",
@@ -1126,9 +1131,9 @@ CASES = [
         converter(
             "msmarco",
             "--docs",
-            "{fixtures}/msmarco/msmarco-docs.tsv",
+            "{fixtures}/msmarco/msmarco-docs.tsv.gz",
             "--split",
-            "train={fixtures}/msmarco/msmarco-doctrain-queries.tsv,{fixtures}/msmarco/msmarco-doctrain-qrels.tsv",
+            "train={fixtures}/msmarco/msmarco-doctrain-queries.tsv.gz,{fixtures}/msmarco/msmarco-doctrain-qrels.tsv.gz",
             "--seed",
             "7",
             "--out",
@@ -1388,7 +1393,7 @@ CASES = [
         r"manifest.json: is not UTF-8",
     ),
     (
-        "run_all.sh a dataset whose corpus.jsonl is gzip",
+        "run_all.sh a dataset whose corpus.jsonl is a zip archive (a gzip one is read as it streams)",
         run_all(
             "--profile",
             "smoke",
@@ -1396,9 +1401,9 @@ CASES = [
             "01",
             "--dataset",
             "{tmp}/mine",
-            prepare=lambda t: write(beir_copy(t), "corpus.jsonl", __import__("gzip").compress(b'{"_id": "d1"}\n')),
+            prepare=lambda t: write(beir_copy(t), "corpus.jsonl", b"PK\x03\x04" + bytes(40)),
         ),
-        r"01_baselines: .*mine/corpus.jsonl, line 1: byte 0x8b at column 2 is not UTF-8",
+        r"01_baselines: .*mine/corpus.jsonl: is a zip archive of files, not a text file: unpack it",
     ),
     (
         "run_all.sh a dataset whose corpus.jsonl holds only blank lines",

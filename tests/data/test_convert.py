@@ -6,7 +6,7 @@ import signal
 import subprocess
 import sys
 
-from longdoc.data.beir import files_checksum, load_beir
+from longdoc.data.beir import files_checksum, load_beir, read_corpus
 from longdoc.data.convert import main
 from longdoc.data.pairs import load_pairs
 from longdoc.io import exclusive
@@ -18,17 +18,17 @@ def test_msmarco_with_trec_dl_becomes_a_beir_folder_with_a_checksum(fixtures, tm
     args = [
         "msmarco",
         "--docs",
-        str(d / "msmarco-docs.tsv"),
+        str(d / "msmarco-docs.tsv.gz"),
         "--out",
         str(out),
         "--split",
-        f"train={d / 'msmarco-doctrain-queries.tsv'},{d / 'msmarco-doctrain-qrels.tsv'}",
+        f"train={d / 'msmarco-doctrain-queries.tsv.gz'},{d / 'msmarco-doctrain-qrels.tsv.gz'}",
         "--split",
-        f"test={d / 'msmarco-test2019-queries.tsv'},{d / '2019qrels-docs.txt'}",
+        f"test={d / 'msmarco-test2019-queries.tsv.gz'},{d / '2019qrels-docs.txt'}",
     ]
     assert main(args) == 0
     dataset = load_beir(out)
-    assert sorted(dataset.corpus) == ["D1359209", "D1555982", "D301595"]
+    assert sorted(dataset.corpus) == ["D1359209", "D1555982", "D301595", "D3300001"]
     assert dataset.qrels["test"]["1037798"] == {"D1555982": 0, "D1359209": 3}
     assert len(dataset.checksum) == 64 and dataset.checksum == files_checksum(out)
     assert f"checksum {dataset.checksum[:16]}" in capsys.readouterr().out
@@ -37,11 +37,41 @@ def test_msmarco_with_trec_dl_becomes_a_beir_folder_with_a_checksum(fixtures, tm
     assert main(args + ["--force"]) == 0 and load_beir(out).checksum == dataset.checksum  # same bytes
 
 
+def test_the_streamed_conversion_holds_what_the_in_memory_reader_reads(fixtures, tmp_path):
+    """The converter streams the documents (only ids in memory); the dataset it writes is the one
+    ``load_msmarco_documents`` builds in memory from the same files, TREC DL 2020 (graded, judging the
+    empty D999 that is skipped) included."""
+    from longdoc.data.msmarco import load_msmarco_documents
+
+    d = fixtures / "msmarco"
+    splits = {
+        "train": (d / "msmarco-doctrain-queries.tsv.gz", d / "msmarco-doctrain-qrels.tsv.gz"),
+        "dl19": (d / "msmarco-test2019-queries.tsv.gz", d / "2019qrels-docs.txt"),
+        "dl20": (d / "msmarco-test2020-queries.tsv.gz", d / "2020qrels-docs.txt"),
+    }
+    command = ["msmarco", "--docs", str(d / "msmarco-docs.tsv.gz"), "--out", str(tmp_path / "marco")]
+    for name, (queries, qrels) in splits.items():
+        command += ["--split", f"{name}={queries},{qrels}"]
+    assert main(command) == 2  # D999 is judged in 2020 and skipped as empty: said, not dropped silently
+    assert main(command + ["--skip-unknown-docs"]) == 0
+    written = load_beir(tmp_path / "marco")
+    in_memory = load_msmarco_documents(d / "msmarco-docs.tsv.gz", splits, on_unknown_doc="skip")
+    assert dict(written.corpus) == in_memory.corpus
+    assert written.queries == in_memory.queries and written.qrels == in_memory.qrels
+    assert written.qrels["dl20"] == {"1030303": {"D3300001": 3, "D301595": 0}, "1037496": {"D1359209": 2}}
+    assert written.manifest["import_stats"] == {
+        "skipped_empty": 1,
+        "train_skipped_unknown": 0,
+        "dl19_skipped_unknown": 0,
+        "dl20_skipped_unknown": 1,
+    }
+
+
 def test_a_bad_input_writes_nothing(fixtures, tmp_path, capsys):
     docs = tmp_path / "docs.tsv"
     docs.write_text("D1\tu\tt\tbody\nD2\tu\tt\n")
-    queries = fixtures / "msmarco" / "msmarco-doctrain-queries.tsv"
-    qrels = fixtures / "msmarco" / "msmarco-doctrain-qrels.tsv"
+    queries = fixtures / "msmarco" / "msmarco-doctrain-queries.tsv.gz"
+    qrels = fixtures / "msmarco" / "msmarco-doctrain-qrels.tsv.gz"
     out = tmp_path / "out"
     assert main(["msmarco", "--docs", str(docs), "--split", f"train={queries},{qrels}", "--out", str(out)]) == 2
     assert "docs.tsv, line 2: expected 4 tab-separated fields" in capsys.readouterr().err
@@ -76,17 +106,19 @@ def test_a_converter_never_writes_over_or_around_its_input(fixtures, tmp_path, c
     assert sorted(p.name for p in nq.iterdir()) == before
     d = tmp_path / "marco"
     shutil.copytree(fixtures / "msmarco", d)
-    split = f"train={d / 'msmarco-doctrain-queries.tsv'},{d / 'msmarco-doctrain-qrels.tsv'}"
-    assert main(["msmarco", "--docs", str(d / "msmarco-docs.tsv"), "--split", split, "--out", str(d), "--force"]) == 2
-    assert "overlaps the input" in capsys.readouterr().err and (d / "msmarco-docs.tsv").is_file()
+    split = f"train={d / 'msmarco-doctrain-queries.tsv.gz'},{d / 'msmarco-doctrain-qrels.tsv.gz'}"
+    assert (
+        main(["msmarco", "--docs", str(d / "msmarco-docs.tsv.gz"), "--split", split, "--out", str(d), "--force"]) == 2
+    )
+    assert "overlaps the input" in capsys.readouterr().err and (d / "msmarco-docs.tsv.gz").is_file()
 
 
 def test_a_split_name_is_a_plain_name(fixtures, tmp_path, capsys):
     d = fixtures / "msmarco"
     for name in ("../outside", "a/b", ".hidden", ""):
-        split = f"{name}={d / 'msmarco-doctrain-queries.tsv'},{d / 'msmarco-doctrain-qrels.tsv'}"
+        split = f"{name}={d / 'msmarco-doctrain-queries.tsv.gz'},{d / 'msmarco-doctrain-qrels.tsv.gz'}"
         assert (
-            main(["msmarco", "--docs", str(d / "msmarco-docs.tsv"), "--split", split, "--out", str(tmp_path / "o")])
+            main(["msmarco", "--docs", str(d / "msmarco-docs.tsv.gz"), "--split", split, "--out", str(tmp_path / "o")])
             == 2
         )
         error = capsys.readouterr().err
@@ -128,14 +160,14 @@ def test_an_out_changed_during_the_conversion_is_kept_and_ours_discarded(fixture
     import longdoc.data.nq320k as nq320k
 
     out = tmp_path / "nq"
-    real = nq320k.load_nq320k
+    real = nq320k.convert_nq320k_files
 
     def meanwhile(*args, **kwargs):
         out.mkdir()
         (out / "theirs.txt").write_text("theirs")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(nq320k, "load_nq320k", meanwhile)
+    monkeypatch.setattr(nq320k, "convert_nq320k_files", meanwhile)
     assert main(["nq320k", "--dir", str(fixtures / "nq320k"), "--out", str(out)]) == 2
     assert "changed by another writer while this one ran; kept theirs" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == ["theirs.txt"]
@@ -147,7 +179,7 @@ def test_a_file_of_out_edited_in_place_during_the_conversion_is_seen(fixtures, t
 
     out = tmp_path / "nq"
     assert main(["nq320k", "--dir", str(fixtures / "nq320k"), "--out", str(out)]) == 0
-    real = nq320k.load_nq320k
+    real = nq320k.convert_nq320k_files
 
     def meanwhile(*args, **kwargs):
         with open(out / "qrels" / "test.tsv", "a") as handle:  # the folder itself keeps its inode and time
@@ -156,7 +188,7 @@ def test_a_file_of_out_edited_in_place_during_the_conversion_is_seen(fixtures, t
         os.utime(out / "qrels" / "test.tsv", ns=(1, 1))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(nq320k, "load_nq320k", meanwhile)
+    monkeypatch.setattr(nq320k, "convert_nq320k_files", meanwhile)
     assert main(["nq320k", "--dir", str(fixtures / "nq320k"), "--out", str(out), "--force"]) == 2
     assert "changed by another writer" in capsys.readouterr().err
 
@@ -182,11 +214,11 @@ def test_out_given_as_dot_is_the_current_folder(fixtures, tmp_path, monkeypatch)
 KILLED_MID_WRITE = """
 import os, signal, sys
 import longdoc.data.convert as convert
-real = convert.save_beir
-def save_then_die(dataset, folder):
-    real(dataset, folder)
+real = convert._landed
+def write_then_die(folder, out, manifest):
+    real(folder, out, manifest)
     os.kill(os.getpid(), signal.SIGKILL)
-convert.save_beir = save_then_die
+convert._landed = write_then_die
 convert.main(sys.argv[1:])
 """
 
@@ -204,3 +236,21 @@ def test_a_converter_killed_mid_write_loses_nothing_and_a_rerun_sweeps_its_lefto
     assert main(command + ["--force"]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nq"]  # swept, lock released and removed
     assert files_checksum(out) == before
+
+
+def test_a_pair_collection_becomes_documents_then_pairs_beside_them(fixtures, tmp_path, capsys):
+    """Wiki65K's shape: documents (id, title, text) into corpus.jsonl, then SMASH-format pairs beside it;
+    a document file of another shape names its line and writes nothing."""
+    out = tmp_path / "wiki65k"
+    assert main(["documents", "--docs", str(fixtures / "pairs" / "wiki65k_docs.tsv"), "--out", str(out)]) == 0
+    assert f"{out}: 3 documents" in capsys.readouterr().out
+    split = f"test={fixtures / 'pairs' / 'wiki65k_test.tsv'}"
+    assert main(["pairs", "--format", "smash", "--split", split, "--out", str(out)]) == 0
+    pairs = load_pairs(out, known_ids=read_corpus(out / "corpus.jsonl"))
+    assert [(p.source, p.target, p.label) for p in pairs["test"]] == [("doc_1", "doc_2", 1), ("doc_1", "doc_3", 0)]
+    assert read_corpus(out / "corpus.jsonl")["doc_2"].title == "Engineering Council"
+    bad = tmp_path / "docs.tsv"
+    bad.write_text("doc_1\tA title\tA text\ndoc_2\tonly a title\n")
+    assert main(["documents", "--docs", str(bad), "--out", str(tmp_path / "other")]) == 2
+    assert "docs.tsv, line 2: expected 3 tab-separated fields 'id title text', found 2" in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()

@@ -119,14 +119,14 @@ def test_the_msmarco_converter_holds_dev_out_of_train_and_keeps_ms_marco_dev_rep
     from longdoc.data.convert import main
 
     d = fixtures / "msmarco"
-    train = f"train={d / 'msmarco-doctrain-queries.tsv'},{d / 'msmarco-doctrain-qrels.tsv'}"
-    reported = f"msmarco-dev={d / 'msmarco-test2019-queries.tsv'},{d / '2019qrels-docs.txt'}"
+    train = f"train={d / 'msmarco-doctrain-queries.tsv.gz'},{d / 'msmarco-doctrain-qrels.tsv.gz'}"
+    reported = f"msmarco-dev={d / 'msmarco-test2019-queries.tsv.gz'},{d / '2019qrels-docs.txt'}"
     out = tmp_path / "msmarco"
-    args = ["msmarco", "--docs", str(d / "msmarco-docs.tsv"), "--split", train, "--split", reported]
+    args = ["msmarco", "--docs", str(d / "msmarco-docs.tsv.gz"), "--split", train, "--split", reported]
     assert main(args + ["--dev-from-train", "0.5", "--seed", "5", "--skip-unknown-docs", "--out", str(out)]) == 0
     dataset = load_beir(out)
     assert set(dataset.qrels) == {"train", "dev", "msmarco-dev"}
     assert sorted(set(dataset.qrels["train"]) | set(dataset.qrels["dev"])) == ["174249", "320792"]
     assert dataset.manifest["dev_held_out_of_train"] == {"fraction": 0.5, "seed": 5}
-    clash = ["--split", f"dev={d / 'msmarco-test2019-queries.tsv'},{d / '2019qrels-docs.txt'}"]
+    clash = ["--split", f"dev={d / 'msmarco-test2019-queries.tsv.gz'},{d / '2019qrels-docs.txt'}"]
     assert main(args + clash + ["--dev-from-train", "0.5", "--out", str(tmp_path / "x")]) == 2

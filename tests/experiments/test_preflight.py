@@ -120,3 +120,42 @@ def test_outside_prints_the_numbers_a_profile_leaves_out_of_its_study(capsys, tm
     broken.write_text("profile: broken\noutside_the_study: 41_nci_ablation\n")
     assert preflight.main(["--outside", str(broken)]) == 2
     assert "outside_the_study: expected a list" in capsys.readouterr().err
+
+
+def test_a_gpu_profile_where_torch_sees_no_gpu_stops_unless_allowed():
+    from longdoc.experiments.preflight import device_problem
+
+    stop = device_problem("gpu", 1, 0, False, "2.13.0+cpu")
+    assert "sized for GPUs (accelerator: gpu) and torch 2.13.0+cpu sees none" in stop and "--allow-cpu" in stop
+    assert device_problem("gpu", 1, 0, True, "2.13.0+cpu") is None
+    assert device_problem("cpu", 1, 0, False, "2.13.0+cpu") is None  # the cpu and smoke profiles
+    assert device_problem("gpu", 8, 8, False, "2.11") is None
+    assert device_problem("gpu", 8, 2, False, "2.11") == (
+        "n_devices=8 asks for more GPUs than torch sees (2): --set n_devices=2, or run where 8 are visible"
+    )
+
+
+def test_the_paper_and_gpu_profiles_are_sized_for_gpus_and_the_others_not():
+    from longdoc.experiments.profiles import ACCELERATOR, PROFILES_DIR, load_profile
+
+    sized = {path.stem: load_profile(path)[ACCELERATOR] for path in PROFILES_DIR.glob("*.yaml")}
+    assert sized == {"paper": "gpu", "gpu": "gpu", "cpu": "cpu", "smoke": "cpu"}
+
+
+def test_run_all_stops_a_gpu_profile_on_this_machine_before_any_work(monkeypatch, tmp_path, capsys):
+    """The preflight of run_all.sh: one line, exit 2, when torch sees no GPU (here, forced to see none)."""
+    import longdoc.experiments.preflight as preflight
+    from longdoc.experiments.profiles import PROFILES_DIR
+
+    monkeypatch.setattr(preflight, "_gpus_seen", lambda: (0, "2.13.0+cpu"))
+    values = parameters(tmp_path, "00_data", dataset="manpages", n_devices=1)
+    command = ["--cache", str(tmp_path / "cache"), "--profile-file", str(PROFILES_DIR / "gpu.yaml"), str(values)]
+    assert preflight.main(command) == 2
+    assert "run_all.sh: this profile is sized for GPUs" in capsys.readouterr().err
+    assert preflight.main([*command, "--allow-cpu"]) == 0
+    assert (
+        preflight.main(
+            ["--cache", str(tmp_path / "cache"), "--profile-file", str(PROFILES_DIR / "cpu.yaml"), str(values)]
+        )
+        == 0
+    )

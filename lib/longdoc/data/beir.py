@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,28 +113,52 @@ class RetrievalDataset:
         return RetrievalDataset(f"{self.name}[{max_docs}]", corpus, queries, qrels, manifest)
 
 
-def read_corpus(path: str | Path, on_empty: str = "error", stats: dict | None = None) -> dict[str, Document]:
-    """Read ``corpus.jsonl``. Duplicate ids are an error; empty documents are an error or, with
-    ``on_empty='skip'``, skipped and counted in ``stats['skipped_empty']``."""
+def corpus_documents(
+    path: str | Path, on_empty: str = "error", stats: dict | None = None
+) -> Iterator[tuple[int, Document]]:
+    """``(line, document)`` of ``corpus.jsonl`` as it streams, each row checked (id, fields); empty documents
+    are an error or, with ``on_empty='skip'``, skipped and counted in ``stats['skipped_empty']``. Repeated
+    ids are the caller's to refuse."""
     path = Path(path)
-    corpus: dict[str, Document] = {}
     skipped = 0
     for number, row in jsonl_rows(path):
         doc_id = check_id(row["_id"], path, number)
-        if doc_id in corpus:
-            raise DataFormatError(path, f"duplicate document id {doc_id!r}", number)
         title, text = text_field(row, "title", path, number), text_field(row, "text", path, number)
         if not (visible(title) or visible(text)):
             if on_empty == "skip":
                 skipped += 1
                 continue
             raise DataFormatError(path, f"document {doc_id!r} is empty (no title and no text)", number)
-        corpus[doc_id] = Document(doc_id, title, text)
-    if not corpus:
-        raise DataFormatError(path, "the corpus holds no documents")
+        yield number, Document(doc_id, title, text)
     if stats is not None:
         stats["skipped_empty"] = skipped
+
+
+def read_corpus(path: str | Path, on_empty: str = "error", stats: dict | None = None) -> dict[str, Document]:
+    """Read ``corpus.jsonl`` into memory (:func:`corpus_documents`); a repeated id is an error."""
+    path = Path(path)
+    corpus: dict[str, Document] = {}
+    for number, document in corpus_documents(path, on_empty, stats):
+        if document.doc_id in corpus:
+            raise DataFormatError(path, f"duplicate document id {document.doc_id!r}", number)
+        corpus[document.doc_id] = document
+    if not corpus:
+        raise DataFormatError(path, "the corpus holds no documents")
     return corpus
+
+
+def corpus_ids(path: str | Path) -> dict[str, int]:
+    """Every id of ``corpus.jsonl`` and its line, each row checked as :func:`read_corpus` checks it, with
+    only the ids held (a converter's read-back of a corpus too large for memory)."""
+    path = Path(path)
+    lines: dict[str, int] = {}
+    for number, document in corpus_documents(path):
+        if document.doc_id in lines:
+            raise DataFormatError(path, f"duplicate document id {document.doc_id!r}", number)
+        lines[document.doc_id] = number
+    if not lines:
+        raise DataFormatError(path, "the corpus holds no documents")
+    return lines
 
 
 def read_queries(path: str | Path) -> dict[str, str]:
@@ -302,6 +326,58 @@ def save_beir(dataset: RetrievalDataset, directory: str | Path) -> None:
         directory / "corpus.jsonl",
         ({"_id": d.doc_id, "title": d.title, "text": d.text} for _, d in sorted(dataset.corpus.items())),
     )
-    write_jsonl(directory / "queries.jsonl", ({"_id": q, "text": t} for q, t in sorted(dataset.queries.items())))
-    for split, judged in dataset.qrels.items():
+    save_judgements(directory, dataset.queries, dataset.qrels)
+
+
+def save_judgements(directory: Path, queries: dict[str, str], qrels: dict[str, Qrels]) -> None:
+    """``queries.jsonl`` and ``qrels/<split>.tsv`` of a BEIR folder (sorted)."""
+    write_jsonl(directory / "queries.jsonl", ({"_id": q, "text": t} for q, t in sorted(queries.items())))
+    for split, judged in qrels.items():
         write_qrels(directory / "qrels" / f"{split}.tsv", judged)
+
+
+def stream_corpus(
+    path: Path,
+    rows: Iterable[tuple[int, Document]],
+    source: Path,
+    fold_repeats: bool = False,
+    stats: dict | None = None,
+) -> dict[str, int]:
+    """Write ``corpus.jsonl`` from the ``(line, document)`` rows of ``source`` as they are read, in their
+    order, holding only each id and its line in memory (MS MARCO's 3.2M documents: a few hundred MB, not
+    22 GB of text). A repeated id is an error naming both lines or, with ``fold_repeats`` (a file written
+    one row per query), dropped when its text is the first row's (compared by a 16-byte digest) and an error
+    when not; ``stats['folded']`` counts the dropped rows. Returns each id's first line."""
+    lines: dict[str, int] = {}
+    digests: dict[str, bytes] = {}
+    folded = 0
+    with atomic_write(path) as handle:
+        for number, document in rows:
+            doc_id = document.doc_id
+            if fold_repeats:
+                digest = hashlib.blake2b(document.full_text.encode(), digest_size=16).digest()
+            if doc_id in lines:
+                if not fold_repeats:
+                    raise DataFormatError(
+                        source, f"duplicate document id {doc_id!r} (first on line {lines[doc_id]})", number
+                    )
+                if digests[doc_id] != digest:
+                    raise DataFormatError(
+                        source,
+                        f"document {doc_id!r} appears again with another text (first on line {lines[doc_id]})",
+                        number,
+                    )
+                folded += 1
+                continue
+            lines[doc_id] = number
+            if fold_repeats:
+                digests[doc_id] = digest
+            handle.write(
+                json.dumps({"_id": doc_id, "title": document.title, "text": document.text}, ensure_ascii=False)
+            )
+            handle.write("\n")
+    if not lines:
+        raise DataFormatError(source, "holds no documents")
+    if stats is not None:
+        stats["folded"] = folded
+    return lines

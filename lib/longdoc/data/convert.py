@@ -9,8 +9,10 @@
     python -m longdoc.data.convert nq320k --dir NQ_dataset --out data/nq320k
     # a collection with only test judgements (most of BEIR): carve train and dev from its queries, seeded
     python -m longdoc.data.convert split --dir data/scifact --from test --train 60 --dev 20 --seed 0 --out data/scifact-split
-    # document pairs (SMITH) beside an existing BEIR corpus whose ids the pairs use
-    python -m longdoc.data.convert pairs --format gwikimatch --split test=gwikimatch_test.tsv --out data/wiki
+    # document pairs (SMITH): their documents first (id, title, text), then the labelled pairs beside them
+    python -m longdoc.data.convert documents --docs wiki65k_docs.tsv --out data/wiki65k
+    python -m longdoc.data.convert pairs --format smash --split train=train.tsv --split dev=dev.tsv \\
+        --split test=test.tsv --out data/wiki65k
 
 Every input is checked (a clear error names the file and line) before anything is written, and the
 output folder appears whole or not at all: built under a temporary name, with ``--out`` locked against a
@@ -27,19 +29,34 @@ import re
 import sys
 from pathlib import Path
 
-from longdoc.data.beir import RetrievalDataset, load_beir, read_corpus, save_beir
+from longdoc.data.beir import (
+    RetrievalDataset,
+    corpus_ids,
+    files_checksum,
+    load_beir,
+    qrels_files,
+    read_qrels,
+    read_queries,
+    save_beir,
+    stream_corpus,
+)
 from longdoc.data.errors import DataFormatError, bounded, require_file
 from longdoc.data.pairs import (
+    pair_documents,
     read_gwikimatch,
     read_pair_tsv,
     read_smash_pairs,
     refuse_shared_pairs,
     write_pair_files,
 )
-from longdoc.data.splits import carve_splits
+from longdoc.data.splits import carve_splits, refuse_shared_queries
 from longdoc.io import atomic_directory, exclusive, naming_files, sweep_stale
 
 PAIR_READERS = {"gwikimatch": read_gwikimatch, "smash": read_smash_pairs, "tsv": read_pair_tsv}
+PAIR_FORMATS = """formats (tab-separated, one pair per line, ids as corpus.jsonl names them):
+  gwikimatch  source URL, target URL, label 0/1/2 (1 and 2 are a match: binarised)
+  smash       label 0/1, source id, target id (Wiki65K / AAN104K as SMASH and SMITH use them)
+  tsv         source-id, target-id, label 0/1 (a header naming the three columns, in any order, sets it)"""
 
 
 SPLIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # a file name: qrels/<name>.tsv, pairs/<name>.tsv
@@ -87,29 +104,29 @@ def _fresh_output(out: Path, force: bool, inputs: list[Path] = ()) -> None:
 
 
 def convert_msmarco(args, splits: dict, folder: Path) -> str:
-    from longdoc.data.msmarco import load_msmarco_documents
+    from longdoc.data.msmarco import convert_msmarco_files
 
-    dataset = load_msmarco_documents(
+    manifest = convert_msmarco_files(
         args.docs,
         {name: tuple(files) for name, files in splits.items()},
-        name=args.out.name,
+        folder,
         on_unknown_doc="skip" if args.skip_unknown_docs else "error",
         dev_from_train=args.dev_from_train,
         seed=args.seed or 0,
     )
-    return _write(dataset, folder, args.out)
+    return _landed(folder, args.out, manifest)
 
 
 def convert_nq320k(args, splits: dict, folder: Path) -> str:
-    from longdoc.data.nq320k import load_nq320k
+    from longdoc.data.nq320k import convert_nq320k_files
 
-    return _write(load_nq320k(args.dir, dev_fraction=args.dev_fraction), folder, args.out)
+    return _landed(folder, args.out, convert_nq320k_files(args.dir, folder, dev_fraction=args.dev_fraction))
 
 
 def convert_pairs(args, splits: dict, folder: Path) -> str:
     """Pairs go to ``<out>/pairs/<split>.tsv`` (the folder replaced whole); ``<out>`` must already hold
     the corpus they name."""
-    corpus = read_corpus(args.out / "corpus.jsonl")
+    corpus = corpus_ids(args.out / "corpus.jsonl")  # ids only: a pair file names documents, not their text
     stats: dict = {}
     on_unknown = "skip" if args.skip_unknown_docs else "error"
     pairs, lines = {}, {}
@@ -122,6 +139,17 @@ def convert_pairs(args, splits: dict, folder: Path) -> str:
     write_pair_files(pairs, folder)
     counts = ", ".join(f"{name} {len(rows)} pairs" for name, rows in sorted(pairs.items()))
     return f"{args.out}/pairs: {counts} ({stats.get('skipped_unknown', 0)} naming unknown documents skipped)"
+
+
+def convert_documents(args, splits: dict, folder: Path) -> str:
+    """A pair collection's documents (:func:`~longdoc.data.pairs.pair_documents`) streamed into
+    ``<out>/corpus.jsonl``; ``pairs`` then adds the labelled pairs beside them."""
+    ids = stream_corpus(folder / "corpus.jsonl", pair_documents(args.docs), Path(args.docs))
+    corpus_ids(folder / "corpus.jsonl")  # read back as the matching notebooks will
+    return (
+        f"{args.out}: {len(ids)} documents\n"
+        f"add the labelled pairs: python -m longdoc.data.convert pairs --format smash --split train=... --out {args.out}"
+    )
 
 
 def convert_split(args, splits: dict, folder: Path) -> str:
@@ -142,17 +170,27 @@ def convert_split(args, splits: dict, folder: Path) -> str:
 
 
 def _write(dataset, folder: Path, out: Path) -> str:
-    """Write into ``folder`` (put in place as ``out`` when the conversion ends) and read it back: what
-    lands is a dataset the notebooks accept."""
+    """Write an in-memory dataset into ``folder`` (put in place as ``out`` when the conversion ends)."""
     save_beir(dataset, folder)
-    if dataset.manifest:
-        (folder / "manifest.json").write_text(json.dumps(dataset.manifest, indent=1) + "\n", encoding="utf-8")
-    written = load_beir(folder)
-    for split in written.qrels:
-        try:
-            written.split(split)
-        except ValueError:
-            skipped = dataset.manifest.get("import_stats", {}).get(f"{split}_skipped_unknown")
+    return _landed(folder, out, dataset.manifest)
+
+
+def _landed(folder: Path, out: Path, manifest: dict) -> str:
+    """Write the manifest and read the folder back as a notebook would (every corpus row checked, holding
+    only its ids; queries; every split's judgements), so what lands is a dataset the notebooks accept; say
+    what it holds."""
+    if manifest:
+        (folder / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    ids = corpus_ids(folder / "corpus.jsonl")
+    queries = read_queries(folder / "queries.jsonl")
+    qrels, judged = {}, {}
+    for path in qrels_files(folder):
+        judged[path.stem] = (path, {})
+        qrels[path.stem] = read_qrels(path, queries, ids, judged[path.stem][1])
+    refuse_shared_queries(judged)
+    for split, judgements in qrels.items():
+        if not any(relevance > 0 for docs in judgements.values() for relevance in docs.values()):
+            skipped = manifest.get("import_stats", {}).get(f"{split}_skipped_unknown")
             why = (
                 f" (--skip-unknown-docs skipped its {skipped} judgements of documents the corpus lacks)"
                 if skipped
@@ -160,15 +198,21 @@ def _write(dataset, folder: Path, out: Path) -> str:
             )
             raise ValueError(
                 f"{out}: split {split!r} would hold no query with a relevant document{why}; nothing was written"
-            ) from None
-    sizes = ", ".join(f"{split} {len(q)} queries" for split, q in sorted(written.qrels.items()))
+            )
+    sizes = ", ".join(f"{split} {len(q)} queries" for split, q in sorted(qrels.items()))
     return (
-        f"{out}: {len(written.corpus)} documents, {sizes}; checksum {written.checksum[:16]}\n"
+        f"{out}: {len(ids)} documents, {sizes}; checksum {files_checksum(folder)[:16]}\n"
         f"run notebooks on it: ./run_all.sh --dataset {out} --only 01,10  (or papermill ... -p dataset {out})"
     )
 
 
-CONVERTERS = {"msmarco": convert_msmarco, "nq320k": convert_nq320k, "pairs": convert_pairs, "split": convert_split}
+CONVERTERS = {
+    "msmarco": convert_msmarco,
+    "nq320k": convert_nq320k,
+    "documents": convert_documents,
+    "pairs": convert_pairs,
+    "split": convert_split,
+}
 SPLIT_FILES = {"msmarco": 2, "pairs": 1}  # files per --split NAME=...
 
 
@@ -241,9 +285,20 @@ def main(argv: list[str] | None = None) -> int:
         help="folder with nq_title_abs.tsv, nq_train_doc_newid.tsv, nq_dev_doc_newid.tsv",
     )
     nq.add_argument("--dev-fraction", type=float, default=0.05, help="share of train queries held out as dev")
-    pairs = commands.add_parser("pairs", help="GWikiMatch / Wiki65K / AAN104K pair files into a BEIR folder")
-    pairs.add_argument("--format", choices=sorted(PAIR_READERS), required=True)
-    pairs.add_argument("--split", action="append", default=[], metavar="NAME=FILE")
+    documents = commands.add_parser(
+        "documents", help="a pair collection's documents (Wiki65K, AAN104K, your own) into <out>/corpus.jsonl"
+    )
+    documents.add_argument(
+        "--docs", type=Path, required=True, help="id <TAB> title <TAB> text per line (.gz too); the ids the pairs name"
+    )
+    pairs = commands.add_parser(
+        "pairs",
+        help="GWikiMatch / Wiki65K / AAN104K pair files beside a corpus.jsonl (from 'documents' or a BEIR folder)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=PAIR_FORMATS,
+    )
+    pairs.add_argument("--format", choices=sorted(PAIR_READERS), required=True, help="the pair file's columns (below)")
+    pairs.add_argument("--split", action="append", default=[], metavar="NAME=FILE", help="a pair file; repeatable")
     pairs.add_argument("--skip-unknown-docs", action="store_true", help="skip pairs naming documents the corpus lacks")
     split = commands.add_parser("split", help="carve train and dev from a BEIR folder's test queries, seeded")
     split.add_argument("--dir", type=Path, required=True, help="the BEIR folder (left unchanged)")
@@ -251,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     split.add_argument("--train", type=int, default=60, help="percent of its queries to train")
     split.add_argument("--dev", type=int, default=20, help="percent to dev (the rest stays in --from)")
     split.add_argument("--seed", type=int, default=0, help="seed of the hash that deals the queries")
-    for command in (msmarco, nq, pairs, split):
+    for command in (msmarco, nq, documents, pairs, split):
         command.add_argument("--out", type=Path, required=True, help="the BEIR folder to write")
         command.add_argument(
             "--force", action="store_true", help="replace a non-empty --out (pairs: a non-empty --out/pairs) whole"

@@ -90,38 +90,104 @@ def require_folder(path: str | Path, what: str = "folder") -> Path:
     return path
 
 
+COMPRESSED = {  # the first bytes of a file -> how it is read (MS MARCO and NCI publish .tsv.gz)
+    b"\x1f\x8b": "gzip",
+    b"BZh": "bzip2",
+    b"\xfd7zXZ\x00": "xz",
+}
+ARCHIVES = {b"PK\x03\x04": "a zip archive", b"ustar": "a tar archive"}  # many files: unpack first
+
+
+def compression(path: Path) -> str | None:
+    """``gzip``, ``bzip2`` or ``xz`` when the file starts with that format's magic bytes (whatever its
+    name), None for plain text; an archive of several files (zip, tar) is an error saying to unpack it."""
+    with open(path, "rb") as handle:
+        head = handle.read(512)
+    for magic, name in ARCHIVES.items():
+        if head.startswith(magic) or head[257:262] == magic:
+            raise DataFormatError(path, f"is {name} of files, not a text file: unpack it and name the file inside")
+    return next((name for magic, name in COMPRESSED.items() if head.startswith(magic)), None)
+
+
+def _decompressed(kind: str | None, raw):
+    """The text stream of ``raw`` (a binary file) as a context: decompressed when ``kind`` names a
+    compression, else ``raw`` itself (left open)."""
+    import bz2
+    import contextlib
+    import gzip
+    import lzma
+
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=raw)
+    if kind == "bzip2":
+        return bz2.BZ2File(raw)
+    if kind == "xz":
+        return lzma.LZMAFile(raw)
+    return contextlib.nullcontext(raw)
+
+
 def text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` of a UTF-8 text file without its line ending (LF, CRLF, or, in a file whose
-    first 64 KiB hold no LF, a lone CR, as old Mac exports end lines); a byte-order mark at the start is dropped, and a byte that is not UTF-8 (a
-    Latin-1 export) is an error naming the line."""
+    first 64 KiB hold no LF, a lone CR, as old Mac exports end lines); a byte-order mark at the start is
+    dropped, and a byte that is not UTF-8 (a Latin-1 export) is an error naming the line. A gzip, bzip2 or xz
+    file (``msmarco-docs.tsv.gz`` as distributed) is read decompressed, streaming: memory does not grow with
+    the file, and a damaged or cut-off stream is an error naming the line it reached."""
+    import lzma
+    import zlib
+
     from longdoc.progress import tqdm
 
     path = require_file(path)
+    kind = compression(path)
+    damaged = (EOFError, OSError, zlib.error, lzma.LZMAError) if kind else ()
     size = path.stat().st_size
     number = 0
     with (
-        open(path, "rb") as handle,
+        open(path, "rb") as raw,
         tqdm(total=size, desc=f"reading {path.name}", unit="B", unit_scale=True, disable=size < PROGRESS_BYTES) as bar,
     ):
-        head = handle.read(1 << 16)
-        lone_cr = b"\n" not in head and b"\r" in head  # an old Mac export: CR ends its lines
-        handle.seek(0)
-        for chunk in handle:
-            bar.update(len(chunk))
-            body = chunk.removesuffix(b"\n").removesuffix(b"\r")
-            for raw in body.split(b"\r") if lone_cr else (body,):
-                number += 1
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as err:
-                    raise DataFormatError(
-                        path,
-                        f"byte 0x{raw[err.start]:02x} at column {err.start + 1} is not UTF-8 (re-encode the file as UTF-8)",
-                        number,
-                    ) from None
-                if number == 1:
-                    line = line.removeprefix("\ufeff")
-                yield number, line
+        try:
+            head = _head(kind, raw, damaged)
+            lone_cr = b"\n" not in head and b"\r" in head  # an old Mac export: CR ends its lines
+            raw.seek(0)
+            with _decompressed(kind, raw) as handle:
+                read = 0
+                for chunk in handle:
+                    bar.update(raw.tell() - read)
+                    read = raw.tell()
+                    body = chunk.removesuffix(b"\n").removesuffix(b"\r")
+                    for line_bytes in body.split(b"\r") if lone_cr else (body,):
+                        number += 1
+                        yield number, _decoded(line_bytes, path, number)
+        except damaged as err:
+            raise DataFormatError(
+                path, f"the {kind} stream is damaged or cut off after line {number} ({err})", number + 1
+            ) from None
+
+
+def _head(kind: str | None, raw, damaged: tuple) -> bytes:
+    """Up to the first 64 KiB of the text (what a damaged stream yields before its damage: the line loop
+    then says where it broke)."""
+    head = b""
+    with _decompressed(kind, raw) as stream:
+        try:
+            while len(head) < 1 << 16 and (piece := stream.read1(1 << 16)):
+                head += piece
+        except damaged:
+            pass
+    return head[: 1 << 16]
+
+
+def _decoded(line: bytes, path: Path, number: int) -> str:
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataFormatError(
+            path,
+            f"byte 0x{line[err.start]:02x} at column {err.start + 1} is not UTF-8 (re-encode the file as UTF-8)",
+            number,
+        ) from None
+    return text.removeprefix("\ufeff") if number == 1 else text
 
 
 _WHITESPACE = re.compile(r"\s")

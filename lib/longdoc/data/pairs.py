@@ -7,10 +7,12 @@ Importers for the published pair files (GWikiMatch, Wiki65K, AAN104K) map onto i
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from longdoc.data.errors import ASCII_NUMBER, DataFormatError, check_id, shown, text_lines
+from longdoc.data.errors import ASCII_NUMBER, DataFormatError, check_id, shown, text_lines, visible
+from longdoc.data.jsonl import Document
 from longdoc.io import atomic_directory
 
 HEADER = ("source-id", "target-id", "label")
@@ -182,3 +184,27 @@ def read_smash_pairs(
     """Wiki65K / AAN104K pair files (Jiang et al. 2019, used by SMITH): ``label, source id, target id``
     per line, tab-separated. The documents themselves come as a BEIR corpus (``_id`` = the pair ids)."""
     return read_pair_tsv(path, ("label", "source-id", "target-id"), known_ids, on_unknown, stats, lines=lines)
+
+
+DOCUMENT_COLUMNS = ("id", "title", "text")
+
+
+def pair_documents(path: str | Path) -> Iterator[tuple[int, Document]]:
+    """``(line, document)`` of a pair collection's documents as they stream: ``id <TAB> title <TAB> text``
+    per line (SMITH's Table 2 shows Wiki65K's documents as URL, title and content: the id is what the pair
+    files name, the URL for Wiki65K), no header or a first line ``id title text``; ``.gz`` read as it
+    streams. A document with neither title nor text is an error naming its line."""
+    path = Path(path)
+    for number, line in text_lines(path):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if number == 1 and [f.strip().lower() for f in fields] == list(DOCUMENT_COLUMNS):
+            continue
+        if len(fields) != 3:
+            raise DataFormatError(path, f"expected 3 tab-separated fields 'id title text', found {len(fields)}", number)
+        doc_id = check_id(fields[0].strip(), path, number)
+        title, text = fields[1].strip(), fields[2].strip()
+        if not (visible(title) or visible(text)):
+            raise DataFormatError(path, f"document {doc_id!r} is empty (no title and no text)", number)
+        yield number, Document(doc_id, title, text)

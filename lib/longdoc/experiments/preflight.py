@@ -177,6 +177,32 @@ def problems(parameter_files: list[Path], cache: str | Path) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def device_problem(
+    accelerator: str, devices_asked: int, gpus_seen: int, allow_cpu: bool, torch_version: str
+) -> str | None:
+    """What stops a run before any work: a GPU profile where torch sees no GPU (it would train for days
+    on the CPU; ``allow_cpu`` runs it anyway), or ``n_devices`` above the GPUs torch sees (a batch split
+    for 8 would run on fewer, or out of their memory)."""
+    if accelerator == "gpu" and gpus_seen == 0 and not allow_cpu:
+        return (
+            f"this profile is sized for GPUs (accelerator: gpu) and torch {torch_version} sees none: it would "
+            "train for days on the CPU. Run it where torch sees a GPU (on a node, LONGDOC_USE_ACTIVE_ENV=1 "
+            "uses the environment with CUDA torch), or pass --allow-cpu to run it here anyway"
+        )
+    if gpus_seen and devices_asked > gpus_seen:
+        return (
+            f"n_devices={devices_asked} asks for more GPUs than torch sees ({gpus_seen}): "
+            f"--set n_devices={gpus_seen}, or run where {devices_asked} are visible"
+        )
+    return None
+
+
+def _gpus_seen() -> tuple[int, str]:
+    import torch
+
+    return (torch.cuda.device_count() if torch.cuda.is_available() else 0), torch.__version__
+
+
 def selected_notebooks(only: str, notebooks: list[str] | None = None) -> str:
     """``run_all.sh --only`` as the comma-separated numbers it selects: spaces and empty items dropped
     (``'01, 10'`` is ``01,10``); a number no notebook has, or one given twice, is refused naming them."""
@@ -212,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         "--outside", type=Path, help="print the numbers of the notebooks a profile file leaves out of its study"
     )
     parser.add_argument("--cache", help="the cache folder (LONGDOC_CACHE)")
+    parser.add_argument("--profile-file", type=Path, help="the profile (its accelerator) for the device check")
+    parser.add_argument("--allow-cpu", action="store_true", help="run a GPU profile where torch sees no GPU")
     parser.add_argument("parameters", nargs="*", type=Path, help="each notebook's parameters (NAME.yaml)")
     args = parser.parse_args(argv)
     if args.only is not None:
@@ -233,6 +261,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.cache is None or not args.parameters:
         parser.error("give --cache DIR and the notebooks' parameter files")
     found = problems(args.parameters, args.cache)
+    if args.profile_file is not None:
+        from longdoc.experiments.profiles import ACCELERATOR, load_profile
+
+        asked = max(
+            int((yaml.safe_load(p.read_text(encoding="utf-8")) or {}).get("n_devices", 1)) for p in args.parameters
+        )
+        seen, version = _gpus_seen()
+        problem = device_problem(load_profile(args.profile_file)[ACCELERATOR], asked, seen, args.allow_cpu, version)
+        if problem:
+            found.append(problem)
     for problem in found:
         print(f"run_all.sh: {problem}", file=sys.stderr)
     if found:

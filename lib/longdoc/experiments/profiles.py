@@ -3,7 +3,8 @@ receives only the ones its ``parameters`` cell declares (``python -m longdoc.exp
 writes them for papermill's ``-f``). An optional ``notebooks:`` mapping gives values for one notebook
 only (``{notebook stem: {parameter: value}}``), over the profile's shared ones. An optional
 ``outside_the_study:`` list names notebooks that a run without ``--only`` leaves out (the profile's
-study, and its time limit, is the rest); ``--only`` runs them. Every name must be a parameter of
+study, and its time limit, is the rest); ``--only`` runs them. ``accelerator: gpu`` says the profile is sized
+for GPUs: ``run_all.sh`` stops before any work where torch sees none (``--allow-cpu`` runs it anyway). Every name must be a parameter of
 :mod:`longdoc.experiments.parameters`, and every value passes its check, before any notebook starts.
 """
 
@@ -31,6 +32,8 @@ class ProfileError(ValueError):
 
 COMMAND_LINE_ONLY = "which the profiles tool sets to the names given on run_all.sh's command line"
 OUTSIDE = "outside_the_study"  # notebooks a run without --only leaves out (a list of notebook stems)
+ACCELERATOR = "accelerator"  # what the profile is sized for: "gpu" (run_all.sh stops without one) or "cpu"
+ACCELERATORS = ("cpu", "gpu")
 
 
 def notebook_parameters(notebook: str | Path) -> dict:
@@ -149,6 +152,9 @@ def load_profile(profile: str | Path) -> dict:
         raise ProfileError(f"{path}: {OUTSIDE}: expected a list of notebook names, got {shown(outside)}")
     if len(set(outside)) < len(outside):
         raise ProfileError(f"{path}: {OUTSIDE}: a notebook is named twice ({shown(outside)})")
+    accelerator = values.pop(ACCELERATOR, "cpu")
+    if accelerator not in ACCELERATORS:
+        raise ProfileError(f"{path}: {ACCELERATOR}: expected one of {list(ACCELERATORS)}, got {shown(accelerator)}")
     per_notebook = values.pop("notebooks", None)
     if per_notebook is None:
         per_notebook = {}
@@ -183,7 +189,7 @@ def load_profile(profile: str | Path) -> dict:
             undeclared = sorted(set(own) - declared[name])
             if undeclared:
                 raise ProfileError(f"{path}: notebooks.{name} sets {undeclared}, which {name} does not declare")
-    return {**values, "notebooks": per_notebook, OUTSIDE: outside}
+    return {**values, "notebooks": per_notebook, OUTSIDE: outside, ACCELERATOR: accelerator}
 
 
 def outside_the_study(profile: str | Path) -> list[str]:
@@ -229,6 +235,7 @@ def parameters_for(profile: str | Path, notebook: str | Path, overrides: dict | 
     names = notebook_parameter_names(notebook)
     entries = values.pop("notebooks")
     values.pop(OUTSIDE)
+    values.pop(ACCELERATOR)
     own = entries.get(Path(notebook).stem, {})
     if "profile" in (overrides or {}):
         raise ProfileError(
