@@ -16,6 +16,8 @@
 #                                      results/<profile>/RESULTS.md otherwise)
 #   ./run_all.sh --allow-cpu          run a GPU profile (accelerator: gpu: paper, gpu) where torch sees no GPU
 #                                     (without it the run stops before any work, saying so)
+#   ./run_all.sh --dry-run            every check a run makes (options, profile values, datasets, the device),
+#                                     then the notebooks it would run; nothing is built or trained
 #   ./run_all.sh --deadline MINUTES   a run in pieces: no fit chain starts that the GPU-hour estimate says
 #                                     cannot finish by then (LONGDOC_DEADLINE; python -m
 #                                     longdoc.experiments.cache export FILE takes what finished along;
@@ -44,6 +46,7 @@ from_caller() { case "$1" in /*) echo "$1" ;; *) echo "$CALLER_DIR/$1" ;; esac; 
 PROFILE=cpu
 ONLY=""
 ALLOW_CPU=""
+DRY_RUN=""
 MODE=study
 OVERRIDES=()
 PASS=()
@@ -96,11 +99,12 @@ while [ $# -gt 0 ]; do
     --deadline) once --deadline; DEADLINE_MINUTES=$(value_of "--deadline (minutes)" "${2:-}") || exit 2; shift 2 ;;
     --deadline=*) once --deadline; DEADLINE_MINUTES=$(value_of "--deadline (minutes)" "${1#*=}") || exit 2; shift ;;
     --allow-cpu) ALLOW_CPU=1; shift ;;
+    --dry-run) DRY_RUN=1; shift ;;
     --tests) MODE=tests; shift ;;
     --setup) MODE=setup; shift ;;
     --pack) MODE=pack; shift; PASS=("$@"); break ;;
     --check-gpu) MODE=check-gpu; shift; PASS=("$@"); break ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "run_all.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -297,6 +301,10 @@ run_study() {
   while read -r line; do log "$line"; done < "$work/slots.txt"
   print_device | while read -r line; do log "$line"; done
   log "notebooks run by: $RUNNER"
+  if [ -n "$DRY_RUN" ]; then
+    log "dry run: every check passed; would run ${#notebooks[@]} notebook(s): ${notebooks[*]}"
+    return 0
+  fi
   if grep -qx "dataset: manpages" "$work"/*.yaml 2>/dev/null; then
     ensure_benchmark
   fi

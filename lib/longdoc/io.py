@@ -19,6 +19,7 @@ import re
 import shutil
 import socket
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 _HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
@@ -128,22 +129,31 @@ def _state(path: Path) -> tuple | None:
 
 
 @contextlib.contextmanager
-def exclusive(path: str | os.PathLike):
+def exclusive(path: str | os.PathLike, wait: Callable[[str], None] | None = None):
     """Hold the lock of ``path`` (``.<name>.lock`` beside it) for the block; when another process holds
-    it, :class:`ConcurrentWriteError` names that process at once. The lock file is removed on release."""
+    it, :class:`ConcurrentWriteError` names that process at once or, with ``wait``, ``wait(holder)`` is
+    called once and the lock is waited for (a second task of a job array needing the same artefact). The
+    lock is ``flock``'s: released by the kernel when its holder dies, and seen across the hosts of a shared
+    file system that supports it (NFSv4, Lustre mounted with ``flock``). The lock file is removed on release."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = path.with_name(f".{path.name}.lock")
+    told = False
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
-            os.close(fd)
-            raise ConcurrentWriteError(
-                f"{path}: {holder} is writing it now; wait for it to end, or write somewhere else"
-            ) from None
+            if wait is None:
+                os.close(fd)
+                raise ConcurrentWriteError(
+                    f"{path}: {holder} is writing it now; wait for it to end, or write somewhere else"
+                ) from None
+            if not told:
+                wait(holder)
+                told = True
+            fcntl.flock(fd, fcntl.LOCK_EX)  # blocks until the holder ends (or dies)
         try:  # the file we locked may have been released and removed meanwhile: then lock the new one
             if os.path.samestat(os.fstat(fd), os.stat(lock)):
                 break

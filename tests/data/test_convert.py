@@ -243,7 +243,7 @@ def test_a_pair_collection_becomes_documents_then_pairs_beside_them(fixtures, tm
     a document file of another shape names its line and writes nothing."""
     out = tmp_path / "wiki65k"
     assert main(["documents", "--docs", str(fixtures / "pairs" / "wiki65k_docs.tsv"), "--out", str(out)]) == 0
-    assert f"{out}: 3 documents" in capsys.readouterr().out
+    assert f"{out}: 6 documents" in capsys.readouterr().out
     split = f"test={fixtures / 'pairs' / 'wiki65k_test.tsv'}"
     assert main(["pairs", "--format", "smash", "--split", split, "--out", str(out)]) == 0
     pairs = load_pairs(out, known_ids=read_corpus(out / "corpus.jsonl"))

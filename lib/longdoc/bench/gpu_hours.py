@@ -502,6 +502,10 @@ README = REPO_ROOT / "README.md"
 README_MARKERS = ("<!-- gpu-hours: python -m longdoc.bench.gpu_hours --readme -->", "<!-- /gpu-hours -->")
 
 
+RECIPE_PREFIX = "LONGDOC_USE_ACTIVE_ENV=1"  # a node's CUDA environment, not a CPU .venv built by run_all.sh
+RECIPE_DEVICES = " --set n_devices=8"  # the papers' 8 GPUs: each step's batch is split across them
+
+
 def recipe_table(frame: pd.DataFrame, profile: str = "paper") -> str:
     """The README's recipe table: each notebook's command, data, fits and GPU-hours, and the totals."""
 
@@ -515,12 +519,14 @@ def recipe_table(frame: pd.DataFrame, profile: str = "paper") -> str:
         top = max(kinds, key=kinds.get)
         mostly = f"{top} {kinds[top] / hours:.0%}" if hours else "its rows are earlier notebooks'"
         lines.append(
-            f"| {number} | {row['reproduces']} | `./run_all.sh --profile {profile} --data {role}=DIR --only {number}` "
+            f"| {number} | {row['reproduces']} | `{RECIPE_PREFIX} ./run_all.sh --profile {profile}{RECIPE_DEVICES} --data {role}=DIR --only {number}` "
             f"| {PAPER_SCALE[role].name} | {row['fits']} ({row['new fits']}) | {hours:,.0f} ({row['alone']:,.0f}) "
             f"| {mostly} |"
         )
     total = frame["GPU-hours"].sum()
-    lines.append(f"| all | | `./run_all.sh --profile {profile} --data ...` | | | {total:,.0f} | |")
+    lines.append(
+        f"| all | | `{RECIPE_PREFIX} ./run_all.sh --profile {profile}{RECIPE_DEVICES} --data ...` | | | {total:,.0f} | |"
+    )
     return "\n".join(lines)
 
 

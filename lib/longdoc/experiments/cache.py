@@ -16,6 +16,7 @@ import inspect
 import json
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,6 +28,7 @@ from longdoc.io import (
     FileSystemError,
     atomic_directory,
     atomic_write,
+    exclusive,
     sweep_stale,
     unwritable_folder,
 )
@@ -368,27 +370,46 @@ def cached_directory(kind: str, build, code_modules: tuple[str, ...] | None = No
 
     A ``build(tmp_dir, resume_dir)`` of two arguments gets ``CACHE_DIR/kind/<key>.resume``, a folder
     that survives a killed build (training states, :mod:`longdoc.train.checkpoint`) and is removed
-    once the artefact exists. Temporary folders of builds whose process is gone are swept first."""
+    once the artefact exists. Temporary folders of builds whose process is gone are swept first.
+
+    A build holds the key's lock (:func:`longdoc.io.exclusive`): a second process needing the same
+    artefact (two tasks of a Slurm job array) waits, saying for whom, and then reads what the first built;
+    no artefact is trained twice or by two processes into one resume folder."""
     directory, determinants = _keyed(kind, code_modules, determinants)
-    key = directory.name
     if not (directory / "key.json").exists():
         if _CACHE_ONLY[0]:
             raise NotCached(kind)
         if _BUILD_GUARDS:
             _BUILD_GUARDS[-1](kind)
         _require_writable_cache()
-        sweep_stale(CACHE_DIR / kind)
-        resume = CACHE_DIR / kind / f"{key}.resume"
-        with atomic_directory(directory) as tmp, _full_disk_said(kind, directory):
-            if len(inspect.signature(build).parameters) == 2:
-                resume.mkdir(parents=True, exist_ok=True)
-                build(tmp, resume)
-            else:
-                build(tmp)
-            with atomic_write(tmp / "key.json") as handle:
-                json.dump(determinants, handle, indent=2, sort_keys=True, default=str)
-        shutil.rmtree(resume, ignore_errors=True)
+        with exclusive(directory, wait=lambda holder: _waiting(kind, directory, holder)):
+            if not (directory / "key.json").exists():  # the holder we waited for may have built it
+                _build(kind, build, directory, determinants)
     return directory
+
+
+def _waiting(kind: str, directory: Path, holder: str) -> None:
+    print(
+        f"[cache] {kind} {directory.name}: {holder} is building it; waiting for it (not building it twice)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _build(kind: str, build, directory: Path, determinants: dict) -> None:
+    """Build the artefact under the key's lock (:func:`cached_directory`): one process at a time uses its
+    resume folder and puts it in place."""
+    sweep_stale(CACHE_DIR / kind)
+    resume = CACHE_DIR / kind / f"{directory.name}.resume"
+    with atomic_directory(directory) as tmp, _full_disk_said(kind, directory):
+        if len(inspect.signature(build).parameters) == 2:
+            resume.mkdir(parents=True, exist_ok=True)
+            build(tmp, resume)
+        else:
+            build(tmp)
+        with atomic_write(tmp / "key.json") as handle:
+            json.dump(determinants, handle, indent=2, sort_keys=True, default=str)
+    shutil.rmtree(resume, ignore_errors=True)
 
 
 def cached_json(kind: str, compute: Callable[[], Any], **determinants) -> Any:

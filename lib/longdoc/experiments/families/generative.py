@@ -43,6 +43,7 @@ from longdoc.experiments.families.retrieval import (
     RETRIEVAL,
     RUN_DEPTH,
     RunOutcome,
+    bm25_index,
     encoder_key,
     evaluation_queries,
     segment_corpus,
@@ -323,7 +324,7 @@ def generated_query_quality(dataset: RetrievalDataset, generated: dict[str, list
     document it was generated from; and by each labelled train query, of its relevant documents. Beside
     it, the share of each that is a verbatim span of its document: BM25 finds a copied span easily, so a
     generator that copies passes the MRR test without writing queries."""
-    retriever = BM25Retriever().index(dataset.doc_ids, dataset.texts)
+    retriever = bm25_index(dataset)
     queries = {f"{d}#{i}": q for d, qs in generated.items() for i, q in enumerate(qs) if q.strip()}
     own = {qid: {qid.rsplit("#", 1)[0]: 1} for qid in queries}
     train_queries, train_qrels = dataset.split("train")

@@ -49,6 +49,7 @@ from longdoc.experiments.families.retrieval.fitting import (
 )
 from longdoc.experiments.families.retrieval.runs import (
     MINING_DEPTH,
+    bm25_index,
     bm25_run,
     corpus_subset,
     dense_run,
@@ -84,6 +85,7 @@ __all__ = [
     "RetrievalEvaluation",
     "RetrievalFamily",
     "RunOutcome",
+    "bm25_index",
     "bm25_run",
     "corpus_subset",
     "dense_run",

@@ -3,6 +3,7 @@ and exact-cosine runs, a miner's negatives, zero-shot runs and the candidates of
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -22,9 +23,26 @@ from longdoc.text.segments import SegmentedCorpus, token_store_path
 from longdoc.train.negatives import negatives_from_run
 
 
+def bm25_index(dataset: RetrievalDataset, **params) -> BM25Retriever:
+    """BM25 over the dataset's documents: built once per corpus and parameters into the cache (tokenized on
+    every core), loaded (memory-mapped) once per loaded dataset; the key covers only the BM25 module's code."""
+
+    def build(directory: Path) -> None:
+        BM25Retriever(**params).index(dataset.doc_ids, dataset.texts).save(directory)
+
+    def load() -> BM25Retriever:
+        library = importlib.metadata.version("bm25s")
+        folder = cached_directory("bm25", build, BM25_MODULES, **dataset_key(dataset), params=params, bm25s=library)
+        return BM25Retriever.load(folder)
+
+    return dataset_view(dataset, ("bm25", tuple(sorted(params.items()))), load)
+
+
+BM25_MODULES = ("index/bm25.py",)  # the code a BM25 index's key covers
+
+
 def bm25_run(dataset: RetrievalDataset, queries: dict[str, str], k: int = RUN_DEPTH, **params) -> Run:
-    retriever = BM25Retriever(**params).index(dataset.doc_ids, dataset.texts)
-    return retriever.search(queries, k)
+    return bm25_index(dataset, **params).search(queries, k)
 
 
 def dev_candidate_ids(dataset: RetrievalDataset, k: int) -> list[str]:

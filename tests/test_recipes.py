@@ -1,0 +1,117 @@
+"""Every command of the README's recipe table runs as pasted: each is executed verbatim (``DIR`` replaced
+by a dataset converted from the fixtures in the papers' distributed formats, ``...`` by every role's),
+with ``--dry-run --allow-cpu`` appended, so that run_all.sh makes every check a real run makes (options,
+the profile's values under the command's overrides, each role's dataset, the models in the Hugging Face
+cache, the device) and stops before building or training anything. A recipe whose option, profile value
+or role rots fails here. The node's Hugging Face cache is stood in for by one holding a tiny random BERT
+under ``bert-base-uncased`` and docT5query's config (a dry run resolves models, it loads none)."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from longdoc.bench.gpu_hours import README_MARKERS
+from longdoc.data.convert import main as convert
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def recipe_commands() -> list[str]:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split(README_MARKERS[0], 1)[1].split(README_MARKERS[1], 1)[0]
+    commands = [re.search(r"`([^`]*run_all\.sh[^`]*)`", line) for line in table.splitlines()]
+    return [found.group(1) for found in commands if found]
+
+
+@pytest.fixture(scope="module")
+def role_datasets(tmp_path_factory) -> dict[str, Path]:
+    """One dataset per role, converted from the distributed-format fixtures with the README's converters."""
+    root = tmp_path_factory.mktemp("recipes")
+    marco = FIXTURES / "msmarco"
+    assert (
+        convert(
+            [
+                "msmarco",
+                "--docs",
+                str(marco / "msmarco-docs.tsv.gz"),
+                "--split",
+                f"train={marco / 'msmarco-doctrain-queries.tsv.gz'},{marco / 'msmarco-doctrain-qrels.tsv.gz'}",
+                "--split",
+                f"dev={marco / 'msmarco-test2020-queries.tsv.gz'},{marco / '2020qrels-docs.txt'}",
+                "--split",
+                f"test={marco / 'msmarco-test2019-queries.tsv.gz'},{marco / '2019qrels-docs.txt'}",
+                "--skip-unknown-docs",
+                "--out",
+                str(root / "msmarco-doc"),
+            ]
+        )
+        == 0
+    )
+    assert convert(["nq320k", "--dir", str(FIXTURES / "nq320k"), "--out", str(root / "nq320k")]) == 0
+    wiki = root / "wiki65k"
+    assert convert(["documents", "--docs", str(FIXTURES / "pairs" / "wiki65k_docs.tsv"), "--out", str(wiki)]) == 0
+    (root / "train.tsv").write_text("1\tdoc_4\tdoc_5\n0\tdoc_5\tdoc_6\n")
+    (root / "dev.tsv").write_text("1\tdoc_2\tdoc_3\n0\tdoc_2\tdoc_4\n")
+    splits = [f"--split={name}={path}" for name, path in (("train", root / "train.tsv"), ("dev", root / "dev.tsv"))]
+    splits.append(f"--split=test={FIXTURES / 'pairs' / 'wiki65k_test.tsv'}")
+    assert convert(["pairs", "--format", "smash", *splits, "--out", str(wiki)]) == 0
+    return {"retrieval": root / "msmarco-doc", "nci": root / "nq320k", "matching": wiki}
+
+
+@pytest.fixture(scope="module")
+def hub_cache(tmp_path_factory) -> Path:
+    """A Hugging Face cache in its on-disk layout holding the paper profile's two models."""
+    from longdoc.models.backbone import random_backbone
+
+    hub = tmp_path_factory.mktemp("hub")
+    for name in ("bert-base-uncased", "castorini/doc2query-t5-base-msmarco"):
+        model = hub / f"models--{name.replace('/', '--')}"
+        revision = "0" * 40
+        (model / "refs").mkdir(parents=True)
+        (model / "refs" / "main").write_text(revision)
+        snapshot = model / "snapshots" / revision
+        if name == "bert-base-uncased":
+            random_backbone(snapshot, hidden=32, layers=2, heads=2, intermediate=64)
+        else:
+            snapshot.mkdir(parents=True)
+            (snapshot / "config.json").write_text('{"model_type": "t5"}')
+    return hub
+
+
+def test_the_readme_has_a_recipe_per_table_and_each_names_the_node_environment_and_eight_gpus():
+    commands = recipe_commands()
+    assert len(commands) >= 20
+    for command in commands:
+        assert command.startswith("LONGDOC_USE_ACTIVE_ENV=1 ./run_all.sh --profile paper --set n_devices=8 ")
+
+
+@pytest.mark.parametrize("command", recipe_commands(), ids=lambda command: command.split("--only ")[-1][:12])
+def test_each_recipe_runs_as_pasted(command, role_datasets, hub_cache, tmp_path):
+    every_role = " ".join(f"--data {role}={path}" for role, path in role_datasets.items())
+    filled = command.replace("--data ...", every_role)
+    for role, path in role_datasets.items():
+        filled = filled.replace(f"--data {role}=DIR", f"--data {role}={path}")
+    assert "DIR" not in filled and "..." not in filled
+    environment = {
+        **os.environ,
+        "LONGDOC_PYTHON": sys.executable,  # the active environment the recipe asks for: this one
+        "LONGDOC_CACHE": str(tmp_path / "cache"),
+        "HF_HUB_CACHE": str(hub_cache),
+        "TMPDIR": str(tmp_path),
+    }
+    done = subprocess.run(
+        ["bash", "-c", f"{filled} --dry-run --allow-cpu"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "dry run: every check passed; would run" in done.stdout
+    assert not (tmp_path / "cache").exists()  # nothing built
