@@ -92,20 +92,14 @@ def test_matcher_training_lowers_the_pair_loss(tiny_backbone):
     assert cosines[labels == 1].mean() > cosines[labels == 0].mean()
 
 
-@pytest.mark.slow
-def test_a_matcher_fine_tunes_in_two_processes_launched_from_the_kernel(tiny_backbone, isolated_outputs):
-    """n_devices=2: torchrun starts two gloo processes (one per GPU on a GPU node), each takes half of a
-    step's pairs; the first writes model, history and the dev-best scores into the cache, under a key of
-    its own (tests/train/test_multiprocess_equivalence.py: the two processes equal one)."""
+def _two_process_pairs(folder):
+    """A tiny matching dataset whose fine-tuning takes two steps of 2 pairs per process."""
     import json
 
     from longdoc.data.matching import load_matching
     from longdoc.data.pairs import save_pairs
-    from longdoc.experiments.families.matching import finetune_matcher
-    from longdoc.models.registry import encoder_class
 
     words = ["kernel", "socket", "printf", "signal", "thread", "memory", "file", "pipe"]
-    folder = isolated_outputs / "pairs-data"
     folder.mkdir()
     with (folder / "corpus.jsonl").open("w") as handle:
         for i in range(8):
@@ -119,7 +113,24 @@ def test_a_matcher_fine_tunes_in_two_processes_launched_from_the_kernel(tiny_bac
         },
         folder,
     )
-    data = load_matching(str(folder))
+    return load_matching(str(folder))
+
+
+@pytest.mark.slow
+def test_a_matcher_fine_tunes_in_two_processes_launched_from_the_kernel(tiny_backbone, isolated_outputs, monkeypatch):
+    """n_devices=2: torchrun starts two gloo processes (one per GPU on a GPU node), each takes half of a
+    step's pairs; the first writes model, history and the dev-best scores into the cache, under a key of
+    its own (tests/train/test_multiprocess_equivalence.py: the two processes equal one). Over two nodes
+    (LONGDOC_NODES=2: two torchrun launchers meeting at a c10d rendezvous, here both on this machine) the
+    fit is the one of two processes on one node."""
+    import json
+
+    import longdoc.experiments.cache as cache
+    from longdoc.experiments.families.matching import finetune_matcher
+    from longdoc.models.registry import encoder_class
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # each process one thread, one node or two: the same sums
+    data = _two_process_pairs(isolated_outputs / "pairs-data")
     encoder = encoder_class("MatchBERT").config_class(backbone=tiny_backbone, segment_length=16, max_segments=1)
     train = TrainConfig(steps=2, batch_size=2, hard_negatives=0, learning_rate=1e-3)
     fit = finetune_matcher("MatchBERT", data, encoder, train, progress=False, n_devices=2)
@@ -130,6 +141,13 @@ def test_a_matcher_fine_tunes_in_two_processes_launched_from_the_kernel(tiny_bac
     assert not list(fit.directory.parent.glob("*.resume"))
     single = finetune_matcher("MatchBERT", data, encoder, train, progress=False)
     assert single.directory != fit.directory
+
+    monkeypatch.setattr(cache, "CACHE_DIR", isolated_outputs / "two-nodes-cache")
+    monkeypatch.setenv("LONGDOC_NODES", "2")
+    monkeypatch.setenv("LONGDOC_LAUNCHER", "local")
+    over_two_nodes = finetune_matcher("MatchBERT", data, encoder, train, progress=False, n_devices=2)
+    assert over_two_nodes.directory.parent.parent == isolated_outputs / "two-nodes-cache"
+    assert over_two_nodes.outputs == fit.outputs  # the dev-best checkpoint scores every pair alike
 
 
 def test_smith_keeps_its_pretrained_block_head_and_centres_one_from_the_backbone(tiny_backbone, tmp_path):
