@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         "--dir",
         type=Path,
         required=True,
-        help="folder with nq_title_abs.tsv, nq_train_doc_newid.tsv, nq_dev_doc_newid.tsv",
+        help="NCI's NQ_dataset folder: NQ_doc_content.tsv (the text), nq_train_doc_newid.tsv, nq_dev_doc_newid.tsv",
     )
     nq.add_argument("--dev-fraction", type=float, default=0.05, help="share of train queries held out as dev")
     documents = commands.add_parser(
