@@ -109,6 +109,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+if [ -n "$DRY_RUN$ALLOW_CPU" ] && [ "$MODE" != study ]; then
+  echo "run_all.sh: --dry-run and --allow-cpu are for a study run (not with --tests, --setup, --pack or --check-gpu)" >&2; exit 2
+fi
 if [ -n "$DEADLINE_MINUTES" ] && ! [[ "$DEADLINE_MINUTES" =~ ^[0-9]+([.][0-9]+)?$ && "$DEADLINE_MINUTES" =~ [1-9] ]]; then
   echo "run_all.sh: --deadline $DEADLINE_MINUTES: expected minutes from now, a number above 0 (e.g. 50)" >&2; exit 2
 fi

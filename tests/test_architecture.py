@@ -30,7 +30,7 @@ LAYERS = [
     {"train", "index", "analysis", "plots"},
     {"eval"},
     {"models", "data"},
-    {"losses", "text", "io", "store_files", "types", "progress", "seeding", "sharding", "distributed"},
+    {"losses", "text", "io", "store_files", "types", "progress", "seeding", "sharding", "distributed", "launch"},
 ]
 
 
@@ -200,6 +200,7 @@ LEFT_OUT_BECAUSE = {  # (module, import) -> why it still changes no artefact and
     ("pack.py", "torch"): "stores the weights in fp16: their digest is in the cache keys (weights_version)",
     ("pack.py", "longdoc.models.backbone"): "finds the backbone's folder and names its weights",
     ("experiments/preflight.py", "longdoc.models.backbone"): "checks the weights resolve before any notebook",
+    ("experiments/preflight.py", "torch"): "counts the GPUs torch sees (the device check) before any notebook",
 }
 
 

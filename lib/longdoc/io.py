@@ -142,23 +142,26 @@ def exclusive(path: str | os.PathLike, wait: Callable[[str], None] | None = None
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
-            if wait is None:
-                os.close(fd)
-                raise ConcurrentWriteError(
-                    f"{path}: {holder} is writing it now; wait for it to end, or write somewhere else"
-                ) from None
-            if not told:
-                wait(holder)
-                told = True
-            fcntl.flock(fd, fcntl.LOCK_EX)  # blocks until the holder ends (or dies)
-        try:  # the file we locked may have been released and removed meanwhile: then lock the new one
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+                if wait is None:
+                    raise ConcurrentWriteError(
+                        f"{path}: {holder} is writing it now; wait for it to end, or write somewhere else"
+                    ) from None
+                if not told:
+                    wait(holder)
+                    told = True
+                fcntl.flock(fd, fcntl.LOCK_EX)  # blocks until the holder ends (or dies)
+            # the file we locked may have been released and removed meanwhile: then lock the new one
             if os.path.samestat(os.fstat(fd), os.stat(lock)):
                 break
         except FileNotFoundError:
             pass
+        except BaseException:  # refused, or Ctrl-C while waiting: the descriptor (and any lock) goes
+            os.close(fd)
+            raise
         os.close(fd)
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"process {os.getpid()} on {_HOST}".encode(), 0)

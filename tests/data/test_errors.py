@@ -58,3 +58,17 @@ def test_an_archive_of_files_says_to_unpack_it(tmp_path):
     for name, kind in (("docs.zip", "zip"), ("docs.tar", "tar")):
         with pytest.raises(DataFormatError, match=rf"{name}: is a {kind} archive of files, not a text file: unpack it"):
             list(text_lines(tmp_path / name))
+
+
+def test_a_compressed_archive_says_to_unpack_it_and_a_text_starting_bzh_is_text(tmp_path):
+    import io
+
+    (tmp_path / "docs.tsv").write_text("D1\tx\n")
+    packed = io.BytesIO()
+    with tarfile.open(fileobj=packed, mode="w:gz") as archive:
+        archive.add(tmp_path / "docs.tsv", "docs.tsv")
+    (tmp_path / "docs.tar.gz").write_bytes(packed.getvalue())
+    with pytest.raises(DataFormatError, match=r"docs.tar.gz: is a tar archive of files, not a text file"):
+        list(text_lines(tmp_path / "docs.tar.gz"))
+    (tmp_path / "ids.tsv").write_text("BZh1\tan id that happens to start with bzip2's header\n")
+    assert list(text_lines(tmp_path / "ids.tsv")) == [(1, "BZh1\tan id that happens to start with bzip2's header")]

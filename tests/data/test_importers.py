@@ -117,6 +117,9 @@ def test_nq320k_content_rows_repeated_are_folded_when_their_text_agrees(tmp_path
         DataFormatError, match=r"line 4: document '0' appears again with another text \(first on line 1\)"
     ):
         convert_nq320k_files(tmp_path, out)
+    (tmp_path / "NQ_doc_content.tsv").write_text(content.replace("is the lightest", "is\tthe lightest", 1))
+    convert_nq320k_files(tmp_path, out)  # a tab inside a text (NCI writes it unescaped) stays in that text
+    assert "Hydrogen is the lightest element." in (out / "corpus.jsonl").read_text()
     (tmp_path / "NQ_doc_content.tsv").write_text("0\ttext only\n")
     with pytest.raises(DataFormatError, match=r"line 1: expected 7 tab-separated fields 'docid, -, -, text"):
         convert_nq320k_files(tmp_path, out)

@@ -131,8 +131,29 @@ def test_a_gpu_profile_where_torch_sees_no_gpu_stops_unless_allowed():
     assert device_problem("cpu", 1, 0, False, "2.13.0+cpu") is None  # the cpu and smoke profiles
     assert device_problem("gpu", 8, 8, False, "2.11") is None
     assert device_problem("gpu", 8, 2, False, "2.11") == (
-        "n_devices=8 asks for more GPUs than torch sees (2): --set n_devices=2, or run where 8 are visible"
+        "n_devices=8 puts 8 processes on each node, more than the GPUs torch sees (2): --set n_devices=2, "
+        "or run where 8 are visible"
     )
+    assert device_problem("gpu", 16, 8, False, "2.11", nodes=2) is None  # 8 on each of two nodes
+    assert "(32 over 2 nodes)" in device_problem("gpu", 32, 8, False, "2.11", nodes=2)
+
+
+def test_the_node_count_and_its_launcher_are_checked_before_any_work():
+    from longdoc.launch import launch_problem
+
+    assert launch_problem(8, {}) == (1, None)
+    assert (
+        launch_problem(16, {"LONGDOC_NODES": "two"})[1]
+        == "LONGDOC_NODES=two: expected a whole number of nodes, 1 or more"
+    )
+    assert "not the same count on each node" in launch_problem(6, {"LONGDOC_NODES": "4"})[1]
+    assert (
+        "expected srun (a Slurm allocation) or local"
+        in launch_problem(4, {"LONGDOC_NODES": "2", "LONGDOC_LAUNCHER": "ssh"})[1]
+    )
+    outside = launch_problem(16, {"LONGDOC_NODES": "2"})  # srun, but no Slurm allocation here
+    assert outside == (2, "LONGDOC_NODES=2 launches with srun: run inside a Slurm allocation (sbatch or salloc)")
+    assert launch_problem(2, {"LONGDOC_NODES": "2", "LONGDOC_LAUNCHER": "local"}) == (2, None)
 
 
 def test_the_paper_and_gpu_profiles_are_sized_for_gpus_and_the_others_not():

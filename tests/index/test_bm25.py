@@ -49,3 +49,25 @@ def test_a_study_builds_bm25_once_per_corpus_into_its_cache(monkeypatch, tmp_pat
     assert len(list((tmp_path / "bm25").glob("*/key.json"))) == 1
     with pytest.raises(ValueError, match="cannot index an empty corpus"):
         BM25Retriever().index([], [])
+
+
+def test_the_index_of_term_lists_ranks_as_bm25s_own_token_ids_did():
+    """The retriever indexes lists of terms; before, bm25s's own tokenizer handed it token ids (and the
+    queries' ids of another vocabulary). Both rank alike, a stop-word-only document and query included."""
+    import bm25s
+    import Stemmer
+
+    docs = {**DOCS, "stop": "the a of and"}
+    queries = {**QUERIES, "stops": "the and"}
+    stemmer = Stemmer.Stemmer("english")
+    model = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
+    model.index(
+        bm25s.tokenize(list(docs.values()), stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False
+    )
+    tokenized = bm25s.tokenize(list(queries.values()), stopwords="en", stemmer=stemmer, show_progress=False)
+    ids, scores = model.retrieve(tokenized, k=10, show_progress=False, n_threads=1, backend_selection="numpy")
+    by_ids = {
+        qid: {list(docs)[int(d)]: float(s) for d, s in zip(ids[row], scores[row]) if s > 0}
+        for row, qid in enumerate(queries)
+    }
+    assert BM25Retriever().index(list(docs), list(docs.values())).search(queries, 10) == by_ids

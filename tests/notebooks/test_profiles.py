@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from longdoc.experiments.profiles import OUTSIDE, ProfileError, outside_the_study, parameters_for
+from longdoc.experiments.profiles import ACCELERATOR, OUTSIDE, ProfileError, outside_the_study, parameters_for
 from longdoc.experiments.profiles import notebook_parameters as parameters
 
 NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -34,6 +34,7 @@ def test_profiles_only_set_parameters_some_notebook_has(profile):
     per_notebook = values.pop("notebooks", None) or {}
     assert set(per_notebook) <= {n.stem for n in NOTEBOOKS}, set(per_notebook)
     assert set(values.pop(OUTSIDE, None) or []) <= {n.stem for n in NOTEBOOKS}
+    assert values.pop(ACCELERATOR, "cpu") in ("cpu", "gpu")  # what the profile is sized for, no notebook's
     assert set(values) <= known, set(values) - known
 
 

@@ -92,21 +92,36 @@ def require_folder(path: str | Path, what: str = "folder") -> Path:
 
 COMPRESSED = {  # the first bytes of a file -> how it is read (MS MARCO and NCI publish .tsv.gz)
     b"\x1f\x8b": "gzip",
-    b"BZh": "bzip2",
     b"\xfd7zXZ\x00": "xz",
 }
+_BZIP2 = re.compile(rb"BZh[1-9](1AY&SY|\x17rE8P\x90)")  # a block's (or the empty stream's end) magic after the header
 ARCHIVES = {b"PK\x03\x04": "a zip archive", b"ustar": "a tar archive"}  # many files: unpack first
+
+
+def _archive(path: Path, head: bytes) -> None:
+    for magic, name in ARCHIVES.items():
+        if head.startswith(magic) or head[257:262] == magic:
+            raise DataFormatError(path, f"is {name} of files, not a text file: unpack it and name the file inside")
 
 
 def compression(path: Path) -> str | None:
     """``gzip``, ``bzip2`` or ``xz`` when the file starts with that format's magic bytes (whatever its
-    name), None for plain text; an archive of several files (zip, tar) is an error saying to unpack it."""
+    name), None for plain text; an archive of several files (zip, tar, a compressed tar) is an error saying
+    to unpack it."""
     with open(path, "rb") as handle:
         head = handle.read(512)
-    for magic, name in ARCHIVES.items():
-        if head.startswith(magic) or head[257:262] == magic:
-            raise DataFormatError(path, f"is {name} of files, not a text file: unpack it and name the file inside")
-    return next((name for magic, name in COMPRESSED.items() if head.startswith(magic)), None)
+    _archive(path, head)
+    kind = next((name for magic, name in COMPRESSED.items() if head.startswith(magic)), None)
+    if kind is None and _BZIP2.match(head):
+        kind = "bzip2"
+    if kind is not None:  # a .tar.gz: the archive is inside the compressed stream
+        with open(path, "rb") as raw, _decompressed(kind, raw) as stream:
+            try:
+                inside = stream.read(512)
+            except Exception:  # a damaged stream: text_lines says where, line by line
+                inside = b""
+            _archive(path, inside)
+    return kind
 
 
 def _decompressed(kind: str | None, raw):

@@ -33,14 +33,15 @@ def nci_documents(path: str | Path) -> Iterator[tuple[int, Document]]:
         if not line.strip():
             continue
         fields = line.split("\t")
-        if len(fields) != CONTENT_FIELDS:
+        if len(fields) < CONTENT_FIELDS:
             raise DataFormatError(
                 path,
                 f"expected {CONTENT_FIELDS} tab-separated fields 'docid, -, -, text, -, -, language' "
                 f"(NCI's {CONTENT}), found {len(fields)}",
                 number,
             )
-        doc_id, text = check_id(fields[0].strip(), path, number), fields[3].strip()
+        # NCI writes the text unescaped: a tab inside it makes more fields, and the text is all between
+        doc_id, text = check_id(fields[0].strip(), path, number), " ".join(fields[3:-3]).strip()
         if not visible(text):
             raise DataFormatError(path, f"document {doc_id!r} is empty (no visible character)", number)
         yield number, Document(doc_id, "", text)

@@ -329,6 +329,15 @@ def _keyed(kind: str, code_modules: tuple[str, ...] | None, determinants: dict) 
     return CACHE_DIR / kind / cache_key(**determinants), determinants
 
 
+MODULE_KEYED_KINDS = {"bm25": ("index/bm25.py",)}  # kinds whose key covers only these modules' code
+
+
+def _code_of_kind(kind: str) -> str:
+    """The code fingerprint this checkout gives an artefact of ``kind`` (an import checks it)."""
+    modules = MODULE_KEYED_KINDS.get(kind)
+    return code_fingerprint() if modules is None else modules_fingerprint(modules)
+
+
 def cache_folder(kind: str, code_modules: tuple[str, ...] | None = None, **determinants) -> Path:
     """Where :func:`cached_directory` keeps (or would build) the artefact of these determinants; nothing
     is built."""
@@ -382,8 +391,11 @@ def cached_directory(kind: str, build, code_modules: tuple[str, ...] | None = No
         if _BUILD_GUARDS:
             _BUILD_GUARDS[-1](kind)
         _require_writable_cache()
-        with exclusive(directory, wait=lambda holder: _waiting(kind, directory, holder)):
+        waited = []
+        with exclusive(directory, wait=lambda holder: (waited.append(holder), _waiting(kind, directory, holder))):
             if not (directory / "key.json").exists():  # the holder we waited for may have built it
+                if waited and _BUILD_GUARDS:  # hours may have passed: the deadline is asked again
+                    _BUILD_GUARDS[-1](kind)
                 _build(kind, build, directory, determinants)
     return directory
 
@@ -572,7 +584,8 @@ def import_artefacts(archive: str | os.PathLike) -> dict:
         missing_keys = sorted(set(by_artefact) - set(keys))
         if missing_keys:
             raise TransferError(f"{archive}: no key.json for {', '.join(missing_keys)}")
-        other_code = sorted({d.get("code") for d in keys.values()} - {code_fingerprint()})
+        expected = {name: _code_of_kind(name.split("/")[0]) for name in keys}
+        other_code = sorted({d.get("code") for name, d in keys.items() if d.get("code") != expected[name]})
         if other_code:
             raise TransferError(
                 f"{archive}: made by code {', '.join(map(str, other_code))}, this checkout's is {code_fingerprint()} "

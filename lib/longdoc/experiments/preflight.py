@@ -14,6 +14,7 @@ one a line, and exits 2 when there is one.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -178,21 +179,24 @@ def problems(parameter_files: list[Path], cache: str | Path) -> list[str]:
 
 
 def device_problem(
-    accelerator: str, devices_asked: int, gpus_seen: int, allow_cpu: bool, torch_version: str
+    accelerator: str, devices_asked: int, gpus_seen: int, allow_cpu: bool, torch_version: str, nodes: int = 1
 ) -> str | None:
     """What stops a run before any work: a GPU profile where torch sees no GPU (it would train for days
-    on the CPU; ``allow_cpu`` runs it anyway), or ``n_devices`` above the GPUs torch sees (a batch split
-    for 8 would run on fewer, or out of their memory)."""
+    on the CPU; ``allow_cpu`` runs it anyway), or ``n_devices / nodes`` (the processes a fit puts on each
+    of its nodes) above the GPUs torch sees here (a batch split for 8 would run on fewer, or out of their
+    memory)."""
     if accelerator == "gpu" and gpus_seen == 0 and not allow_cpu:
         return (
             f"this profile is sized for GPUs (accelerator: gpu) and torch {torch_version} sees none: it would "
             "train for days on the CPU. Run it where torch sees a GPU (on a node, LONGDOC_USE_ACTIVE_ENV=1 "
             "uses the environment with CUDA torch), or pass --allow-cpu to run it here anyway"
         )
-    if gpus_seen and devices_asked > gpus_seen:
+    per_node = devices_asked // nodes
+    if gpus_seen and per_node > gpus_seen:
+        where = f" ({devices_asked} over {nodes} nodes)" if nodes > 1 else ""
         return (
-            f"n_devices={devices_asked} asks for more GPUs than torch sees ({gpus_seen}): "
-            f"--set n_devices={gpus_seen}, or run where {devices_asked} are visible"
+            f"n_devices={devices_asked} puts {per_node} processes on each node{where}, more than the GPUs torch "
+            f"sees ({gpus_seen}): --set n_devices={gpus_seen * nodes}, or run where {per_node} are visible"
         )
     return None
 
@@ -267,8 +271,14 @@ def main(argv: list[str] | None = None) -> int:
         asked = max(
             int((yaml.safe_load(p.read_text(encoding="utf-8")) or {}).get("n_devices", 1)) for p in args.parameters
         )
+        from longdoc.launch import launch_problem
+
+        nodes, problem = launch_problem(asked, dict(os.environ))
+        if problem:
+            found.append(problem)
         seen, version = _gpus_seen()
-        problem = device_problem(load_profile(args.profile_file)[ACCELERATOR], asked, seen, args.allow_cpu, version)
+        profile = load_profile(args.profile_file)[ACCELERATOR]
+        problem = device_problem(profile, asked, seen, args.allow_cpu, version, nodes)
         if problem:
             found.append(problem)
     for problem in found:

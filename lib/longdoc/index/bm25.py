@@ -17,6 +17,7 @@ corpus into its cache (:func:`longdoc.experiments.families.retrieval.runs.bm25_i
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -58,11 +59,20 @@ class BM25Retriever:
         stemmer = self.params["stemmer"]
         if workers <= 1 or len(texts) < PARALLEL_FROM_DOCUMENTS:
             return tokens(list(texts), stemmer)
-        chunks = [(list(texts[i : i + CHUNK_DOCUMENTS]), stemmer) for i in range(0, len(texts), CHUNK_DOCUMENTS)]
-        # forked (as torch's DataLoader workers are): a child runs only the tokenizer, never torch, so the
-        # threads a kernel's torch holds do not matter; spawning would re-run a script's or stdin's __main__
+        starts = range(0, len(texts), CHUNK_DOCUMENTS)
+        # forked (as torch's DataLoader workers are): a child runs only the tokenizer, never torch or JAX;
+        # spawn and forkserver would re-run a script's or stdin's __main__. At most two chunks per process
+        # are read out of a memory-mapped corpus at a time, so the texts are never all in memory at once.
+        terms: list[list[str]] = []
         with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
-            return [terms for chunk in pool.map(_chunk_tokens, chunks) for terms in chunk]
+            pending: collections.deque = collections.deque()
+            for start in starts:
+                pending.append(pool.submit(_chunk_tokens, (list(texts[start : start + CHUNK_DOCUMENTS]), stemmer)))
+                if len(pending) >= 2 * workers:
+                    terms.extend(pending.popleft().result())
+            while pending:
+                terms.extend(pending.popleft().result())
+        return terms
 
     def index(self, doc_ids, texts, workers: int | None = None) -> BM25Retriever:
         """Index ``texts`` (a list, or a lazy sequence of a memory-mapped corpus), tokenized on ``workers``

@@ -13,15 +13,14 @@ the first one writes the results. Runners: the retrieval family's fine-tuning
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
-import socket
-import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
+
+from longdoc.launch import LAUNCHER_VARIABLE, NODES_VARIABLE, launch_commands, run_launchers
 
 
 def named(reference: str):
@@ -46,45 +45,8 @@ def dataset_reference(dataset, loader: str) -> dict:
     }
 
 
-NODES_VARIABLE = "LONGDOC_NODES"  # how many nodes a fit's processes span (default 1: torchrun --standalone)
-LAUNCHER_VARIABLE = "LONGDOC_LAUNCHER"  # over several nodes: "srun" (inside a Slurm allocation) or "local"
-
-
-def launch_commands(job_file: Path, n_devices: int, nodes: int = 1, launcher: str = "srun") -> list[list[str]]:
-    """The launch of a job's ``n_devices`` processes: one ``torchrun --standalone`` on this node, or, over
-    ``nodes`` nodes, ``n_devices / nodes`` processes per node meeting at a c10d rendezvous hosted where the
-    kernel runs (its host, a free port): one ``srun`` of one torchrun per node of the Slurm allocation, or
-    (``launcher='local'``) every node's torchrun started on this machine, as a test of the rendezvous. The
-    job file and the build folder must be on a file system every node sees (the cache)."""
-    worker = ["-m", "longdoc.experiments.families.worker", str(job_file)]
-    torchrun = [sys.executable, "-m", "torch.distributed.run"]
-    if nodes == 1:
-        return [[*torchrun, "--standalone", f"--nproc_per_node={n_devices}", *worker]]
-    if n_devices % nodes:
-        raise ValueError(f"n_devices={n_devices} over {NODES_VARIABLE}={nodes} nodes: not the same count on each node")
-    if launcher not in ("srun", "local"):
-        raise ValueError(f"{LAUNCHER_VARIABLE}={launcher}: expected srun (a Slurm allocation) or local")
-    host = "localhost" if launcher == "local" else socket.gethostname()
-    rendezvous = [
-        f"--nnodes={nodes}",
-        f"--nproc_per_node={n_devices // nodes}",
-        "--rdzv_backend=c10d",
-        f"--rdzv_endpoint={host}:{_free_port()}",
-        f"--rdzv_id={Path(job_file).parent.name}",
-    ]
-    if launcher == "local":
-        return [[*torchrun, *rendezvous, *worker] for _ in range(nodes)]
-    return [["srun", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1", *torchrun, *rendezvous, *worker]]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("", 0))
-        return probe.getsockname()[1]
-
-
 def launch(runner: str, job, reference: dict | None, directory: Path, resume: Path, n_devices: int) -> None:
-    """``job`` (a dataclass) run by ``runner`` in ``n_devices`` processes (:func:`launch_commands`: this
+    """``job`` (a dataclass) run by ``runner`` in ``n_devices`` processes (:func:`longdoc.launch.launch_commands`: this
     node, or ``LONGDOC_NODES`` nodes) with the dataset of ``reference`` (None: none); the output of the
     first launcher goes into the notebook, the others' tails when one fails."""
     from longdoc.io import atomic_write
@@ -103,17 +65,7 @@ def launch(runner: str, job, reference: dict | None, directory: Path, resume: Pa
     nodes = int(os.environ.get(NODES_VARIABLE) or 1)
     commands = launch_commands(job_file, n_devices, nodes, os.environ.get(LAUNCHER_VARIABLE) or "srun")
     logs = [Path(resume) / f"launcher-{i}.log" for i in range(len(commands))]
-    with contextlib.ExitStack() as files:
-        others = [
-            subprocess.Popen(c, stdout=files.enter_context(open(log, "w")), stderr=subprocess.STDOUT)
-            for c, log in zip(commands[1:], logs[1:])
-        ]
-        with subprocess.Popen(
-            commands[0], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
-        ) as first:
-            for line in first.stdout:  # into the notebook, not the kernel's terminal
-                print(line, end="", flush=True)
-        codes = [first.returncode] + [other.wait() for other in others]
+    codes = run_launchers(commands, logs)
     if any(codes):
         tails = "".join(
             f"\n--- launcher {i}:\n{log.read_text()[-2000:]}" for i, log in enumerate(logs) if i and log.exists()

@@ -12,7 +12,14 @@ import numpy as np
 
 from longdoc.data.beir import RetrievalDataset
 from longdoc.eval.metrics import Run
-from longdoc.experiments.cache import cached_directory, dataset_key, dataset_view, portable, portable_backbone
+from longdoc.experiments.cache import (
+    MODULE_KEYED_KINDS,
+    cached_directory,
+    dataset_key,
+    dataset_view,
+    portable,
+    portable_backbone,
+)
 from longdoc.experiments.families.retrieval.family import RUN_DEPTH, evaluation_queries
 from longdoc.experiments.fitting import FineTuned
 from longdoc.index.bm25 import BM25Retriever
@@ -31,14 +38,16 @@ def bm25_index(dataset: RetrievalDataset, **params) -> BM25Retriever:
         BM25Retriever(**params).index(dataset.doc_ids, dataset.texts).save(directory)
 
     def load() -> BM25Retriever:
-        library = importlib.metadata.version("bm25s")
-        folder = cached_directory("bm25", build, BM25_MODULES, **dataset_key(dataset), params=params, bm25s=library)
+        libraries = {name: importlib.metadata.version(name) for name in ("bm25s", "PyStemmer")}  # tokens and scores
+        folder = cached_directory(
+            "bm25", build, BM25_MODULES, **dataset_key(dataset), params=params, libraries=libraries
+        )
         return BM25Retriever.load(folder)
 
     return dataset_view(dataset, ("bm25", tuple(sorted(params.items()))), load)
 
 
-BM25_MODULES = ("index/bm25.py",)  # the code a BM25 index's key covers
+BM25_MODULES = MODULE_KEYED_KINDS["bm25"]  # the code a BM25 index's key covers (an import checks the same)
 
 
 def bm25_run(dataset: RetrievalDataset, queries: dict[str, str], k: int = RUN_DEPTH, **params) -> Run:
