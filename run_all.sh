@@ -227,19 +227,6 @@ run_tests() {
   "$PY" -m longdoc.bench.suite --started "$started"
 }
 
-print_device() {
-  # what the numbers of this run were made on (GPU names, or the CPU and its threads)
-  "$PY" - <<'PY'
-import os, platform, torch
-if torch.cuda.is_available():
-    names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    print(f"device: {len(names)} GPU(s): {', '.join(names)} (torch {torch.__version__}, CUDA {torch.version.cuda})")
-else:
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
-    print(f"device: CPU {cpu}, {torch.get_num_threads()} torch threads on {len(os.sched_getaffinity(0))} cores (torch {torch.__version__})")
-PY
-}
-
 notebook_runner() {
   # papermill (a Jupyter kernel) where installed, else this process (python -m longdoc.run_notebook)
   local runner="${LONGDOC_NOTEBOOK_RUNNER:-}"
@@ -299,10 +286,11 @@ run_study() {
   # every dataset, the cache folder and every pre-training corpus the selected notebooks read, before the first
   local cache="${LONGDOC_CACHE:-${LONGDOC_DATA:-data}/cache}"
   # a GPU profile (accelerator: gpu) where torch sees no GPU, or n_devices above the GPUs seen, stops here
+  # (it prints the device the numbers are made on: the GPUs, or the CPU and its threads)
   "$PY" -m longdoc.experiments.preflight --cache "$cache" --profile-file "$params" ${ALLOW_CPU:+--allow-cpu} \
-    "$work"/*.yaml || exit 2
+    "$work"/*.yaml > "$work/device.txt" || exit 2
   while read -r line; do log "$line"; done < "$work/slots.txt"
-  print_device | while read -r line; do log "$line"; done
+  while read -r line; do log "$line"; done < "$work/device.txt"
   log "notebooks run by: $RUNNER"
   if [ -n "$DRY_RUN" ]; then
     log "dry run: every check passed; would run ${#notebooks[@]} notebook(s): ${notebooks[*]}"

@@ -207,6 +207,23 @@ def _gpus_seen() -> tuple[int, str]:
     return (torch.cuda.device_count() if torch.cuda.is_available() else 0), torch.__version__
 
 
+def device_line() -> str:
+    """What the numbers of this run are made on: the GPUs, or the CPU and its torch threads."""
+    import platform
+
+    import torch
+
+    if torch.cuda.is_available():
+        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        return f"device: {len(names)} GPU(s): {', '.join(names)} (torch {torch.__version__}, CUDA {torch.version.cuda})"
+    with open("/proc/cpuinfo", encoding="utf-8") as info:
+        cpu = next(
+            (line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), platform.processor()
+        )
+    cores = len(os.sched_getaffinity(0))
+    return f"device: CPU {cpu}, {torch.get_num_threads()} torch threads on {cores} cores (torch {torch.__version__})"
+
+
 def selected_notebooks(only: str, notebooks: list[str] | None = None) -> str:
     """``run_all.sh --only`` as the comma-separated numbers it selects: spaces and empty items dropped
     (``'01, 10'`` is ``01,10``); a number no notebook has, or one given twice, is refused naming them."""
@@ -281,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         problem = device_problem(profile, asked, seen, args.allow_cpu, version, nodes)
         if problem:
             found.append(problem)
+        print(device_line())  # run_all.sh logs it (torch is imported here already)
     for problem in found:
         print(f"run_all.sh: {problem}", file=sys.stderr)
     if found:
