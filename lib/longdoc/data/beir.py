@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from longdoc.data.corpus_store import open_corpus_store
 from longdoc.data.errors import (
@@ -29,6 +30,8 @@ from longdoc.data.jsonl import Document, jsonl_rows, text_field
 from longdoc.data.splits import refuse_shared_queries
 from longdoc.io import atomic_write
 from longdoc.types import Qrels
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -134,31 +137,29 @@ def corpus_documents(
         stats["skipped_empty"] = skipped
 
 
+def _by_id(path: Path, rows: Iterator[tuple[int, Document]], keep: Callable[[int, Document], T]) -> dict[str, T]:
+    """``keep(line, document)`` of every row by id; a repeated id, or no document at all, is an error."""
+    kept: dict[str, T] = {}
+    for number, document in rows:
+        if document.doc_id in kept:
+            raise DataFormatError(path, f"duplicate document id {document.doc_id!r}", number)
+        kept[document.doc_id] = keep(number, document)
+    if not kept:
+        raise DataFormatError(path, "the corpus holds no documents")
+    return kept
+
+
 def read_corpus(path: str | Path, on_empty: str = "error", stats: dict | None = None) -> dict[str, Document]:
     """Read ``corpus.jsonl`` into memory (:func:`corpus_documents`); a repeated id is an error."""
     path = Path(path)
-    corpus: dict[str, Document] = {}
-    for number, document in corpus_documents(path, on_empty, stats):
-        if document.doc_id in corpus:
-            raise DataFormatError(path, f"duplicate document id {document.doc_id!r}", number)
-        corpus[document.doc_id] = document
-    if not corpus:
-        raise DataFormatError(path, "the corpus holds no documents")
-    return corpus
+    return _by_id(path, corpus_documents(path, on_empty, stats), lambda _, document: document)
 
 
 def corpus_ids(path: str | Path) -> dict[str, int]:
     """Every id of ``corpus.jsonl`` and its line, each row checked as :func:`read_corpus` checks it, with
     only the ids held (a converter's read-back of a corpus too large for memory)."""
     path = Path(path)
-    lines: dict[str, int] = {}
-    for number, document in corpus_documents(path):
-        if document.doc_id in lines:
-            raise DataFormatError(path, f"duplicate document id {document.doc_id!r}", number)
-        lines[document.doc_id] = number
-    if not lines:
-        raise DataFormatError(path, "the corpus holds no documents")
-    return lines
+    return _by_id(path, corpus_documents(path), lambda number, _: number)
 
 
 def read_queries(path: str | Path) -> dict[str, str]:
