@@ -231,7 +231,12 @@ notebook_runner() {
   # papermill (a Jupyter kernel) where installed, else this process (python -m longdoc.run_notebook)
   local runner="${LONGDOC_NOTEBOOK_RUNNER:-}"
   if [ -z "$runner" ]; then
-    if "$PY" -c "import papermill, ipykernel" 2>/dev/null; then runner=papermill; else runner=in-process; fi
+    # found, not imported (importing both takes seconds)
+    if "$PY" -c "import importlib.util as u, sys; sys.exit(not (u.find_spec('papermill') and u.find_spec('ipykernel')))" 2>/dev/null; then
+      runner=papermill
+    else
+      runner=in-process
+    fi
   fi
   case "$runner" in
     papermill|in-process) echo "$runner" ;;

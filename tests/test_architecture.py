@@ -196,10 +196,10 @@ RUNS_A_MODEL += ("longdoc.eval.probes",)
 CONFIG_SOURCES = ("longdoc.models", "longdoc.train")  # only their configuration classes and the registry's lookup
 LEFT_OUT_BECAUSE = {  # (module, import) -> why it still changes no artefact and no recorded number
     ("experiments/records.py", "torch"): "the record's environment: torch's thread count and GPU name",
-    ("experiments/cache.py", "longdoc.models.backbone"): "weights_version, a cache determinant: reads a file",
+    ("experiments/cache.py", "longdoc.models.weights"): "weights_version, a cache determinant: reads a file",
     ("pack.py", "torch"): "stores the weights in fp16: their digest is in the cache keys (weights_version)",
     ("pack.py", "longdoc.models.backbone"): "finds the backbone's folder and names its weights",
-    ("experiments/preflight.py", "longdoc.models.backbone"): "checks the weights resolve before any notebook",
+    ("experiments/preflight.py", "longdoc.models.weights"): "checks the weights resolve before any notebook",
     ("experiments/preflight.py", "torch"): "counts the GPUs torch sees (the device check) before any notebook",
 }
 

@@ -36,7 +36,7 @@ def notebooks(only: str = "") -> list[Path]:
 def needs_download(name: str) -> bool:
     """A hub name: not empty, not a packaged backbone, not one built here, not a local directory."""
     from longdoc.experiments.backbones import is_built
-    from longdoc.models.backbone import _PACKAGED
+    from longdoc.models.weights import _PACKAGED
 
     return bool(name) and name not in _PACKAGED and not is_built(name) and not Path(name).is_dir()
 

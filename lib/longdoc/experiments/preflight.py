@@ -136,18 +136,21 @@ def model_problem(name: str, value: str) -> str | None:
     offline, or None ('' for qg_generator: one is trained)."""
     if not value:
         return None
-    from longdoc.experiments.backbones import build_problem, is_built
-    from longdoc.models.backbone import BackboneNotFoundError, resolve_backbone
-
-    if is_built(value) and name == "backbone":  # trained here by the first notebook that reads it
-        problem = build_problem(value)
-        return f"{name}={value!r}: {problem}" if problem else None
+    from longdoc.models.weights import BackboneNotFoundError, resolve_backbone
 
     try:
-        resolve_backbone(value)
+        resolve_backbone(value)  # found without importing torch (most runs: one check in a second)
+        return None
     except BackboneNotFoundError as err:
-        return f"{name}={value!r}: {err}"
-    return None
+        missing = f"{name}={value!r}: {err}"
+    if name != "backbone":
+        return missing
+    from longdoc.experiments.backbones import build_problem, is_built  # torch: only for a name not found
+
+    if is_built(value):  # trained here by the first notebook that reads it
+        problem = build_problem(value)
+        return f"{name}={value!r}: {problem}" if problem else None
+    return missing
 
 
 def problems(parameter_files: list[Path], cache: str | Path) -> list[str]:

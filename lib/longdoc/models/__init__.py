@@ -1,15 +1,25 @@
-"""Backbones and the retrieval models built on the shared bi-encoder interface."""
+"""Backbones and the retrieval models built on the shared bi-encoder interface.
 
-from longdoc.models.backbone import DEFAULT_BACKBONE, BackboneNotFoundError, load_backbone, resolve_backbone
-from longdoc.models.biencoder import BiEncoder, EncoderConfig, FirstP, MaxP
+The names below load on first use (PEP 562): importing a light module of this package, such as
+:mod:`longdoc.models.weights` for a check before any work, does not import torch and transformers.
+"""
 
-__all__ = [
-    "DEFAULT_BACKBONE",
-    "BackboneNotFoundError",
-    "BiEncoder",
-    "EncoderConfig",
-    "FirstP",
-    "MaxP",
-    "load_backbone",
-    "resolve_backbone",
-]
+import importlib
+
+_HOMES = {
+    "DEFAULT_BACKBONE": "longdoc.models.weights",
+    "BackboneNotFoundError": "longdoc.models.weights",
+    "resolve_backbone": "longdoc.models.weights",
+    "load_backbone": "longdoc.models.backbone",
+    "BiEncoder": "longdoc.models.biencoder",
+    "EncoderConfig": "longdoc.models.biencoder",
+    "FirstP": "longdoc.models.biencoder",
+    "MaxP": "longdoc.models.biencoder",
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'longdoc.models' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)
