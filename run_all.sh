@@ -8,7 +8,8 @@
 #   ./run_all.sh --dataset DIR        your own data: a BEIR-layout directory (python -m longdoc.data.convert
 #                                     makes one from MS MARCO / TREC / NQ320k / pair files)
 #   ./run_all.sh --data ROLE=DIR      the dataset of one role's notebooks (repeatable): retrieval (00-24, 50),
-#                                     matching (30-33, 51), nci (40-45); e.g. --data nci=data/nq320k
+#                                     matching (30-33, 51), nci (40-45), pretraining (a .txt file or BEIR
+#                                     folder: every pre-training notebook's corpus); e.g. --data nci=data/nq320k
 #   ./run_all.sh --backbone NAME      another backbone (a Hugging Face name, a local path, or manpages-mlm: built here)
 #   ./run_all.sh --set NAME=VALUE     any other parameter of the profile (once each; value read as YAML, a
 #                                     name or a path as typed)
@@ -56,10 +57,17 @@ ROLES_GIVEN=()
 add_role_dataset() {  # --data ROLE=DIR: an existing directory, passed on as an absolute path
   local role="${1%%=*}" dir="${1#*=}"
   [[ "$1" == *=* && -n "$role" && -n "$dir" ]] || { echo "run_all.sh: --data ${1}: expected ROLE=DIR" >&2; exit 2; }
-  [ -d "$(from_caller "$dir")" ] || { echo "run_all.sh: --data $1: $dir is not a directory (expected a BEIR-layout directory)" >&2; exit 2; }
   [[ " ${ROLES_GIVEN[*]} " != *" $role "* ]] || { echo "run_all.sh: --data $role= is given twice: one dataset per role" >&2; exit 2; }
+  local path
+  path=$(from_caller "$dir")
+  if [ "$role" = pretraining ] && [ -f "$path" ]; then  # a .txt corpus (documents between blank lines)
+    ROLES_GIVEN+=("$role")
+    OVERRIDES+=(--data "$role=$(cd "$(dirname "$path")" && pwd)/$(basename "$path")")
+    return
+  fi
+  [ -d "$path" ] || { echo "run_all.sh: --data $1: $dir is not a directory (expected a BEIR-layout directory)" >&2; exit 2; }
   ROLES_GIVEN+=("$role")
-  OVERRIDES+=(--data "$role=$(cd "$(from_caller "$dir")" && pwd)")
+  OVERRIDES+=(--data "$role=$(cd "$path" && pwd)")
 }
 once() {  # OPTION: an option that takes one value may be given once (a second would silently win)
   [[ " ${GIVEN[*]} " != *" $1 "* ]] || { echo "run_all.sh: $1 is given twice (give it once)" >&2; exit 2; }

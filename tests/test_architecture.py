@@ -201,6 +201,7 @@ LEFT_OUT_BECAUSE = {  # (module, import) -> why it still changes no artefact and
     ("pack.py", "longdoc.models.backbone"): "finds the backbone's folder and names its weights",
     ("experiments/preflight.py", "longdoc.models.weights"): "checks the weights resolve before any notebook",
     ("experiments/preflight.py", "torch"): "counts the GPUs torch sees (the device check) before any notebook",
+    ("bench/gpu_hours.py", "longdoc.train.steps"): "epoch_steps: prices a pass's steps as the trainer counts them",
 }
 
 

@@ -306,3 +306,29 @@ def test_a_backbone_is_priced_at_the_nearest_measured_width_not_below_its_own():
     assert gpu_hours.priced_width("manpages-mlm") == 384  # 256 wide: MiniLM's prices bound it
     assert gpu_hours.priced_width("manpages-mlm-base") == 768
     assert gpu_hours.priced_width("bert-base-uncased") == 768
+
+
+def test_a_budget_in_epochs_is_priced_at_its_passes_over_the_papers_training_examples():
+    """``paper`` gives fine-tuning in passes (``train_steps: 0``, ``train_epochs``): each fine-tuning fit of
+    01 is priced at passes x the steps of one pass over MS MARCO's 363,343 training queries, counted as the
+    trainer counts them on 8 processes; NCI's cap at its passes over each row's own examples."""
+    from longdoc.train.steps import epoch_steps
+
+    params = gpu_hours.parameters_for(gpu_hours.profile_path("paper"), gpu_hours.NOTEBOOKS / "01_baselines.ipynb")
+    params |= {"backbone": "minilm", "n_devices": 8}
+    assert params["train_steps"] == 0 and params["train_epochs"] == 10
+    plan = notebook_plan("paper", "01_baselines", params=params)
+    tuned = [w.items for works in plan.works.values() for w in works if w.what == "fine-tuning"]
+    steps = 10 * epoch_steps(363_343, 48, world=8)
+    assert tuned and set(tuned) == {steps * 48}
+    nci = gpu_hours.parameters_for(gpu_hours.profile_path("paper"), gpu_hours.NOTEBOOKS / "41_nci_ablation.ipynb")
+    nci |= {"backbone": "minilm", "qg_generator": ""}
+    items = sorted(
+        {
+            w.items
+            for works in notebook_plan("paper", "41_nci_ablation", params=nci).works.values()
+            for w in works
+            if w.job == "nci"
+        }
+    )
+    assert len(items) > 1  # a row without generated queries or documents as queries has fewer examples a pass

@@ -138,3 +138,18 @@ def test_a_set_value_that_looks_like_a_date_stays_a_string():
 
     assert command_line_value("dataset=2024-01-01") == ("dataset", "2024-01-01")  # YAML 1.1: a date
     assert command_line_value("pooling==") == ("pooling", "=")  # YAML 1.1: the value key
+
+
+def test_the_pretraining_corpus_is_a_dataset_role_of_its_own(tmp_path):
+    """``--data pretraining=PATH`` (``datasets.pretraining``) is every pre-training notebook's corpus, under a
+    value that notebook's own entry or the command line gives ``pretrain_corpus``."""
+    corpus = tmp_path / "books_and_wiki.txt"
+    corpus.write_text("A first document.\n\nA second one.\n", encoding="utf-8")
+    paper, notebooks = ROOT / "notebooks" / "profiles" / "paper.yaml", ROOT / "notebooks"
+    roles = {"datasets": {"pretraining": str(corpus)}}
+    assert parameters_for(paper, notebooks / "10_longtriever_main.ipynb", roles)["pretrain_corpus"] == str(corpus)
+    assert parameters_for(paper, notebooks / "11_longtriever_ablation.ipynb", roles)["pretrain_corpus"] == str(corpus)
+    assert "pretrain_corpus" not in parameters_for(paper, notebooks / "30_smith_main.ipynb", roles)  # its pairs' pages
+    assert parameters_for(paper, notebooks / "10_longtriever_main.ipynb")["pretrain_corpus"] == ""
+    chosen = parameters_for(paper, notebooks / "10_longtriever_main.ipynb", roles | {"pretrain_corpus": "unjudged"})
+    assert chosen["pretrain_corpus"] == "unjudged"

@@ -205,3 +205,33 @@ def test_early_stopping_ends_at_the_dev_plateau_and_keeps_the_best_weights():
     assert stopped.best_step == 2 and weight == pytest.approx(seen[2])
     full, _, _ = train(0)
     assert not full.stopped_early and len(full.history) == 10 and full.best_step == 6
+
+
+def test_a_budget_in_epochs_counts_its_steps_at_run_time_as_the_settings_and_the_planner_do():
+    """``steps`` 0: ``epochs`` passes over the items, their steps counted as the run starts (the papers give
+    epochs; a corpus's size is known once it is read), ``evaluations`` dev evaluations spread over them; the
+    study's settings (``train_steps`` 0, ``train_epochs``) hand the trainer the passes, not a step count."""
+    from torch import nn
+
+    from longdoc.experiments.settings import BudgetSettings
+    from longdoc.train.steps import epoch_steps, run_steps
+
+    items = [f"q{i}" for i in range(10)]  # 3 steps per pass at 4 a step (the last batch holds 2)
+    evaluated = []
+
+    def step_loss(wrapped, local, device):
+        return wrapped.weight.sum() * 0 + 1.0, 1.0
+
+    def dev_eval(model, step):
+        evaluated.append(step)
+        return float(step)
+
+    config = TrainConfig(steps=0, epochs=4, batch_size=4, hard_negatives=0, evaluations=3)
+    result = run_steps(
+        nn.Linear(1, 1), items, config, step_loss, description="epochs", dev_eval=dev_eval, progress=False
+    )
+    assert evaluated == [4, 8, 12] and result.best_step == 12  # 4 x 3 steps, every 12 // 3
+    budget = BudgetSettings(train_steps=0, train_epochs=4, batch_size=4, dev_evals=3, learning_rates=[1e-3])
+    train = budget.train_config(1e-3, seed=0)
+    assert (train.steps, train.epochs, train.eval_every, train.evaluations) == (0, 4, 0, 3)
+    assert epoch_steps(10, 4, world=2) == 2  # two processes take only whole global batches, as run_steps does

@@ -26,8 +26,9 @@ def test_identifier_batch_shifts_right_after_the_start_token():
     assert labels.tolist() == [[5, 9, 1], [4, 1, -100]]
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.15])
-def test_nci_memorises_a_tiny_corpus(tiny_bert, tokenizer, alpha):
+@pytest.mark.parametrize(("alpha", "precision"), [(0.0, "fp32"), (0.15, "fp32"), (0.15, "bf16")])
+def test_nci_memorises_a_tiny_corpus(tiny_bert, tokenizer, alpha, precision):
+    """Under bf16 autocast (the ``paper`` profile's precision) as in fp32."""
     ids = random_ids(len(TOPICS), k=2, c=3, seed=0)
     id_tokenizer = IdTokenizer.fit(ids)
     torch.manual_seed(0)
@@ -45,6 +46,7 @@ def test_nci_memorises_a_tiny_corpus(tiny_bert, tokenizer, alpha):
         alpha=alpha,
         eval_every=30,
         warmup_ratio=0.0,
+        precision=precision,
     )
     result = train_nci(model, examples, [id_tokenizer.encode(i) for i in ids], config, progress=False)
     losses = [h["train_loss"] for h in result.history]
@@ -111,6 +113,8 @@ def test_examples_outside_the_identifiers_are_refused(tiny_bert, tokenizer):
     )
     with pytest.raises(ValueError, match="outside"):
         train_nci(model, [("q", 5)], [[2, 1]], NciTrainConfig(steps=1), progress=False)
+    with pytest.raises(ValueError, match="precision"):
+        NciTrainConfig(steps=1, precision="fp16")
 
 
 def test_pawa_learns_as_fast_as_the_plain_decoder_and_adapts_less_than_the_state(tokenizer):

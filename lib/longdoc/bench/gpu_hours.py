@@ -54,6 +54,7 @@ from longdoc.experiments.settings import BudgetSettings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import pretraining_key
 from longdoc.models.registry import encoder_class
+from longdoc.train.steps import epoch_steps
 
 MEASUREMENTS = REPO_ROOT / "results" / "bench" / "h100" / "training.json"
 NOTEBOOKS = REPO_ROOT / "notebooks"
@@ -71,6 +72,7 @@ class Scale:
     pretrain_documents: int  # one pre-training pass (pretrain_steps 0)
     source: str
     dev_queries: int = 0  # held-out dev queries (their BM25 top k are a candidate dev evaluation's documents)
+    train_examples: int = 0  # labelled training queries or pairs per pass (a budget in epochs reads it; 0: unknown)
 
 
 PAPER_SCALE = {
@@ -78,16 +80,26 @@ PAPER_SCALE = {
         "MS MARCO documents",
         3_213_835,
         3_213_835,
-        "MS MARCO document ranking corpus; dev: 1% of its 367,013 training queries (the README's recipe)",
+        "MS MARCO document ranking corpus; dev: 1% of its 367,013 training queries (the README's recipe), "
+        "the other 363,343 trained on",
         dev_queries=3_670,
+        train_examples=363_343,
     ),
     "matching": Scale(
         "Wiki65K",
         164_488,
         164_488,
-        "SMITH Table 4: 82,244 pairs; at most two new documents per pair (an upper bound)",
+        "SMITH Table 4: 82,244 pairs; at most two new documents per pair (an upper bound); every pair counted "
+        "as a training pair (the paper does not give its train share: an upper bound)",
+        train_examples=82_244,
     ),
-    "nci": Scale("NQ320k", 109_739, 0, "NCI section 4.1: 109,739 documents"),
+    "nci": Scale(
+        "NQ320k",
+        109_739,
+        0,
+        "NCI section 4.1: 109,739 documents; 307,373 labelled training queries (NCI's NQ_dataset_Process)",
+        train_examples=307_373,
+    ),
 }
 
 BENCHMARK_DOCUMENTS = 1100  # the embedded benchmark's pages (DESIGN.md); pairs and NCI read the same pages
@@ -329,6 +341,40 @@ class Planner:
 
     def budget(self):
         return self.study.settings(BudgetSettings)
+
+    def train_examples(self) -> int:
+        """Training queries or pairs per pass at this scale (a budget in epochs: its steps)."""
+        if not self.scale.train_examples:
+            raise ValueError(
+                f"{self.study.notebook}: a budget in epochs (train_steps 0) at {self.scale.name}, whose training "
+                "examples this planner does not know: give train_steps, or price it at --scale paper"
+            )
+        return self.scale.train_examples
+
+    def fine_tuning_steps(self, budget) -> int:
+        """A fine-tuning run's steps: ``train_steps``, or ``train_epochs`` passes over this scale's training
+        examples, each pass counted as the trainer counts it (:func:`~longdoc.train.steps.epoch_steps`)."""
+        if budget.train_steps:
+            return budget.train_steps
+        return budget.train_epochs * epoch_steps(self.train_examples(), budget.batch_size, budget.n_devices)
+
+    def nci_steps(self, options, queries) -> int:
+        """An NCI run's steps: ``nci_train_steps``, or ``nci_train_epochs`` passes over :meth:`nci_examples`."""
+        if options.nci_train_steps:
+            return options.nci_train_steps
+        examples = self.nci_examples(queries, options.qg_queries)
+        return options.nci_train_epochs * epoch_steps(examples, options.nci_batch_size, options.n_devices)
+
+    def nci_examples(self, queries, generated_per_document: int) -> int:
+        """NCI's (query, identifier) examples per pass, an upper bound: the labelled queries, each document's
+        first terms and its random windows, and its generated queries (short documents give fewer windows,
+        and generated queries below the quality floor are dropped)."""
+        documents = self.scale.documents
+        return (
+            (self.train_examples() if queries.train_queries else 0)
+            + (documents * (1 + queries.windows) if queries.document_as_query else 0)
+            + (documents * generated_per_document if queries.generated else 0)
+        )
 
     def pretraining(self, model: str, encoder, pretrain, run=None) -> None:
         """A pre-training (shared by every row with the same start); none when ``pretrain`` is None."""

@@ -104,8 +104,9 @@ PARAMETERS: dict[str, Parameter] = {
         dict,
         "a dataset per role, for the notebooks of that role (run_all.sh --data ROLE=DIR): 'retrieval' "
         "(00-24: MS MARCO documents), 'matching' (30-33: document pairs), 'nci' (40-45: NQ320k); over "
-        "'dataset', under a notebook's own value and --dataset",
-        choices=("retrieval", "matching", "nci"),
+        "'dataset', under a notebook's own value and --dataset; 'pretraining': the pre-training corpus of "
+        "every notebook that pre-trains (a .txt file or a BEIR folder: pretrain_corpus, under its own value)",
+        choices=("retrieval", "matching", "nci", "pretraining"),
         item=str,
     ),
     "max_docs": Parameter(int, "0 = the whole corpus; > 0 keeps that many documents (smoke runs)", minimum=0),
@@ -127,7 +128,16 @@ PARAMETERS: dict[str, Parameter] = {
     "max_blocks": Parameter(int, "N: blocks read per document", minimum=1),
     "query_length": Parameter(int, "tokens per query including [CLS] and [SEP]", minimum=3),
     # fine-tuning budget and selection (the same for every model of a table)
-    "train_steps": Parameter(int, "optimizer steps of every fine-tuning run", minimum=1, maximum=MOST_STEPS),
+    "train_steps": Parameter(
+        int,
+        "optimizer steps of every fine-tuning run (0: train_epochs passes over the training queries or pairs, "
+        "counted at run time as passes x examples / batch_size)",
+        minimum=0,
+        maximum=MOST_STEPS,
+    ),
+    "train_epochs": Parameter(
+        int, "passes over the training examples of a fine-tuning run where train_steps is 0", minimum=1, maximum=10_000
+    ),
     "batch_size": Parameter(
         int, "training queries per step (in-batch negatives: the other queries' documents)", minimum=1
     ),
@@ -175,7 +185,13 @@ PARAMETERS: dict[str, Parameter] = {
         may_be_empty=True,
     ),
     "pretrain_steps": Parameter(
-        int, "full MLM + LMAE pre-training steps (0 = one pass over the documents)", minimum=0, maximum=MOST_STEPS
+        int,
+        "full MLM + LMAE pre-training steps (0: pretrain_epochs passes over the documents)",
+        minimum=0,
+        maximum=MOST_STEPS,
+    ),
+    "pretrain_epochs": Parameter(
+        int, "passes over the pre-training documents where pretrain_steps is 0", minimum=1, maximum=10_000
     ),
     "pretrain_batch_size": Parameter(int, "documents per pre-training step", minimum=1),
     "pretrain_learning_rate": Parameter(
@@ -242,9 +258,16 @@ PARAMETERS: dict[str, Parameter] = {
     # NCI (notebooks 40-45)
     "nci_train_steps": Parameter(
         int,
-        "optimizer steps of every NCI and DSI training run (the cap, with nci_patience)",
-        minimum=1,
+        "optimizer steps of every NCI and DSI training run (the cap, with nci_patience; 0: nci_train_epochs "
+        "passes over the training examples, counted at run time)",
+        minimum=0,
         maximum=MOST_STEPS,
+    ),
+    "nci_train_epochs": Parameter(
+        int,
+        "passes over the (query, identifier) examples of an NCI or DSI run where nci_train_steps is 0",
+        minimum=1,
+        maximum=10_000,
     ),
     "nci_patience": Parameter(
         int,
@@ -386,12 +409,12 @@ class Combination:
 COMBINATIONS = (
     Combination(
         ("dev_evals", "train_steps"),
-        lambda evals, steps: evals <= steps,
+        lambda evals, steps: evals <= steps or steps == 0,
         "parameter dev_evals={dev_evals}: more dev evaluations than train_steps={train_steps}",
     ),
     Combination(
         ("nci_dev_evals", "nci_train_steps"),
-        lambda evals, steps: evals <= steps,
+        lambda evals, steps: evals <= steps or steps == 0,
         "parameter nci_dev_evals={nci_dev_evals}: more dev evaluations than nci_train_steps={nci_train_steps}",
     ),
     Combination(

@@ -201,6 +201,8 @@ def outside_the_study(profile: str | Path) -> list[str]:
 
 # by the notebook number's first digit, or its two digits (50-51: the start built here, one of each)
 ROLES = {"retrieval": ("0", "1", "2", "50"), "matching": ("3", "51"), "nci": ("4",)}
+PRETRAINING = "pretraining"  # the role of the pre-training corpus (Longtriever: BookCorpus + Wikipedia), read by
+# every notebook that declares pretrain_corpus
 
 
 def dataset_role(notebook: str | Path) -> str | None:
@@ -256,6 +258,8 @@ def parameters_for(profile: str | Path, notebook: str | Path, overrides: dict | 
     role = dataset_role(notebook)
     if role in roles and "dataset" not in own and "dataset" not in command_line:
         values["dataset"] = roles[role]
+    if PRETRAINING in roles and "pretrain_corpus" not in own and "pretrain_corpus" not in command_line:
+        values["pretrain_corpus"] = roles[PRETRAINING]  # a dataset role of its own (run_all.sh --data pretraining=)
     problem = role and "dataset" in names and role_problem(role, values.get("dataset", ""))
     if problem:
         raise ProfileError(f"{Path(notebook).stem} reads a {role} dataset, but {problem}")
@@ -354,7 +358,7 @@ def _main(argv: list[str]) -> None:
         action="append",
         default=[],
         metavar="ROLE=DIR",
-        help=f"the dataset of one role's notebooks ({', '.join(ROLES)}), e.g. --data nci=data/nq320k",
+        help=f"the dataset of one role's notebooks ({', '.join([*ROLES, PRETRAINING])}), e.g. --data nci=data/nq320k",
     )
     args = parser.parse_args(argv)
     overrides = {}

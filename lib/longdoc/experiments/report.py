@@ -449,21 +449,23 @@ def scale_lines(profile: str, found: list[dict]) -> list[str]:
     backbone = BACKBONES.get(lt["backbone"], f"`{lt['backbone']}`") + other_starts(found, lt["backbone"])
     subsample = f"{nci['max_docs']} of its documents" if nci["max_docs"] else "all of it"
 
-    def steps(values: dict) -> str:  # a ceiling under early stopping (patience)
-        patience = values.get("patience", 0)
-        return f"up to {values['train_steps']}" if patience else str(values["train_steps"])
+    def steps(values: dict, key: str = "train_steps", capped: bool = False) -> str:  # a ceiling under patience
+        epochs = {"train_steps": "train_epochs", "nci_train_steps": "nci_train_epochs"}[key]
+        budget = f"{values[key]} steps" if values[key] else f"{values.get(epochs, 1)} passes (in steps at run time)"
+        return f"up to {budget}" if capped or values.get("patience", 0) else budget
 
+    pretraining = f"{lt['pretrain_steps']} steps" if lt["pretrain_steps"] else f"{lt.get('pretrain_epochs', 1)} passes"
     plateau = (
         f" (each run stops at its dev plateau: patience {lt['patience']} evaluations)" if lt.get("patience") else ""
     )
     return [
         f"- **Data and backbone.** `{lt['dataset']}` for retrieval and matching, NCI on {subsample}; every "
         f"model starts from {backbone}.",
-        f"- **Budget per run.** Retrieval: {steps(lt)} steps × {lt['batch_size']} queries over "
+        f"- **Budget per run.** Retrieval: {steps(lt)} × {lt['batch_size']} queries over "
         f"{lt['max_blocks']} × {lt['block_size']}-token blocks{plateau}, pre-training {lt['head_warmup_steps']} "
-        f"head warm-up + {lt['pretrain_steps']} steps × {lt['pretrain_batch_size']} documents. SMITH: "
-        f"{steps(smith)} steps × {smith['batch_size']} pairs over {smith['max_sentence_blocks']} × "
-        f"{smith['sentence_block_length']}-token sentence blocks. NCI: up to {nci['nci_train_steps']} steps × "
+        f"head warm-up + {pretraining} × {lt['pretrain_batch_size']} documents. SMITH: "
+        f"{steps(smith)} × {smith['batch_size']} pairs over {smith['max_sentence_blocks']} × "
+        f"{smith['sentence_block_length']}-token sentence blocks. NCI: {steps(nci, 'nci_train_steps', capped=True)} × "
         f"{nci['nci_batch_size']} examples, each row until its dev plateau or that cap (a row stopped at the cap "
         "carries no verdict). Notebooks that change a budget (50, 51, 90) state theirs in their sections.",
         f"- **Seeds and scale.** Seeds {lt['seeds']} where a table does not run fewer (each section names the "

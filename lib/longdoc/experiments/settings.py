@@ -46,6 +46,18 @@ def from_parameters(kind: type[T], values: dict[str, Any], notebook: str) -> T:
     return kind(**{f.name: values[f.name] for f in fields if f.name in values})
 
 
+EPOCHS_OF = {"train_steps": "train_epochs", "nci_train_steps": "nci_train_epochs", "pretrain_steps": "pretrain_epochs"}
+
+
+def scaled_budget(params: dict[str, Any], name: str, multiple: int) -> dict[str, Any]:
+    """Budget ``name`` (a step count of :data:`EPOCHS_OF`, or another count) times ``multiple``, as the
+    changed parameters: its steps, or where it is 0 (a budget in passes) its epochs."""
+    if params.get(name) == 0 and name in EPOCHS_OF:
+        epochs = EPOCHS_OF[name]
+        return {epochs: params.get(epochs, 1) * multiple}
+    return {name: params[name] * multiple}
+
+
 @settings
 class StudySettings:
     """What every study reads: where its record goes, its data, its seeds."""
@@ -103,13 +115,14 @@ class ProcessSettings:
 class BudgetSettings:
     """The fitting budget every trained row of a table gets, and the dev grid of its learning rate."""
 
-    train_steps: int
+    train_steps: int  # 0: train_epochs passes, their steps counted by the trainer as it starts
     batch_size: int  # items per step in all processes together
     dev_evals: int
     learning_rates: list
     n_devices: int = 1
     dev_candidates: int = 0  # > 0: dev evaluations rank BM25's top k per dev query and the judged documents
     patience: int = 0  # > 0: each run stops at its dev plateau; train_steps is the ceiling
+    train_epochs: int = 1  # the budget in passes over the training examples, where train_steps is 0
 
     def __post_init__(self) -> None:
         check_combinations(dataclasses.asdict(self))  # dev_evals <= train_steps, batch_size % n_devices
@@ -120,10 +133,12 @@ class BudgetSettings:
 
         return TrainConfig(
             steps=self.train_steps,
+            epochs=self.train_epochs,
             batch_size=self.batch_size // self.n_devices,
             hard_negatives=hard_negatives,
             learning_rate=learning_rate,
-            eval_every=max(1, self.train_steps // self.dev_evals),
+            eval_every=max(1, self.train_steps // self.dev_evals) if self.train_steps else 0,
+            evaluations=0 if self.train_steps else self.dev_evals,  # spread over the passes' steps
             seed=seed,
             cache_size=cache_size,
             patience=self.patience,

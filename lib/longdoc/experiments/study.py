@@ -111,6 +111,12 @@ class Execution:
     def dev_evaluations(self, *description) -> list:
         return []
 
+    def fine_tuning_steps(self, budget) -> int:  # the planner's (a run counts its own examples as it starts)
+        return budget.train_steps
+
+    def nci_steps(self, options, queries) -> int:
+        return options.nci_train_steps
+
     def not_priced(self, what: str) -> None:
         pass
 

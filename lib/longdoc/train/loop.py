@@ -42,6 +42,7 @@ class TrainConfig:
     temperature: float = 1.0
     max_grad_norm: float = 1.0
     eval_every: int = 0  # dev evaluation every this many steps (0: after every pass); always after the last
+    evaluations: int = 0  # with eval_every 0 and a budget in passes (steps 0): this many, evenly spaced
     seed: int = 0
     cache_size: int = 0  # SeDR's Late-Cache Negative: training instances kept as extra negatives (0: none)
     first_step: int = 0  # steps a warm start or an earlier iteration took over the same training order: this run's
@@ -55,6 +56,7 @@ class TrainConfig:
             or self.hard_negatives < 0
             or self.steps < 0
             or self.eval_every < 0
+            or self.evaluations < 0
             or self.cache_size < 0
             or self.first_step < 0
             or self.patience < 0

@@ -42,11 +42,19 @@ class NciTrainConfig:
     weight_decay: float = 1e-4  # the released code's
     max_grad_norm: float = 1.0
     eval_every: int = 0  # dev evaluation every this many steps (0: after every pass); always after the last
+    evaluations: int = 0  # with eval_every 0 and a budget in passes (steps 0): this many, evenly spaced
     patience: int = 0  # > 0: stop after this many dev evaluations in a row without a new best (the dev plateau)
     seed: int = 0
+    precision: str = "fp32"  # "bf16": each step's forward pass and loss under bf16 autocast (fp32 weights)
 
     def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1 or min(self.steps, self.eval_every, self.alpha, self.patience) < 0:
+        if self.precision not in ("fp32", "bf16"):
+            raise ValueError(f"NciTrainConfig: precision must be 'fp32' or 'bf16', got {self.precision!r}")
+        if (
+            self.epochs < 1
+            or self.batch_size < 1
+            or min(self.steps, self.eval_every, self.evaluations, self.alpha, self.patience) < 0
+        ):
             raise ValueError(
                 f"epochs >= 1, batch_size >= 1 and steps, eval_every, alpha, patience >= 0 are required: {self}"
             )
@@ -156,23 +164,24 @@ def train_nci(
         inputs = model.query_inputs(queries)
         decoder_inputs, labels = identifier_batch([identifiers[number] for _, number in local])
         views = 2 if config.alpha > 0 else 1
-        out = wrapped(
-            input_ids=inputs["input_ids"].repeat(views, 1).to(device),
-            attention_mask=inputs["attention_mask"].repeat(views, 1).to(device),
-            decoder_input_ids=decoder_inputs.repeat(views, 1).to(device),
-        )
-        plain, states = out.decoder_hidden_states
-        labels = labels.to(device)
-        logits = out.logits
-        if mask is not None:
-            logits = logits.masked_fill(~mask[: logits.shape[1]].to(device), torch.finfo(logits.dtype).min)
-        losses = global_batch_loss(
-            logits,
-            F.normalize(states, dim=-1) if config.normalized_states else states,
-            labels,
-            config.alpha,
-            config.temperature,
-        )
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.precision == "bf16"):
+            out = wrapped(
+                input_ids=inputs["input_ids"].repeat(views, 1).to(device),
+                attention_mask=inputs["attention_mask"].repeat(views, 1).to(device),
+                decoder_input_ids=decoder_inputs.repeat(views, 1).to(device),
+            )
+            plain, states = out.decoder_hidden_states
+            labels = labels.to(device)
+            logits = out.logits
+            if mask is not None:
+                logits = logits.masked_fill(~mask[: logits.shape[1]].to(device), torch.finfo(logits.dtype).min)
+            losses = global_batch_loss(
+                logits,
+                F.normalize(states, dim=-1) if config.normalized_states else states,
+                labels,
+                config.alpha,
+                config.temperature,
+            )
         logged = {name: value.item() for name, value in losses.items()}
         return losses["loss"], logged | diagnostics(plain, states, labels.repeat(views, 1))
 

@@ -77,9 +77,16 @@ def continued_order(first_step: int, steps_per_epoch: int) -> tuple[int, int]:
     return (full + 1, position) if position else (full, 0)
 
 
-def evaluation_steps(eval_every: int, steps_per_epoch: int, total_steps: int) -> set[int]:
-    """Every ``eval_every`` steps (0: after every pass), and always after the last step."""
-    every = eval_every or steps_per_epoch
+def epoch_steps(items: int, global_batch: int, world: int = 1) -> int:
+    """Optimizer steps of one pass over ``items`` at ``global_batch`` items a step: every item once on one
+    process; under several, only whole global batches (each process takes an equal share of each step)."""
+    return max(1, items // global_batch if world > 1 else math.ceil(items / global_batch))
+
+
+def evaluation_steps(eval_every: int, steps_per_epoch: int, total_steps: int, evaluations: int = 0) -> set[int]:
+    """Every ``eval_every`` steps; with 0, ``evaluations`` evenly spaced over ``total_steps`` (a budget in
+    passes, whose step count is known only here), else after every pass; always after the last step."""
+    every = eval_every or (max(1, total_steps // evaluations) if evaluations else steps_per_epoch)
     return set(range(every, total_steps + 1, every)) | {total_steps}
 
 
@@ -126,9 +133,9 @@ def run_steps(
             f"{description}: {len(items)} training items, fewer than one step's {global_batch} "
             f"({world} processes x {config.batch_size}); lower batch_size or n_devices"
         )
-    steps_per_epoch = max(1, len(items) // global_batch if world > 1 else math.ceil(len(items) / global_batch))
+    steps_per_epoch = epoch_steps(len(items), global_batch, world)
     total_steps = config.steps or steps_per_epoch * config.epochs
-    evaluate_at = evaluation_steps(config.eval_every, steps_per_epoch, total_steps)
+    evaluate_at = evaluation_steps(config.eval_every, steps_per_epoch, total_steps, getattr(config, "evaluations", 0))
     optimizer, scheduler = (
         optimizer_factory(model, total_steps)
         if optimizer_factory

@@ -593,6 +593,13 @@ class NciSettings:
     qg_max_length: int
     qg_train_steps: int
     n_devices: int = 1  # NCI and the query generator train in that many processes (torchrun)
+    nci_train_epochs: int = 1  # the budget in passes over the examples, where nci_train_steps is 0
+    precision: str = "fp32"  # "bf16": NCI's training steps under bf16 autocast (decoding stays fp32)
+
+    @property
+    def budget_key(self) -> int | str:
+        """What the budget is in a fit's key: its steps, or its passes (counted in steps at run time)."""
+        return self.nci_train_steps or f"{self.nci_train_epochs} epochs"
 
     def generation(self, seed: int) -> QueryGenerationConfig:
         return QueryGenerationConfig(
@@ -632,13 +639,16 @@ class NciSettings:
         the decoder takes ``DECODER_LEARNING_RATE_SHARE`` of the encoder's rate."""
         return NciTrainConfig(
             steps=self.nci_train_steps,
+            epochs=self.nci_train_epochs,
             batch_size=self.nci_batch_size,
             encoder_learning_rate=learning_rate,
             decoder_learning_rate=learning_rate * DECODER_LEARNING_RATE_SHARE,
             alpha=alpha,
-            eval_every=max(1, self.nci_train_steps // self.nci_dev_evals),
+            eval_every=max(1, self.nci_train_steps // self.nci_dev_evals) if self.nci_train_steps else 0,
+            evaluations=0 if self.nci_train_steps else self.nci_dev_evals,  # spread over the passes' steps
             patience=self.nci_patience,
             seed=seed,
+            precision=self.precision,
         )
 
 
@@ -705,9 +715,10 @@ class Generative(Spec):
             plan.not_priced(QUERY_GENERATION)
         plan.not_priced("NCI's beam-search decoding (dev evaluations and test)")
         views = 2 if self.nci.alpha > 0 else 1
+        steps = plan.nci_steps(options, self.nci.queries)
         plan.fit(
-            ("fit", repr(self.nci), options.nci_train_steps, options.nci_batch_size, learning_rate, seed),
-            [plan.work("fine-tuning", "nci", options.nci_train_steps * options.nci_batch_size * views / 2)],
+            ("fit", repr(self.nci), options.budget_key, options.nci_batch_size, learning_rate, seed, options.precision),
+            [plan.work("fine-tuning", "nci", steps * options.nci_batch_size * views / 2)],
             functools.partial(self.fine_tune, learning_rate=learning_rate, seed=seed),
         )
 

@@ -437,7 +437,10 @@ class Matcher(PretrainedStart, Spec):
             ("fit", repr(self), repr(budget), learning_rate, seed),
             [
                 plan.work(
-                    "fine-tuning", f"matching:{self.model}", budget.train_steps * budget.batch_size, self.encoder
+                    "fine-tuning",
+                    f"matching:{self.model}",
+                    plan.fine_tuning_steps(budget) * budget.batch_size,
+                    self.encoder,
                 ),
                 plan.encode("dev evaluation", self.model, self.encoder, budget.dev_evals),  # dev and test pairs
             ],

@@ -50,12 +50,14 @@ class PretrainingSettings:
     pretrain_batch_size: int
     pretrain_learning_rate: float
     head_warmup_steps: int
+    pretrain_epochs: int = 1  # passes over the documents where pretrain_steps is 0 (Longtriever: 8, SMITH: 68)
 
     def config(self, seed: int, **objective) -> PretrainConfig:
         """A pre-training under this budget, seeded with ``seed`` (the study's first: pre-trained once,
         fitted once per seed), with the objective's fields (masking ratios, masked blocks, ...)."""
         return PretrainConfig(
             steps=self.pretrain_steps,
+            epochs=self.pretrain_epochs,
             batch_size=self.pretrain_batch_size,
             learning_rate=self.pretrain_learning_rate,
             head_warmup_steps=self.head_warmup_steps,

@@ -32,7 +32,7 @@ from longdoc.experiments.families.matching import MATCHING
 from longdoc.experiments.families.retrieval import RETRIEVAL
 from longdoc.experiments.papers.longtriever import ablation_claims, ablation_systems
 from longdoc.experiments.papers.start_points import zero_shot_systems
-from longdoc.experiments.settings import EncoderSettings, settings
+from longdoc.experiments.settings import EncoderSettings, scaled_budget, settings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import System, Table
 from longdoc.experiments.verdicts import Claim, Precondition, claim_builder
@@ -220,10 +220,15 @@ def budget_search(study: Study) -> BudgetSearch:
     with the budget it ran at)."""
     experiment = EXPERIMENTS[study.notebook]
     budgets = sorted(set(study.settings(StartBudgets).start_budgets))
+    if study.params["train_steps"] == 0 and budgets != [1]:  # its table and gate read budgets in steps
+        raise ValueError(
+            f"{study.notebook}: start_budgets={budgets} searches a budget in steps, and train_steps is 0 (a budget "
+            "in passes, train_epochs): give train_steps, or start_budgets: [1]"
+        )
     frames = []
     rung = study
     for multiple in budgets:
-        rung = study if multiple == 1 else study.with_parameters(train_steps=study.params["train_steps"] * multiple)
+        rung = study if multiple == 1 else study.with_parameters(**scaled_budget(study.params, "train_steps", multiple))
         systems = rung.run_table(experiment.table)
         frames.append(learns(rung, [s.name for s in systems], experiment).assign(budget=f"{multiple}×"))
         if frames[-1]["learns"].all():

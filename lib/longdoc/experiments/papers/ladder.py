@@ -31,7 +31,7 @@ from longdoc.experiments.profiles import (
     load_profile,
     notebook_parameter_names,
 )
-from longdoc.experiments.settings import from_parameters, settings
+from longdoc.experiments.settings import from_parameters, scaled_budget, settings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import Headline
 from longdoc.experiments.verdicts import NOT_TESTABLE, assess
@@ -93,7 +93,7 @@ def rung_parameters(params: dict, headline: Headline, multiplier: int, two_seeds
         raise ValueError(f"{LADDER_NOTEBOOK} must declare {missing}: {headline.notebook} reads them")
     rung = {n: values[n] for n in names}
     for name in headline.budget:
-        rung[name] = rung[name] * multiplier
+        rung |= scaled_budget(rung, name, multiplier)
     if multiplier > 1:
         rung["seeds"] = list(rung["seeds"][: 2 if multiplier <= two_seeds_until else 1])
     return rung

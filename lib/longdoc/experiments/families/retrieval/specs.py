@@ -173,7 +173,10 @@ class Dense(PretrainedStart, Spec):
         for iteration in range(1, protocol.iterations + 1):  # each iteration is its own cached fit
             works = [
                 plan.work(
-                    "fine-tuning", f"retrieval:{self.model}", budget.train_steps * budget.batch_size, self.encoder
+                    "fine-tuning",
+                    f"retrieval:{self.model}",
+                    plan.fine_tuning_steps(budget) * budget.batch_size,
+                    self.encoder,
                 ),
                 *plan.dev_evaluations(self.model, self.encoder, budget),
             ]
