@@ -128,7 +128,9 @@ case "${LONGDOC_USE_ACTIVE_ENV:-0}" in 0|1) ;; *)
 esac
 [[ "$PROFILE" =~ ^[A-Za-z0-9][A-Za-z0-9_-]*$ ]] || {
   echo "run_all.sh: --profile $PROFILE: a profile is a name (letters, digits, '-', '_'): notebooks/profiles/NAME.yaml" >&2; exit 2; }
-if [ -n "$DATASET" ] && [ ${#ROLES_GIVEN[@]} -gt 0 ]; then
+NOTEBOOK_ROLES=()  # the roles that give notebooks their dataset (pretraining gives a corpus, beside --dataset)
+for role in "${ROLES_GIVEN[@]}"; do [ "$role" = pretraining ] || NOTEBOOK_ROLES+=("$role"); done
+if [ -n "$DATASET" ] && [ ${#NOTEBOOK_ROLES[@]} -gt 0 ]; then
   echo "run_all.sh: --dataset and --data both name datasets: --dataset gives every notebook one dataset, --data ROLE=DIR one role's; give one of them" >&2
   exit 2
 fi

@@ -40,7 +40,9 @@ class Hyperparameter:
 LT, SEDR, SMITH, NCI = "10_longtriever_main", "20_sedr_main", "30_smith_main", "40_nci_main"
 RECIPES = (
     # Longtriever (section 4.1; upstream notes: exe_pretrain.sh, the fine-tuning script)
-    Hyperparameter("Longtriever", "backbone", "backbone", LT, "bert-base-uncased", "bert-base-uncased"),
+    Hyperparameter(
+        "Longtriever", "backbone ('the BERT checkpoint', 30,522 tokens)", "backbone", LT, "bert-base-uncased", "BERT"
+    ),
     Hyperparameter("Longtriever", "block length M", "block_size", LT, 512, "510 + [CLS], [SEP]"),
     Hyperparameter(
         "Longtriever",
@@ -61,7 +63,15 @@ RECIPES = (
         "1e-5",
         "a dev grid around the released rate, the same for every row of a table, chosen on dev by code",
     ),
-    Hyperparameter("Longtriever", "fine-tuning epochs", "train_epochs", LT, None, "10"),
+    Hyperparameter(
+        "Longtriever",
+        "fine-tuning epochs",
+        "train_epochs",
+        LT,
+        None,
+        "10 (one in-batch run)",
+        "10 per iteration: the paper's three iterations read 30 passes in all",
+    ),
     Hyperparameter(
         "Longtriever",
         "fine-tuning iterations (BM25, then two of hard negatives)",
@@ -93,7 +103,7 @@ RECIPES = (
     Hyperparameter("Longtriever", "pre-training peak learning rate", "pretrain_learning_rate", LT, 1e-4, "1e-4"),
     Hyperparameter("Longtriever", "MLM masking ratio", "mlm_ratio", LT, 0.3, "0.3"),
     Hyperparameter("Longtriever", "LMAE masking ratio", "lmae_ratio", LT, 0.5, "0.5"),
-    # SeDR (section 5.1; upstream notes: batching by segments, LAMB, default 25 epochs)
+    # SeDR (Implementation Details; upstream notes: batching by segments, LAMB, default 25 epochs)
     Hyperparameter(
         "SeDR",
         "backbone",
@@ -103,7 +113,14 @@ RECIPES = (
         "roberta-base, warm-started from STAR",
         "one backbone for every row of a table (the retrieval tables' BERT); --set backbone=roberta-base runs the paper's",
     ),
-    Hyperparameter("SeDR", "segment length", "block_size", SEDR, 512, "512"),
+    Hyperparameter(
+        "SeDR",
+        "segment length",
+        "block_size",
+        SEDR,
+        512,
+        "500 content tokens + <s>, </s>, padded to 505 with 3 [CLS] slots",
+    ),
     Hyperparameter("SeDR", "segments per document", "max_blocks", SEDR, 4, "4"),
     Hyperparameter(
         "SeDR",
@@ -134,13 +151,11 @@ RECIPES = (
     ),
     Hyperparameter("SeDR", "late-cache size C", "cache_size", "22_sedr_negatives", 50, "50"),
     Hyperparameter("SeDR", "negative depth K with the cache", "negative_depth", "22_sedr_negatives", 100, "100"),
-    Hyperparameter(
-        "SeDR", "negative depth without it", "negative_depth_without_cache", "22_sedr_negatives", 200, "200"
-    ),
+    Hyperparameter("SeDR", "negative depth without it", "negative_depth_without_cache", "22_sedr_negatives", 200, ""),
     # SMITH (section 5.2.3; upstream notes: the released fine-tuning configs)
     Hyperparameter("SMITH", "sentence block length", "sentence_block_length", SMITH, 32, "32"),
     Hyperparameter("SMITH", "sentence blocks per document", "max_sentence_blocks", SMITH, 48, "48"),
-    Hyperparameter("SMITH", "sentence-level layers L1", "sentence_layers", SMITH, 6, "6"),
+    Hyperparameter("SMITH", "sentence-level layers L1", "sentence_layers", SMITH, 6, "4 (the released WP+SP config)"),
     Hyperparameter("SMITH", "document-level layers L2", "document_layers", SMITH, 3, "3"),
     Hyperparameter("SMITH", "masked sentence blocks per document", "masked_blocks", SMITH, 2, "2"),
     Hyperparameter("SMITH", "batch (pairs)", "batch_size", SMITH, 32, "32"),
@@ -154,7 +169,7 @@ RECIPES = (
         "precision",
         SMITH,
         None,
-        "TensorFlow on TPU v3 (bfloat16 matrix units)",
+        "TensorFlow 1.15 on TPU v3",
     ),
     # NCI (section 4.2; upstream notes: train.sh)
     Hyperparameter(
@@ -162,8 +177,8 @@ RECIPES = (
         "encoder",
         "backbone",
         NCI,
-        "t5-base",
-        "t5-base encoder, PAWA decoder",
+        "T5-Base",
+        "T5 encoder, PAWA decoder",
         "a BERT encoder with NCI's PAWA decoder, so that every retrieval table reads one backbone",
     ),
     Hyperparameter(
@@ -172,17 +187,17 @@ RECIPES = (
         "precision",
         NCI,
         None,
-        "fp32 (V100s)",
-        "bf16 autocast in training on A100/H100 (V100s have no bf16); decoding stays fp32; --set precision=fp32",
+        "",
+        "the paper's V100s had no bf16: bf16 autocast in training on A100/H100, decoding fp32 (--set precision=fp32)",
     ),
     Hyperparameter("NCI", "examples per step", "nci_batch_size", NCI, 128, "train.sh: batch 64, grad-accum 8 / GPUs"),
     Hyperparameter("NCI", "encoder learning rate (decoder: half)", "nci_learning_rates", NCI, [2e-4], "2e-4 / 1e-4"),
     Hyperparameter("NCI", "consistency weight alpha", "nci_alpha", NCI, 0.15, "0.15 (R-Drop)"),
     Hyperparameter("NCI", "beam size", "nci_beam", NCI, 100, "100"),
-    Hyperparameter("NCI", "length penalty", "nci_length_penalty", NCI, 0.8, "0.8"),
+    Hyperparameter("NCI", "length penalty", "nci_length_penalty", NCI, 0.8, ""),
     Hyperparameter("NCI", "k-means clusters k", "nci_k", NCI, 30, "30"),
     Hyperparameter("NCI", "leaf size c", "nci_c", NCI, 30, "30"),
-    Hyperparameter("NCI", "adaptor layers", "nci_adaptor_layers", NCI, None, "4"),
+    Hyperparameter("NCI", "PAWA adaptor layers", "nci_adaptor_layers", NCI, 4, "4"),
     Hyperparameter("NCI", "generated queries per document", "qg_queries", NCI, 15, "15"),
     Hyperparameter(
         "NCI",

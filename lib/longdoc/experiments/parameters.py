@@ -105,7 +105,7 @@ PARAMETERS: dict[str, Parameter] = {
         "a dataset per role, for the notebooks of that role (run_all.sh --data ROLE=DIR): 'retrieval' "
         "(00-24: MS MARCO documents), 'matching' (30-33: document pairs), 'nci' (40-45: NQ320k); over "
         "'dataset', under a notebook's own value and --dataset; 'pretraining': the pre-training corpus of "
-        "every notebook that pre-trains (a .txt file or a BEIR folder: pretrain_corpus, under its own value)",
+        "every notebook that declares pretrain_corpus (Longtriever's; a .txt file or a BEIR folder, under its own value)",
         choices=("retrieval", "matching", "nci", "pretraining"),
         item=str,
     ),

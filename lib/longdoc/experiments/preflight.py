@@ -174,7 +174,7 @@ def problems(parameter_files: list[Path], cache: str | Path) -> list[str]:
             problem = model_problem(name, values.get(name) or "")
             if problem:
                 found.append(f"{notebook}: {problem}")
-        if "pretrain_corpus" in values:  # (pretrain_steps 0 is still one pass over the corpus)
+        if "pretrain_corpus" in values:  # (pretrain_steps 0 is pretrain_epochs passes over it)
             problem = pretrain_corpus_problem(str(values["pretrain_corpus"]))
             if problem:
                 found.append(f"{notebook}: {problem}")

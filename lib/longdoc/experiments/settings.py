@@ -58,6 +58,13 @@ def scaled_budget(params: dict[str, Any], name: str, multiple: int) -> dict[str,
     return {name: params[name] * multiple}
 
 
+def budget_text(params: dict[str, Any], name: str = "train_steps") -> str:
+    """A budget as a table or title states it: ``N steps``, or ``E passes`` where it is given in passes."""
+    if params.get(name) == 0 and name in EPOCHS_OF:
+        return f"{params.get(EPOCHS_OF[name], 1)} passes"
+    return f"{params[name]} steps"
+
+
 @settings
 class StudySettings:
     """What every study reads: where its record goes, its data, its seeds."""

@@ -62,7 +62,7 @@ class TrainConfig:
             or self.patience < 0
         ):
             raise ValueError(
-                "epochs >= 1, batch_size >= 1 and hard_negatives, steps, eval_every, cache_size, first_step, "
+                "epochs >= 1, batch_size >= 1 and hard_negatives, steps, eval_every, evaluations, cache_size, first_step, "
                 "patience >= 0 "
                 f"are required: {self}"
             )

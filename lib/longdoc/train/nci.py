@@ -45,7 +45,7 @@ class NciTrainConfig:
     evaluations: int = 0  # with eval_every 0 and a budget in passes (steps 0): this many, evenly spaced
     patience: int = 0  # > 0: stop after this many dev evaluations in a row without a new best (the dev plateau)
     seed: int = 0
-    precision: str = "fp32"  # "bf16": each step's forward pass and loss under bf16 autocast (fp32 weights)
+    precision: str = "fp32"  # "bf16": each step's forward pass under bf16 autocast (fp32 weights; losses in fp32)
 
     def __post_init__(self) -> None:
         if self.precision not in ("fp32", "bf16"):
@@ -56,7 +56,7 @@ class NciTrainConfig:
             or min(self.steps, self.eval_every, self.evaluations, self.alpha, self.patience) < 0
         ):
             raise ValueError(
-                f"epochs >= 1, batch_size >= 1 and steps, eval_every, alpha, patience >= 0 are required: {self}"
+                f"epochs >= 1, batch_size >= 1 and steps, eval_every, evaluations, alpha, patience >= 0 are required: {self}"
             )
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
@@ -170,18 +170,19 @@ def train_nci(
                 attention_mask=inputs["attention_mask"].repeat(views, 1).to(device),
                 decoder_input_ids=decoder_inputs.repeat(views, 1).to(device),
             )
-            plain, states = out.decoder_hidden_states
-            labels = labels.to(device)
-            logits = out.logits
-            if mask is not None:
-                logits = logits.masked_fill(~mask[: logits.shape[1]].to(device), torch.finfo(logits.dtype).min)
-            losses = global_batch_loss(
-                logits,
-                F.normalize(states, dim=-1) if config.normalized_states else states,
-                labels,
-                config.alpha,
-                config.temperature,
-            )
+        # the losses in fp32: eq. 5's state products at tau = 1 reach the hundreds, where bf16 rounds by units
+        plain, states = out.decoder_hidden_states
+        plain, states, logits = plain.float(), states.float(), out.logits.float()
+        labels = labels.to(device)
+        if mask is not None:
+            logits = logits.masked_fill(~mask[: logits.shape[1]].to(device), torch.finfo(logits.dtype).min)
+        losses = global_batch_loss(
+            logits,
+            F.normalize(states, dim=-1) if config.normalized_states else states,
+            labels,
+            config.alpha,
+            config.temperature,
+        )
         logged = {name: value.item() for name, value in losses.items()}
         return losses["loss"], logged | diagnostics(plain, states, labels.repeat(views, 1))
 

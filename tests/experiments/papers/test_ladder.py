@@ -217,3 +217,16 @@ def test_the_first_rung_is_the_headline_run_and_a_larger_one_trains_longer(
     double = ladder.rung_study(params, toy, 2, two_seeds_until=1, progress=False)
     double.run_all(rows(double))
     assert all(t["dev_curve"][-1][0] == 8 for t in double.results[pair[0]].training)  # 2 × 4 steps
+
+
+def test_a_budget_in_passes_is_refused_before_any_fit_and_the_paper_study_leaves_the_ladder_out():
+    """The ladder's tables and figure count budgets in steps: a headline given in passes (``train_steps: 0``)
+    stops notebook 90 at its top, naming the parameter; ``paper`` (budgets in passes) leaves 90 out."""
+    from longdoc.experiments.profiles import outside_the_study
+
+    params = parameters_for(
+        ladder.PROFILES_DIR / "cpu.yaml", ladder.NOTEBOOKS_DIR / "90_budget_ladder.ipynb", {"train_steps": 0}
+    )
+    with pytest.raises(ValueError, match="train_steps is 0 \\(a budget in passes\\)"):
+        ladder.check_rungs(params)
+    assert "90_budget_ladder" in outside_the_study(ladder.PROFILES_DIR / "paper.yaml")

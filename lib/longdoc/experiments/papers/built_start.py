@@ -32,7 +32,7 @@ from longdoc.experiments.families.matching import MATCHING
 from longdoc.experiments.families.retrieval import RETRIEVAL
 from longdoc.experiments.papers.longtriever import ablation_claims, ablation_systems
 from longdoc.experiments.papers.start_points import zero_shot_systems
-from longdoc.experiments.settings import EncoderSettings, scaled_budget, settings
+from longdoc.experiments.settings import EncoderSettings, budget_text, scaled_budget, settings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import System, Table
 from longdoc.experiments.verdicts import Claim, Precondition, claim_builder
@@ -212,6 +212,12 @@ def learns(study: Study, names: list[str], experiment: StartExperiment) -> pd.Da
     return frame
 
 
+def fine_tuning_budget(params: dict) -> str:
+    """``N fine-tuning steps``, or ``E passes of fine-tuning`` for a budget in passes."""
+    steps = budget_text(params)
+    return f"{steps[: -len(' steps')]} fine-tuning steps" if steps.endswith(" steps") else f"{steps} of fine-tuning"
+
+
 def budget_search(study: Study) -> BudgetSearch:
     """Fit the notebook's rows at ``train_steps`` × each of ``start_budgets`` in order (every budget with
     the study's seeds and its own dev selection, cached like every fit) and stop at the first budget where
@@ -240,12 +246,12 @@ def start_precondition(backbone: pd.DataFrame, search: BudgetSearch) -> Precondi
     """The README's gate on every claim of the notebook: the start is an MLM-trained encoder that learned
     language (question 1) and every row learns at the budget the search stopped at (question 4 or 5)."""
     first = backbone.iloc[0]
-    steps = search.study.params["train_steps"]
+    budget = fine_tuning_budget(search.study.params)
     question = "question 4" if search.study.notebook == LONGTRIEVER.table.notebook else "question 5"
     return Precondition(
         bool(first["learned language"]) and search.found,
         f"the start ({first['backbone']}) is an MLM-trained encoder that learned language, and every row "
-        f"learns at {steps} fine-tuning steps (README, question 1 and {question})",
+        f"learns at {budget} (README, question 1 and {question})",
     )
 
 
@@ -283,10 +289,10 @@ def decision(backbone: pd.DataFrame, search: BudgetSearch) -> str:
     last = search.budgets[search.budgets["train_steps"] == steps]
     tried = ", ".join(str(s) for s in dict.fromkeys(search.budgets["train_steps"]))
     if search.found:
-        learning = f"{question}: every row learns at {steps} fine-tuning steps (budgets tried: {tried})"
+        learning = f"{question}: every row learns at {fine_tuning_budget(search.study.params)} (budgets tried: {tried})"
     else:
         failing = ", ".join(last.loc[~last["learns"], "row"])
-        learning = f"{question}: at {steps} steps, the largest budget tried ({tried}), {failing} still fail the rule"
+        learning = f"{question}: at {budget_text(search.study.params)}, the largest budget tried ({tried}), {failing} still fail the rule"
     learned = search.found and bool(first["learned language"])
     verdict = (
         "the rows learn from this start, so the pre-training claims below are posed on it"

@@ -200,9 +200,15 @@ def check_rungs(params: dict, headlines: tuple[Headline, ...] = HEADLINES) -> No
     ladder = ladder_settings(params)
     for headline in headlines:
         for multiplier in ladder.multipliers(headline.key):
+            rung = rung_parameters(params, headline, multiplier, ladder.ladder_two_seeds_until)
+            if rung[headline.budget[0]] == 0:  # its tables and figure read budgets in steps
+                raise ValueError(
+                    f"{LADDER_NOTEBOOK}: {headline.notebook}'s {headline.budget[0]} is 0 (a budget in passes); the "
+                    f"ladder counts budgets in steps: --set {headline.budget[0]}=N, or leave {LADDER_NOTEBOOK} out"
+                )
             Study(
                 f"{LADDER_NOTEBOOK}-{headline.key}-{multiplier}x",
-                rung_parameters(params, headline, multiplier, ladder.ladder_two_seeds_until),
+                rung,
                 headline.family,
                 progress=False,
             )
