@@ -311,3 +311,15 @@ def unwritable_folder(folder: str | os.PathLike) -> str | None:
     except OSError as err:
         return f"{existing} cannot be written ({_CAUSES.get(err.errno, err.strerror)})"
     return None
+
+
+def rewrite_marked_block(path: str | os.PathLike, markers: tuple[str, str], block: str) -> None:
+    """Replace the text from ``markers[0]`` to ``markers[1]`` (both included) in ``path`` by ``block`` (a
+    generated table of the README, kept between its two comment lines), written atomically."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    start, end = text.find(markers[0]), text.find(markers[1])
+    if start < 0 or end < start:
+        raise ValueError(f"{path}: no {markers[0]} ... {markers[1]} block")
+    with atomic_write(path) as out:
+        out.write(text[:start] + block + text[end + len(markers[1]) :])

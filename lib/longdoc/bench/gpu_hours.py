@@ -53,6 +53,7 @@ from longdoc.experiments.profiles import load_profile, parameters_for
 from longdoc.experiments.settings import BudgetSettings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import pretraining_key
+from longdoc.io import rewrite_marked_block
 from longdoc.models.registry import encoder_class
 from longdoc.train.steps import epoch_steps
 
@@ -579,13 +580,6 @@ def readme_block(frame: pd.DataFrame, profile: str = "paper") -> str:
     return "\n".join([README_MARKERS[0], recipe_table(frame, profile), README_MARKERS[1]])
 
 
-def replace_readme_block(text: str, block: str) -> str:
-    start, end = text.find(README_MARKERS[0]), text.find(README_MARKERS[1])
-    if start < 0 or end < 0:
-        raise ValueError(f"{README}: no {README_MARKERS[0]} ... {README_MARKERS[1]} block")
-    return text[:start] + block + text[end + len(README_MARKERS[1]) :]
-
-
 def write_fit_prices(args) -> None:
     """``--fit-prices``: one notebook's :func:`chain_seconds` as JSON (``LONGDOC_FIT_PRICES`` reads it)."""
     import yaml
@@ -654,7 +648,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
             raise SystemExit(
                 "--readme: the README's table is the paper profile's, all notebooks, the committed measurements"
             )
-        README.write_text(replace_readme_block(README.read_text(), readme_block(frame)))
+        rewrite_marked_block(README, README_MARKERS, readme_block(frame))
         print(f"wrote the recipe table into {README}")
     return frame
 

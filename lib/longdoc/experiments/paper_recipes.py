@@ -17,6 +17,7 @@ from pathlib import Path
 
 from longdoc.data.registry import REPO_ROOT
 from longdoc.experiments.profiles import parameters_for
+from longdoc.io import rewrite_marked_block
 
 PAPER_PROFILE = REPO_ROOT / "notebooks" / "profiles" / "paper.yaml"
 README = REPO_ROOT / "README.md"
@@ -279,13 +280,6 @@ def readme_block(profile: Path = PAPER_PROFILE) -> str:
     return "\n".join([README_MARKERS[0], table(profile), README_MARKERS[1]])
 
 
-def replace_readme_block(text: str, block: str) -> str:
-    start, end = text.find(README_MARKERS[0]), text.find(README_MARKERS[1])
-    if start < 0 or end < start:
-        raise ValueError(f"{README}: no {README_MARKERS[0]} ... {README_MARKERS[1]} block")
-    return text[:start] + block + text[end + len(README_MARKERS[1]) :]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m longdoc.experiments.paper_recipes", description=__doc__)
     parser.add_argument("--readme", action="store_true", help="rewrite the README's hyperparameter table")
@@ -296,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     if found:
         return 1
     if args.readme:
-        README.write_text(replace_readme_block(README.read_text(encoding="utf-8"), readme_block()), encoding="utf-8")
+        rewrite_marked_block(README, README_MARKERS, readme_block())
     else:
         print(table())
     return 0

@@ -26,6 +26,7 @@ from longdoc.data.registry import REPO_ROOT
 from longdoc.experiments.backbones import is_mlm_built
 from longdoc.experiments.profiles import NOTEBOOKS_DIR, PROFILES_DIR, outside_the_study, parameters_for
 from longdoc.experiments.records import RESULTS_DIR, own_data_folder, stale
+from longdoc.experiments.settings import budget_text
 from longdoc.experiments.tables import markdown_table, p_cells
 from longdoc.experiments.verdicts import (
     FINDINGS_COLUMNS,
@@ -450,11 +451,10 @@ def scale_lines(profile: str, found: list[dict]) -> list[str]:
     subsample = f"{nci['max_docs']} of its documents" if nci["max_docs"] else "all of it"
 
     def steps(values: dict, key: str = "train_steps", capped: bool = False) -> str:  # a ceiling under patience
-        epochs = {"train_steps": "train_epochs", "nci_train_steps": "nci_train_epochs"}[key]
-        budget = f"{values[key]} steps" if values[key] else f"{values.get(epochs, 1)} passes (in steps at run time)"
+        budget = budget_text(values, key)
         return f"up to {budget}" if capped or values.get("patience", 0) else budget
 
-    pretraining = f"{lt['pretrain_steps']} steps" if lt["pretrain_steps"] else f"{lt.get('pretrain_epochs', 1)} passes"
+    pretraining = budget_text(lt, "pretrain_steps")
     plateau = (
         f" (each run stops at its dev plateau: patience {lt['patience']} evaluations)" if lt.get("patience") else ""
     )
