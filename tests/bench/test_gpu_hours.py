@@ -133,7 +133,8 @@ def test_a_fit_an_earlier_notebook_trained_costs_nothing_later():
 
 def test_the_readme_quotes_the_estimate():
     readme = (REPO_ROOT / "README.md").read_text()
-    assert readme_block(estimate()) in readme, "python -m longdoc.bench.gpu_hours --readme rewrites it"
+    estimated = estimate(gpus=gpu_hours.RECIPE_GPUS)
+    assert readme_block(estimated) in readme, "python -m longdoc.bench.gpu_hours --readme rewrites it"
 
 
 def test_a_candidate_dev_evaluation_costs_the_candidates_per_evaluation_and_the_corpus_once():
@@ -189,7 +190,7 @@ def test_the_gpu_profile_fits_one_gpu_hour_and_runs_in_pieces_of_under_ten_minut
     assert frame["GPU-hours"].sum() * 60 < 60
     assert (frame["alone"] * 60 < 10).all(), frame.loc[frame["alone"] * 60 >= 10, ["notebook", "alone"]]
     nci = frame.set_index("notebook").loc["41_nci_ablation"]
-    assert "beam-search" in nci["not priced"]  # what was not measured is said, never guessed
+    assert "decode:nci" in nci["not priced"]  # no CPU ratio at MiniLM's width: said, never guessed
 
 
 def test_the_ladder_costs_only_its_rungs_above_1x():
@@ -224,10 +225,10 @@ def test_each_spec_states_its_own_fit_plan_and_one_without_a_plan_is_named():
     planner = Planner(study, scale)
     encoder = study.settings(EncoderSettings).encoder("MaxP")
     planner.run(System("a new model", Dense("NewModel", encoder)))
-    jobs = {w.job for works in planner.plan.works.values() for w in works}
-    assert jobs == {"retrieval:NewModel", "encode:NewModel"}
+    jobs = {w.job for works in planner.plan.works.values() for w in works if not w.job.startswith("cpu:")}
+    assert jobs == {"retrieval:NewModel", "encode:NewModel"}  # beside the CPU stages every row has
     unpriced: set[str] = set()
-    gpu_hours.priced([w for ws in planner.plan.works.values() for w in ws], {}, unpriced)
+    gpu_hours.priced([w for ws in planner.plan.works.values() for w in ws if w.job in jobs], {}, unpriced)
     assert unpriced == jobs
 
     @dataclass(frozen=True)
@@ -332,3 +333,87 @@ def test_a_budget_in_epochs_is_priced_at_its_passes_over_the_papers_training_exa
         }
     )
     assert len(items) > 1  # a row without generated queries or documents as queries has fewer examples a pass
+
+
+def test_the_stages_around_the_fits_are_priced_where_the_study_runs_them():
+    """Tokenising once per corpus and block shape, BM25's index once per corpus, a notebook's dev-candidate
+    searches once in that notebook, and BM25 negatives searched by every fit that mines them."""
+    from longdoc.experiments.families.retrieval import RETRIEVAL, Dense, Protocol
+    from longdoc.experiments.families.retrieval.specs import BM25
+    from longdoc.experiments.profiles import parameters_for
+    from longdoc.experiments.settings import EncoderSettings
+    from longdoc.experiments.study import Study
+    from longdoc.experiments.systems import System
+
+    values = parameters_for(gpu_hours.profile_path("smoke"), gpu_hours.NOTEBOOKS / "10_longtriever_main.ipynb")
+    study = Study("10_longtriever_main", values | {"dev_candidates": 9, "seeds": [0, 1]}, RETRIEVAL, progress=False)
+    scale = Scale("test", 1000, 1000, "test", dev_queries=20, train_examples=300, test_queries=50)
+    planner = Planner(study, scale)
+    encoder = study.settings(EncoderSettings).encoder("FirstP")
+    mined = Protocol("BM25 negatives", negatives="bm25", hard_negatives=1)
+    planner.run(System("FirstP", Dense("FirstP", encoder, protocol=mined)))
+    planner.run(System("MaxP", Dense("MaxP", study.settings(EncoderSettings).encoder("MaxP"))))
+    planner.run(System("BM25", BM25()))
+    works = planner.plan.works
+    tokens = [key for key in works if key[0] == "tokens"]
+    assert len(tokens) == 2 and all(works[k] == [gpu_hours.Work("tokenising", "cpu:tokenize", 1000)] for k in tokens)
+    assert works[("bm25", "test")] == [gpu_hours.Work("BM25", "cpu:bm25-index", 1000)]
+    searches = {key[2]: w.items for key, ws in works.items() if key[0] == "bm25 search" for w in ws}
+    assert searches == {"dev candidates": 20 * 1000, "BM25 row": (20 + 50) * 1000}
+    fits = [key for key in works if key[0] == "fit" and "FirstP" in key[1]]
+    assert fits and all(gpu_hours.Work("BM25", "cpu:bm25-search", 300 * 1000) in works[key] for key in fits)
+    assert not any(w.job == "cpu:bm25-search" for key in works if key[0] == "fit" and "MaxP" in key[1] for w in works[key])
+
+
+def test_nci_decodes_in_every_fit_and_generates_its_queries_once():
+    """Each NCI fit's dev evaluations decode the dev queries at the dev beam, then the dev-best model the dev
+    and test queries at the reported beam; a row decoding the same fit its own way pays its own decoding;
+    the generated queries are one job for every row that reads them."""
+    nci = gpu_hours.parameters_for(gpu_hours.profile_path("paper"), gpu_hours.NOTEBOOKS / "41_nci_ablation.ipynb")
+    nci |= {"backbone": "minilm"}
+    plan = notebook_plan("paper", "41_nci_ablation", params=nci)
+    dev, test = gpu_hours.PAPER_SCALE["nci"].dev_queries, gpu_hours.PAPER_SCALE["nci"].test_queries
+    fits = [key for key in plan.works if key[0] == "fit"]
+    for key in fits:
+        decoded = [(w.items, w.tokens) for w in plan.works[key] if w.what == "decoding"]
+        assert decoded == [(nci["nci_dev_evals"] * dev, nci["nci_dev_beam"]), (dev + test, nci["nci_beam"])]
+    generated = [key for key in plan.works if key[0] == "generation"]
+    assert len(generated) == 1 and plan.works[generated[0]][0].job == "generate:docT5query"
+    again = [key for key in plan.works if key[0] == "decoding"]
+    assert again, "the unconstrained row decodes the full system's fit again"
+
+
+def test_an_unmeasured_gpu_job_is_priced_by_its_cpu_ratio_to_a_measured_one(tmp_path):
+    gpu = measurement_file(tmp_path, [{"job": "nci", "seconds_per_step": 0.16, "batch": 16}])  # 10 ms an example
+    cpu_dir = tmp_path / "cpu"
+    cpu_dir.mkdir()
+    cpu = measurement_file(
+        cpu_dir,
+        [
+            {"job": "nci", "seconds_per_step": 3.2, "batch": 16},  # 200 ms an example
+            {"job": "decode:nci", "queries_per_second": 2.0},  # 500 ms a query at 100 beams
+        ],
+    )
+    prices = gpu_hours.load_prices(gpu)
+    derived = gpu_hours.derived_prices(prices, cpu)
+    decode = derived["decode:nci"]
+    assert decode.per_item(100) == pytest.approx(0.010 * 0.5 / 0.2)  # the H100 example x the CPU ratio
+    assert decode.per_item(10) == pytest.approx(decode.per_item(100) / 10)  # linear in beams
+    assert "derived" in decode.measured and "generate:docT5query" not in derived  # its reference is unmeasured
+    assert gpu_hours.derived_prices(prices | {"decode:nci": decode}, cpu) == {}  # a measured one is kept
+
+
+def test_the_cpu_stages_are_core_seconds_of_the_largest_measured_corpus(tmp_path):
+    def row(documents, seconds):
+        return {
+            "documents": documents,
+            "tokenize": {"seconds": seconds, "cores": 1},
+            "bm25": {"index_seconds": seconds / 2, "search_seconds": 4.0, "queries": 1000, "cores": 2, "search_threads": 1},
+        }
+
+    path = tmp_path / "corpus.json"
+    path.write_text(json.dumps({"rows": [row(10, 99.0), row(1000, 20.0)]}))
+    prices = gpu_hours.cpu_prices(path)
+    assert prices["cpu:tokenize"].seconds == pytest.approx(0.02)
+    assert prices["cpu:bm25-index"].seconds == pytest.approx(10.0 * 2 / 1000)  # on both cores
+    assert prices["cpu:bm25-search"].seconds == pytest.approx(4.0 / (1000 * 1000))  # per query and document

@@ -14,8 +14,11 @@ TINY = [
     "--pair-batch", "2", "--matchbert-length", "16", "--sentence-block", "8", "--sentence-blocks", "3",
     "--sentence-layers", "1", "--pretrain-batch", "2", "--pretrain-blocks", "2",
     "--nci-batch", "2", "--nci-documents", "40", "--nci-decoder-layers", "1", "--nci-adaptor-layers", "1",
+    "--nci-beam", "3", "--nci-decode-batch", "2", "--decode-queries", "2", "--qg-queries", "2",
+    "--qg-input-length", "16", "--qg-max-length", "4", "--qg-batch", "2",
     "--warmup", "1", "--steps", "1", "--device", "cpu",
 ]  # fmt: skip
+RATE_OF = {"encode": "documents_per_second", "generate": "documents_per_second", "decode": "queries_per_second"}
 
 
 def test_every_default_job_runs_with_the_study_trainers_and_writes_its_rows(tmp_path, capsys):
@@ -25,8 +28,9 @@ def test_every_default_job_runs_with_the_study_trainers_and_writes_its_rows(tmp_
     assert not any(r.get("oom") for r in rows)
     for row in rows:
         kind = row["job"].partition(":")[0]
-        assert ("documents_per_second" if kind == "encode" else "seconds_per_step") in row, row
-    assert all(r["documents_per_second"] > 0 for r in rows if r["job"].startswith("encode:"))
+        assert RATE_OF.get(kind, "seconds_per_step") in row, row
+    assert all(r[RATE_OF[r["job"].partition(":")[0]]] > 0 for r in rows if r["job"].partition(":")[0] in RATE_OF)
+    assert next(r for r in rows if r["job"] == "decode:nci")["beam"] == 3
     saved = json.loads(out.read_text())
     assert saved["rows"] == json.loads(json.dumps(rows)) and saved["header"]["shape"]["hidden"] == 32
     assert '"job": "nci"' in capsys.readouterr().out

@@ -13,7 +13,12 @@ resident memory (``ru_maxrss``, the import of torch and transformers included):
 - ``read``: every document's blocks read in corpus order, as the encoders and samplers read them;
 - ``encode``: a slice (``--encode``) encoded by MaxP over MiniLM at 4 x 512 (seconds per document here);
 - ``in-memory`` (only up to ``--in-memory-up-to`` documents): the same corpus read into a dict and
-  tokenized into Python lists, as before the store.
+  tokenized into Python lists, as before the store;
+- ``bm25``: :class:`~longdoc.index.bm25.BM25Retriever` indexes the store on every core, then searches
+  ``--bm25-queries`` queries of generated words for their top 100 (the seconds of each, and the cores).
+
+Tokenizing and BM25 run on the CPU; the GPU-hour planner prices them in core-seconds per document (and,
+for a search, per query and corpus document) from this file (:mod:`longdoc.bench.gpu_hours`).
 
 The goal (issue 23): resident memory flat as the corpus grows and at most 2 GB at 100k documents.
 """
@@ -22,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -48,7 +55,36 @@ def generate(path: Path, documents: int, seed: int = 0) -> None:
             handle.write(json.dumps(row) + "\n")
 
 
-def stage(name: str, folder: Path, encode: int) -> dict:
+BM25_QUERY_WORDS = 6  # words per generated query (MS MARCO's queries average about six)
+
+
+def bm25_stage(folder: Path, queries: int) -> dict:
+    """Index the store with BM25 on every core, then search ``queries`` generated queries for 100 each."""
+    import numpy as np
+
+    from longdoc.data.corpus_store import CorpusStore
+    from longdoc.index.bm25 import BM25Retriever, _cores, search_threads
+
+    store = CorpusStore(folder / "store")
+    started = time.perf_counter()
+    retriever = BM25Retriever().index(store.ids, store.full_texts)
+    indexed = time.perf_counter() - started
+    rng = np.random.default_rng(1)
+    words = [store.full_texts[int(i)].split() for i in rng.integers(0, len(store.ids), queries)]
+    asked = {f"q{n}": " ".join(rng.choice(w, min(BM25_QUERY_WORDS, len(w)))) for n, w in enumerate(words)}
+    started = time.perf_counter()
+    retriever.search(asked, 100)
+    searched = time.perf_counter() - started
+    return {
+        "index_seconds": round(indexed, 2),
+        "search_seconds": round(searched, 2),
+        "queries": queries,
+        "cores": _cores(),
+        "search_threads": search_threads(queries, len(store.ids)),
+    }
+
+
+def stage(name: str, folder: Path, encode: int, bm25_queries: int = 1000) -> dict:
     """One stage, in this process (called by :func:`measure` in a fresh one)."""
     from longdoc.data.corpus_store import CorpusStore, write_corpus_store
     from longdoc.models.backbone import load_tokenizer
@@ -60,11 +96,14 @@ def stage(name: str, folder: Path, encode: int) -> dict:
     if name == "store":
         write_corpus_store(folder / "corpus.jsonl", folder / "store")
     elif name == "tokenize":
+        shutil.rmtree(folder / "tokens", ignore_errors=True)  # an earlier run's store would be read, not built
+        start = time.perf_counter()
         store = CorpusStore(folder / "store")
         corpus = SegmentedCorpus.build(
             tokenizer, store.ids, store.full_texts, SEGMENT_LENGTH, MAX_SEGMENTS, directory=folder / "tokens"
         )
         out["segments"] = corpus.num_segments
+        out["cores"] = 1 if os.environ.get("TOKENIZERS_PARALLELISM", "").lower() in ("false", "0") else os.cpu_count()
     elif name == "read":
         store = CorpusStore(folder / "store")
         corpus = SegmentedCorpus.build(
@@ -87,6 +126,8 @@ def stage(name: str, folder: Path, encode: int) -> dict:
         start = time.perf_counter()
         model.encode_corpus(part, progress=False)
         out.update(documents_encoded=encode, threads=torch.get_num_threads())
+    elif name == "bm25":
+        out.update(bm25_stage(folder, bm25_queries))
     elif name == "in-memory":
         from longdoc.data.beir import read_corpus
 
@@ -101,7 +142,7 @@ def stage(name: str, folder: Path, encode: int) -> dict:
     return out
 
 
-def measure(name: str, folder: Path, encode: int) -> dict:
+def measure(name: str, folder: Path, encode: int, bm25_queries: int = 1000) -> dict:
     """:func:`stage` in a fresh process, so that its peak resident memory is its own."""
     command = [
         sys.executable,
@@ -113,6 +154,8 @@ def measure(name: str, folder: Path, encode: int) -> dict:
         str(folder),
         "--encode",
         str(encode),
+        "--bm25-queries",
+        str(bm25_queries),
     ]
     finished = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(finished.stdout.strip().splitlines()[-1])
@@ -127,7 +170,10 @@ def baseline_rss() -> int:
     return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
-def run(sizes: list[int], workdir: Path, encode: int, in_memory_up_to: int) -> dict:
+STAGES = ("store", "tokenize", "read", "encode", "bm25")
+
+
+def run(sizes: list[int], workdir: Path, encode: int, in_memory_up_to: int, bm25_queries: int = 1000) -> dict:
     rows = []
     for documents in sizes:
         folder = workdir / f"corpus-{documents}"
@@ -140,8 +186,8 @@ def run(sizes: list[int], workdir: Path, encode: int, in_memory_up_to: int) -> d
             "generate_seconds": round(time.perf_counter() - start, 1),
             "corpus_mib": round((folder / "corpus.jsonl").stat().st_size / 2**20),
         }
-        for name in ("store", "tokenize", "read", "encode"):
-            row[name] = measure(name, folder, encode)
+        for name in STAGES:
+            row[name] = measure(name, folder, encode, bm25_queries)
             print(documents, name, row[name], flush=True)
         if documents <= in_memory_up_to:
             row["in-memory"] = measure("in-memory", folder, encode)
@@ -168,7 +214,7 @@ def per_million(result: dict) -> dict:
 def table(result: dict) -> str:
     lines = ["| documents | corpus MiB | stage | seconds | peak RSS MiB |", "|---|---|---|---|---|"]
     for row in result["rows"]:
-        for name in ("store", "tokenize", "read", "encode", "in-memory"):
+        for name in (*STAGES, "in-memory"):
             if name in row:
                 lines.append(
                     f"| {row['documents']:,} | {row['corpus_mib']:,} | {name} | {row[name]['seconds']:,} | "
@@ -183,14 +229,15 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser.add_argument("--workdir", type=Path, default=Path("data/cache/bench-corpus"))
     parser.add_argument("--encode", type=int, default=64, help="documents of the encoded slice")
     parser.add_argument("--in-memory-up-to", type=int, default=25_000)
+    parser.add_argument("--bm25-queries", type=int, default=1000, help="queries the bm25 stage searches")
     parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
     parser.add_argument("--stage", help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.stage:
-        print(json.dumps(stage(args.stage, args.folder, args.encode)))
+        print(json.dumps(stage(args.stage, args.folder, args.encode, args.bm25_queries)))
         return None
-    result = run(sorted(args.documents), args.workdir, args.encode, args.in_memory_up_to)
+    result = run(sorted(args.documents), args.workdir, args.encode, args.in_memory_up_to, args.bm25_queries)
     result["seconds_per_million_documents"] = per_million(result)
     print(table(result))
     print("seconds per million documents:", result["seconds_per_million_documents"])

@@ -10,15 +10,20 @@ evaluation encodes the corpus; each further iteration and a miner's negatives en
 priced from a measurement file of :mod:`longdoc.bench.training` (``results/bench/h100/training.json``,
 one H100, the papers' per-GPU shapes):
 
-- GPU-seconds per item = seconds per step / per-GPU batch (linear in batch and ideal across GPUs:
-  8 GPUs at 6 queries each cost 8 x one GPU's step), scaled linearly by tokens per document to the
-  row's shape;
+- GPU-seconds per item = seconds per step / per-GPU batch, scaled linearly by tokens per document to the
+  row's shape (a beam search: by its beams);
 - a model that was not measured is priced as its nearest measured one (``STAND_INS``), and a document
   encoding that was not measured as a sixth of a training item (a training item holds two documents;
   a forward pass is about a third of forward + backward); NCI was measured with its two dropout views,
   so a row without the consistency loss (α = 0: DSI, "w/o consistency") costs half;
-- NCI's beam-search dev evaluations and test decoding, and query generation (docT5query), were not
-  measured: they are listed under "not priced", never given a number.
+- a job the GPU run did not measure (NCI's beam search, docT5query's generation; ``DERIVED_FROM``) is
+  priced as a measured reference job times the two jobs' CPU-time ratio on this 2-core machine
+  (``results/bench/epyc-2core/training.json``), and says so in the ``priced as`` column;
+- the CPU stages (tokenising into each block shape, on one core; BM25's index, on every core, and its
+  searches) in core-hours of this machine, from :mod:`longdoc.bench.corpus`'s measurements
+  (``results/bench/epyc-2core/corpus.json``), apart from the GPU-hours;
+- on several GPUs at the published data-parallel efficiency, and on an A100 and a V100 by published
+  throughput ratios (:mod:`longdoc.bench.cards`, each figure's source named there).
 
 Each row's spec states its own fit plan (:meth:`~longdoc.experiments.systems.Spec.fits`: the fits it
 needs, each with its cache determinants, its work and what runs it); the study executes that plan, this
@@ -46,6 +51,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from longdoc.bench.cards import CARDS, card_factor, scaling_efficiency
 from longdoc.data.registry import REPO_ROOT
 from longdoc.experiments.deadline import price_key
 from longdoc.experiments.papers.catalogue import TABLES
@@ -58,6 +64,10 @@ from longdoc.models.registry import encoder_class
 from longdoc.train.steps import epoch_steps
 
 MEASUREMENTS = REPO_ROOT / "results" / "bench" / "h100" / "training.json"
+CPU_MEASUREMENTS = REPO_ROOT / "results" / "bench" / "epyc-2core" / "corpus.json"  # tokenising and BM25
+CPU_TRAINING = REPO_ROOT / "results" / "bench" / "epyc-2core" / "training.json"  # the ratios of derived prices
+DERIVED_FROM = {"decode:nci": "nci", "generate:docT5query": "encode:FirstP"}  # not measured on a GPU: priced as
+# the reference's H100 price times the two jobs' CPU-time ratio (both measured on this 2-core machine)
 NOTEBOOKS = REPO_ROOT / "notebooks"
 PROFILES = NOTEBOOKS / "profiles"
 MINILM_HIDDEN = 384  # the packaged backbone's width (the gpu profile's prices)
@@ -74,6 +84,7 @@ class Scale:
     source: str
     dev_queries: int = 0  # held-out dev queries (their BM25 top k are a candidate dev evaluation's documents)
     train_examples: int = 0  # labelled training queries or pairs per pass (a budget in epochs reads it; 0: unknown)
+    test_queries: int = 0  # the queries every reported run is scored on (BM25 searches and NCI decodes them)
 
 
 PAPER_SCALE = {
@@ -82,9 +93,10 @@ PAPER_SCALE = {
         3_213_835,
         3_213_835,
         "MS MARCO document ranking corpus; dev: 1% of its 367,013 training queries (the README's recipe), "
-        "the other 363,343 trained on",
+        "the other 363,343 trained on; test: its 5,193 dev queries",
         dev_queries=3_670,
         train_examples=363_343,
+        test_queries=5_193,
     ),
     "matching": Scale(
         "Wiki65K",
@@ -97,8 +109,11 @@ PAPER_SCALE = {
         "NQ320k",
         109_739,
         0,
-        "NCI section 4.1: 109,739 documents; 307,373 labelled training queries (NCI's NQ_dataset_Process)",
-        train_examples=307_373,
+        "NCI section 4.1: 109,739 documents; 307,373 labelled training queries (NCI's NQ_dataset_Process), "
+        "5% of them held out for dev (the converter's --dev-fraction), 7,830 test queries",
+        dev_queries=15_369,
+        train_examples=292_004,
+        test_queries=7_830,
     ),
 }
 
@@ -167,6 +182,8 @@ def measured_tokens(job: str, shape: dict) -> int:
             if model == "Longtriever"
             else shape["sentence_block"] * shape["sentence_blocks"]
         )
+    if kind == "decode":  # a beam search's cost, linear in its beams (the encoder's share makes it an upper
+        return shape.get("nci_beam", 100)  # bound at fewer beams)
     return 0
 
 
@@ -200,8 +217,8 @@ def load_prices(path: Path = MEASUREMENTS, hidden: int = 768) -> dict[str, Price
             job = row["job"]
             if "seconds_per_step" in row:
                 per_item = row["seconds_per_step"] / items_per_step(job, shape)
-            elif "documents_per_second" in row:
-                per_item = 1 / row["documents_per_second"]
+            elif "documents_per_second" in row or "queries_per_second" in row:
+                per_item = 1 / row.get("documents_per_second", row.get("queries_per_second"))
             else:
                 continue  # out of memory
             samples.setdefault(job, []).append((per_item, measured_tokens(job, shape)))
@@ -216,6 +233,49 @@ def load_prices(path: Path = MEASUREMENTS, hidden: int = 768) -> dict[str, Price
         others = tuple((sum(v) / len(v), t) for t, v in rest)
         prices[job] = Price(sum(first) / len(first), tokens, job, others)
     return prices
+
+
+def derived_prices(prices: dict[str, Price], cpu_training: Path = CPU_TRAINING, hidden: int = 768) -> dict:
+    """A price for each :data:`DERIVED_FROM` job not measured on a GPU: its reference's H100 price times
+    the jobs' CPU-seconds ratio on this machine (``cpu_training``; none where a job is missing). A GPU's
+    small beam-search steps are more launch-bound than a CPU's, so a derived decoding price is likely low."""
+    try:
+        cpu = load_prices(cpu_training, hidden)
+    except (FileNotFoundError, ValueError):  # no CPU run at this width
+        return {}
+    found = {}
+    for job, reference in DERIVED_FROM.items():
+        if job in prices or job not in cpu or reference not in cpu or reference not in prices:
+            continue
+        ratio = cpu[job].seconds / cpu[reference].seconds  # each at its shape of the CPU run
+        base = prices[reference].per_item(cpu[reference].tokens)  # the reference's H100 price at that shape
+        found[job] = Price(base * ratio, cpu[job].tokens, f"derived: {reference}'s H100 price x CPU ratio {ratio:.3g}")
+    return found
+
+
+def cpu_prices(path: Path = CPU_MEASUREMENTS) -> dict[str, Price]:
+    """Core-seconds per document of tokenising (4 x 512 blocks) and of BM25's index, and per query and
+    corpus document of a BM25 search (linear in the corpus), from the largest corpus of
+    :mod:`longdoc.bench.corpus`'s file; ``{}`` where the file has no BM25 stage."""
+    rows = [row for row in json.loads(Path(path).read_text())["rows"] if "bm25" in row]
+    if not rows:
+        return {}
+    row = max(rows, key=lambda r: r["documents"])
+    documents, tokenize, bm25 = row["documents"], row["tokenize"], row["bm25"]
+    where = f"{Path(path).parent.name} {documents:,} documents"
+    return {
+        "cpu:tokenize": Price(tokenize["seconds"] * tokenize.get("cores", 1) / documents, 0, f"tokenize ({where})"),
+        "cpu:bm25-index": Price(bm25["index_seconds"] * bm25["cores"] / documents, 0, f"BM25 index ({where})"),
+        "cpu:bm25-search": Price(
+            bm25["search_seconds"] * bm25["search_threads"] / (bm25["queries"] * documents), 0, f"BM25 search ({where})"
+        ),
+    }
+
+
+def all_prices(measurements: Path = MEASUREMENTS, hidden: int = 768, cpu: Path = CPU_MEASUREMENTS) -> dict:
+    """The measured GPU prices at ``hidden``, the derived ones, and the CPU stages'."""
+    prices = load_prices(measurements, hidden)
+    return prices | derived_prices(prices, hidden=hidden) | cpu_prices(cpu)
 
 
 def price_of(job: str, prices: dict[str, Price]) -> Price | None:
@@ -237,8 +297,9 @@ def price_of(job: str, prices: dict[str, Price]) -> Price | None:
 class Work:
     """Items of one job: ``items`` queries, pairs, documents or examples at ``tokens`` per document."""
 
-    what: str  # "fine-tuning", "dev evaluation", "negatives", "pre-training", "zero-shot"
-    job: str  # a :mod:`longdoc.bench.training` job: "retrieval:MaxP", "encode:SeDR", "nci", ...
+    what: str  # a kind of work: one of WORK_KINDS (GPU) or CPU_KINDS
+    job: str  # a :mod:`longdoc.bench.training` job ("retrieval:MaxP", "encode:SeDR", "nci", "decode:nci", ...)
+    # or a CPU stage of :func:`cpu_prices` ("cpu:tokenize", "cpu:bm25-index", "cpu:bm25-search")
     items: float
     tokens: int = 0
 
@@ -376,11 +437,59 @@ class Planner:
             + (documents * generated_per_document if queries.generated else 0)
         )
 
+    # -- the stages around the fits, each priced where the study runs it -------------------------------
+    def queries(self, *splits: str) -> int:
+        """How many queries (or pairs) ``splits`` hold at this scale (0 where unknown)."""
+        count = {"train": self.scale.train_examples, "dev": self.scale.dev_queries, "test": self.scale.test_queries}
+        return sum(count[split] for split in splits)
+
+    def tokenise(self, encoder) -> None:
+        """The corpus cut into ``encoder``'s blocks (None: NCI's windows): one token store per corpus and
+        block shape, kept by the cache; on one core (``run_all.sh`` sets ``TOKENIZERS_PARALLELISM=false``)."""
+        shape = (encoder.segment_length, encoder.max_segments) if encoder is not None else "NCI"
+        self.fit(("tokens", self.scale.name, shape), [Work("tokenising", "cpu:tokenize", self.scale.documents)])
+
+    def bm25_search(self, *splits: str) -> Work:
+        """BM25 searches of the corpus for the queries of ``splits`` (their cost grows with the corpus), the
+        index built first: once per corpus into the cache, on every core."""
+        self.fit(("bm25", self.scale.name), [Work("BM25", "cpu:bm25-index", self.scale.documents)])
+        return Work("BM25", "cpu:bm25-search", self.queries(*splits) * self.scale.documents)
+
+    def bm25_per_notebook(self, what: str, *splits: str, own_index: bool = False) -> None:
+        """Searches a notebook's process makes once (kept for the loaded dataset, not in the cache);
+        ``own_index``: over an index of its own, built in the notebook (not kept either)."""
+        works = [self.bm25_search(*splits)]
+        if own_index:
+            works.append(Work("BM25", "cpu:bm25-index", self.scale.documents))
+        self.fit(("bm25 search", self.study.notebook, what), works)
+
+    def generation(self, config) -> None:
+        """Query generation (docT5query) over the corpus, once per generator setting (the cache keeps it);
+        a generator built here (``train_steps`` > 0) is fine-tuned first (not measured: listed unpriced)."""
+        works = [Work("query generation", "generate:docT5query", self.scale.documents)]
+        if config.train_steps:
+            works.append(Work("query generation", "train:doc2query", config.train_steps * config.batch_size))
+        self.fit(("generation", self.scale.name, repr(config)), works)
+
+    def decoding(self, evaluations: int, dev_beam: int, beam: int) -> list[Work]:
+        """NCI's beam searches in one fit: ``evaluations`` dev evaluations of the dev queries at ``dev_beam``
+        beams, then the dev-best model's dev and test queries at ``beam`` (an upper bound: a run that stops
+        at its plateau evaluates fewer times)."""
+        return [
+            Work("decoding", "decode:nci", evaluations * self.queries("dev"), dev_beam),
+            Work("decoding", "decode:nci", self.queries("dev", "test"), beam),
+        ]
+
+    def decoded_again(self, key: tuple, beam: int) -> None:
+        """A row that decodes fit ``key`` its own way (the unconstrained ablation): its dev and test queries."""
+        self.fit(("decoding", key, beam), [Work("decoding", "decode:nci", self.queries("dev", "test"), beam)])
+
     def pretraining(self, model: str, encoder, pretrain, run=None) -> None:
         """A pre-training (shared by every row with the same start); none when ``pretrain`` is None."""
         if pretrain is None:
             return
         steps = pretrain.steps or pretrain.epochs * -(-self.scale.pretrain_documents // pretrain.batch_size)
+        self.tokenise(encoder)  # its corpus is the fine-tuning corpus (at its own block shape)
         self.fit(
             pretraining_key(model, encoder, pretrain),
             [Work("pre-training", f"pretrain:{model}", steps * pretrain.batch_size, tokens_of(encoder))],
@@ -485,7 +594,8 @@ def chain_seconds(plan: Plan, prices: dict[str, Price]) -> dict[str, float]:
     """For each fit of ``plan`` (by :func:`~longdoc.experiments.deadline.price_key`), the priced GPU-seconds
     from it to the end of its chain (the largest where several chains share it: a warm start's fit is
     priced to the end of the longest chain that starts from it, not of all of them): what a deadline
-    asks of the time left before the chain builds its first artefact. Unpriced work counts as nothing."""
+    asks of the time left before the chain builds its first artefact. Unpriced work counts as nothing;
+    the CPU stages a chain waits for (tokenising, BM25) count at their core-seconds."""
     seconds = {key: 3600 * sum(priced(works, prices, set()).values()) for key, works in plan.works.items()}
     found: dict[str, float] = {}
     for chain in plan.chains:
@@ -514,10 +624,15 @@ def estimate(
     backbone: str | None = "minilm",
     scale: str = "paper",
     hidden: int = 768,
+    gpus: int = 1,
+    cpu_measurements: Path = CPU_MEASUREMENTS,
 ) -> pd.DataFrame:
-    """One row per notebook: its fits, its GPU-hours in ``run_all.sh``'s order and alone, by kind of work,
-    and what was not priced; priced at model width ``hidden`` on corpora of ``scale``."""
-    prices = load_prices(measurements, hidden)
+    """One row per notebook: its fits; its H100 GPU-hours in ``run_all.sh``'s order and alone, on ``gpus``
+    GPUs (:func:`~longdoc.bench.cards.scaling_efficiency`); the same on an A100 and a V100
+    (:func:`~longdoc.bench.cards.card_factor`); its CPU core-hours (tokenising, BM25); the H100 hours by
+    kind of work, and what was priced as something else or not at all. Priced at model width ``hidden``
+    on corpora of ``scale``."""
+    prices = all_prices(measurements, hidden, cpu_measurements)
     done: set[tuple] = set()
     rows = []
     for notebook in notebooks:
@@ -532,9 +647,11 @@ def estimate(
                 "reproduces": notebook_title(notebook).split(" · ", 1)[-1],
                 "fits": plan.fits,
                 "new fits": sum(1 for key in plan.works if key not in done and key[0] in ("fit", "pretraining")),
-                "GPU-hours": sum(by_kind.values()),
-                "alone": sum(alone.values()),
-                **{f"{kind} h": by_kind.get(kind, 0.0) for kind in WORK_KINDS},
+                "GPU-hours": on_card(by_kind, "H100", gpus),
+                "alone": on_card(alone, "H100", gpus),
+                **{f"{card} GPU-hours": on_card(by_kind, card, gpus) for card in CARDS[1:]},
+                "CPU core-hours": sum(by_kind.get(kind, 0.0) for kind in CPU_KINDS),
+                **{f"{kind} h": by_kind.get(kind, 0.0) for kind in (*WORK_KINDS, *CPU_KINDS)},
                 "priced as": "; ".join(sorted(approximated)),
                 "not priced": "; ".join(sorted(unpriced)),
             }
@@ -543,35 +660,55 @@ def estimate(
     return pd.DataFrame(rows)
 
 
-WORK_KINDS = ("fine-tuning", "dev evaluation", "negatives", "pre-training", "zero-shot")
+def on_card(hours: dict[str, float], card: str, gpus: int) -> float:
+    """GPU-hours on ``gpus`` of ``card`` of the GPU kinds of work in ``hours`` (one H100's figures)."""
+    return sum(hours.get(kind, 0.0) * card_factor(card, kind) for kind in WORK_KINDS) / scaling_efficiency(card, gpus)
+
+
+WORK_KINDS = (
+    "fine-tuning",
+    "dev evaluation",
+    "negatives",
+    "pre-training",
+    "zero-shot",
+    "decoding",
+    "query generation",
+)  # on the GPUs
+CPU_KINDS = ("tokenising", "BM25")  # on the node's cores, priced in core-hours of this 2-core machine
 README = REPO_ROOT / "README.md"
 README_MARKERS = ("<!-- gpu-hours: python -m longdoc.bench.gpu_hours --readme -->", "<!-- /gpu-hours -->")
 
 
 RECIPE_PREFIX = "LONGDOC_USE_ACTIVE_ENV=1"  # a node's CUDA environment, not a CPU .venv built by run_all.sh
-RECIPE_DEVICES = " --set n_devices=8"  # the papers' 8 GPUs: each step's batch is split across them
+RECIPE_GPUS = 8  # the papers' 8 GPUs: each step's batch is split across them
+RECIPE_DEVICES = f" --set n_devices={RECIPE_GPUS}"
 
 
 def recipe_table(frame: pd.DataFrame, profile: str = "paper") -> str:
-    """The README's recipe table: each notebook's command, data, fits and GPU-hours, and the totals."""
+    """The README's recipe table: each notebook's command, data, fits, GPU-hours on H100 (in order and
+    alone), A100 and V100, CPU core-hours, and the totals."""
 
     lines = [
-        "| notebook | reproduces | command | data | fits (new) | GPU-hours in order (alone) | mostly |",
-        "|---|---|---|---|---|---|---|",
+        "| notebook | reproduces | command | data | fits (new) | H100 GPU-hours in order (alone) | A100 | V100 "
+        "| CPU core-hours | mostly |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in frame.to_dict(orient="records"):
         role, number, hours = TABLES[row["notebook"]].family.role, row["notebook"][:2], row["GPU-hours"]
         kinds = {kind: row[f"{kind} h"] for kind in WORK_KINDS}
         top = max(kinds, key=kinds.get)
-        mostly = f"{top} {kinds[top] / hours:.0%}" if hours else "its rows are earlier notebooks'"
+        share = kinds[top] / sum(kinds.values()) if hours else 0
+        mostly = f"{top} {share:.0%}" if hours else "its rows are earlier notebooks'"
         lines.append(
             f"| {number} | {row['reproduces']} | `{RECIPE_PREFIX} ./run_all.sh --profile {profile}{RECIPE_DEVICES} --data {role}=DIR --only {number}` "
             f"| {PAPER_SCALE[role].name} | {row['fits']} ({row['new fits']}) | {hours:,.0f} ({row['alone']:,.0f}) "
-            f"| {mostly} |"
+            f"| {row['A100 GPU-hours']:,.0f} | {row['V100 GPU-hours']:,.0f} | {row['CPU core-hours']:,.1f} | {mostly} |"
         )
-    total = frame["GPU-hours"].sum()
+    total = {column: frame[column].sum() for column in ("GPU-hours", "A100 GPU-hours", "V100 GPU-hours", "CPU core-hours")}
     lines.append(
-        f"| all | | `{RECIPE_PREFIX} ./run_all.sh --profile {profile}{RECIPE_DEVICES} --data ...` | | | {total:,.0f} | |"
+        f"| all | | `{RECIPE_PREFIX} ./run_all.sh --profile {profile}{RECIPE_DEVICES} --data ...` | | "
+        f"| {total['GPU-hours']:,.0f} | {total['A100 GPU-hours']:,.0f} | {total['V100 GPU-hours']:,.0f} "
+        f"| {total['CPU core-hours']:,.0f} | |"
     )
     return "\n".join(lines)
 
@@ -624,6 +761,12 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         help="write, for one notebook (--only NN), each fit's priced seconds to the end of its chain (a deadline's)",
     )
     parser.add_argument("--parameters", type=Path, help="with --fit-prices: the notebook's values (YAML, run_all.sh's)")
+    parser.add_argument(
+        "--gpus",
+        type=int,
+        help=f"GPUs each fit runs on, priced at the published scaling efficiency (default: the profile's n_devices; "
+        f"--readme: {RECIPE_GPUS})",
+    )
     args = parser.parse_args(argv)
     if args.fit_prices:
         write_fit_prices(args)
@@ -633,18 +776,23 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     notebooks = tuple(n for n in listed if not wanted or n.startswith(wanted))
     profile_name = profile_path(args.profile).stem
     scale = args.scale or ("paper" if profile_name == "paper" else "benchmark")
-    backbone = load_profile(profile_path(args.profile)).get("backbone")
-    hidden = args.hidden or priced_width(backbone)
-    frame = estimate(args.profile, notebooks, args.measurements, scale=scale, hidden=hidden)
+    values = load_profile(profile_path(args.profile))
+    hidden = args.hidden or priced_width(values.get("backbone"))
+    gpus = args.gpus or (RECIPE_GPUS if args.readme else int(values.get("n_devices", 1)))
+    frame = estimate(args.profile, notebooks, args.measurements, scale=scale, hidden=hidden, gpus=gpus)
     if scale == "benchmark":
         frame.insert(frame.columns.get_loc("GPU-hours"), "GPU-minutes", frame["GPU-hours"] * 60)
         frame.insert(frame.columns.get_loc("alone"), "alone minutes", frame["alone"] * 60)
     with pd.option_context("display.max_columns", None, "display.width", 250, "display.max_colwidth", 60):
         print(frame.round(2).to_string(index=False))
-    total = frame["GPU-hours"].sum()
-    print(f"total: {total:,.2f} GPU-hours ({total * 60:,.0f} minutes) at the {scale} scale, model width {hidden}")
+    total = {column: frame[column].sum() for column in ("GPU-hours", "A100 GPU-hours", "V100 GPU-hours")}
+    print(
+        f"total on {gpus} GPU(s) per fit: {total['GPU-hours']:,.2f} H100 GPU-hours ({total['GPU-hours'] * 60:,.0f} "
+        f"minutes), {total['A100 GPU-hours']:,.2f} A100, {total['V100 GPU-hours']:,.2f} V100; "
+        f"{frame['CPU core-hours'].sum():,.2f} CPU core-hours; at the {scale} scale, model width {hidden}"
+    )
     if args.readme:
-        if wanted or args.profile != "paper" or args.measurements != MEASUREMENTS or scale != "paper":
+        if wanted or args.profile != "paper" or args.measurements != MEASUREMENTS or scale != "paper" or gpus != RECIPE_GPUS:
             raise SystemExit(
                 "--readme: the README's table is the paper profile's, all notebooks, the committed measurements"
             )

@@ -20,7 +20,15 @@ Jobs (``--jobs``; batch sizes are per process, as in the papers' per-GPU batches
 - ``pretrain:Longtriever`` / ``pretrain:SMITH`` — :func:`~longdoc.train.pretrain.pretrain_encoder`
   (MLM + LMAE; SMITH's masked words and blocks), ``--pretrain-batch`` documents per step;
 - ``nci`` — :func:`~longdoc.train.nci.train_nci` with two dropout views (α > 0), ``--nci-batch``
-  examples per step over random identifiers of ``--nci-documents`` documents (k = c = 30).
+  examples per step over random identifiers of ``--nci-documents`` documents (k = c = 30);
+- ``decode:nci`` — queries per second of the study's constrained beam search
+  (:class:`~longdoc.index.nci_retriever.NciRetriever`) at ``--nci-beam`` beams, ``--nci-decode-batch``
+  queries per call, over the same model and identifiers;
+- ``generate:docT5query`` — documents per second of the study's query generation
+  (:meth:`~longdoc.models.doc2query.Doc2Query.generate`) with a T5 of ``--hidden``/``--layers``/``--heads``
+  (t5-base's size by default; random weights, the backbone's vocabulary): ``--qg-queries`` sampled queries of up to ``--qg-max-length`` tokens from
+  ``--qg-input-length`` document tokens, ``--qg-batch`` documents per call. Random weights seldom sample the
+  end token, so every query runs to its length limit: an upper bound on a trained generator's time.
 
 A job that runs out of memory is reported as such (``oom``) and the next one runs.
 """
@@ -52,6 +60,8 @@ DEFAULT_JOBS = (
     "pretrain:Longtriever",
     "pretrain:SMITH",
     "nci",
+    "decode:nci",
+    "generate:docT5query",
 )
 
 
@@ -192,10 +202,10 @@ def pretrain_job(name: str, backbone: str, args, device) -> dict:
     return {"seconds_per_step": seconds, "batch": args.pretrain_batch, "blocks": encoder_config.max_segments}
 
 
-def nci_job(backbone: str, args, device) -> dict:
+def _nci_model(backbone: str, args, device):
+    """An NCI model of ``backbone`` over random identifiers of ``--nci-documents`` documents (k = c = 30)."""
     from longdoc.index.semantic_ids import IdTokenizer, random_ids
     from longdoc.models.nci import NciConfig, NciModel
-    from longdoc.train.nci import NciTrainConfig, train_nci
 
     identifiers = random_ids(args.nci_documents, 30, 30, seed=0)
     ids = IdTokenizer.fit(identifiers)
@@ -207,18 +217,76 @@ def nci_job(backbone: str, args, device) -> dict:
         adaptor_layers=args.nci_adaptor_layers,
         query_length=args.nci_query_length,
     )
-    model = NciModel.build(config).to(device)
+    return NciModel.build(config).to(device), identifiers, ids
+
+
+def nci_job(backbone: str, args, device) -> dict:
+    from longdoc.train.nci import NciTrainConfig, train_nci
+
+    model, identifiers, ids = _nci_model(backbone, args, device)
     tokens = [ids.encode(identifier) for identifier in identifiers]
     queries = _queries(args.nci_batch * (args.warmup + args.steps))
     examples = [(q, i % args.nci_documents) for i, q in enumerate(queries)]
 
-    mask = ids.step_mask(config.max_id_length)
+    mask = ids.step_mask(ids.depth + 1)  # the model's max_id_length
 
     def train(n: int) -> None:
         train_config = NciTrainConfig(steps=n, batch_size=args.nci_batch, alpha=0.15)
         train_nci(model, examples, tokens, train_config, progress=False, step_mask=mask)
 
     return {"seconds_per_step": per_step_seconds(train, args.warmup, args.steps), "batch": args.nci_batch}
+
+
+def _per_second(call, items: int) -> float:
+    """Items per second of ``call()`` (one untimed call first)."""
+    call()
+    _synchronize()
+    started = time.perf_counter()
+    call()
+    _synchronize()
+    return items / (time.perf_counter() - started)
+
+
+def decode_job(backbone: str, args, device) -> dict:
+    from longdoc.index.nci_retriever import DecodingConfig, NciRetriever
+
+    model, identifiers, ids = _nci_model(backbone, args, device)
+    decoding = DecodingConfig(beam_size=args.nci_beam, batch_size=args.nci_decode_batch)
+    retriever = NciRetriever(model, [f"d{i}" for i in range(len(identifiers))], identifiers, ids, decoding)
+    queries = dict(zip((f"q{i}" for i in range(args.decode_queries)), _queries(args.decode_queries)))
+    rate = _per_second(lambda: retriever.search(queries, args.nci_beam), args.decode_queries)
+    return {"queries_per_second": rate, "beam": args.nci_beam, "batch": args.nci_decode_batch}
+
+
+def generate_job(backbone: str, args, device) -> dict:
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    from longdoc.models.backbone import load_tokenizer
+    from longdoc.models.doc2query import Doc2Query, QueryGenerationConfig
+
+    tokenizer = load_tokenizer(backbone)
+    torch.manual_seed(0)
+    special = dict(pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.sep_token_id)
+    size = dict(d_model=args.hidden, d_kv=args.hidden // args.heads, d_ff=4 * args.hidden, num_heads=args.heads)
+    config = T5Config(
+        vocab_size=tokenizer.vocab_size,
+        num_layers=args.layers,
+        decoder_start_token_id=tokenizer.pad_token_id,
+        **size,
+        **special,
+    )
+    model = T5ForConditionalGeneration(config).to(device)
+    options = QueryGenerationConfig(
+        queries_per_document=args.qg_queries,
+        input_length=args.qg_input_length,
+        max_query_length=args.qg_max_length,
+        generate_batch_size=args.qg_batch,
+    )
+    generator = Doc2Query(model, tokenizer, options)
+    words = _queries(args.qg_batch * args.qg_input_length // 12 + 1)
+    texts = [" ".join(words[i::args.qg_batch]) for i in range(args.qg_batch)]  # each above qg_input_length tokens
+    rate = _per_second(lambda: generator.generate(texts), len(texts))
+    return {"documents_per_second": rate, "queries": args.qg_queries, "batch": args.qg_batch}
 
 
 def check_job(job: str) -> None:
@@ -232,6 +300,8 @@ def check_job(job: str) -> None:
         "matching": {"MatchBERT", "SMITH"},
         "pretrain": {"Longtriever", "SMITH"},
         "nci": {""},
+        "decode": {"nci"},
+        "generate": {"docT5query"},
     }
     if kind not in known or name not in known[kind]:
         raise ValueError(
@@ -247,6 +317,8 @@ def run_job(job: str, backbone: str, args, device) -> dict:
         "matching": lambda: matching_job(name, backbone, args, device),
         "pretrain": lambda: pretrain_job(name, backbone, args, device),
         "nci": lambda: nci_job(backbone, args, device),
+        "decode": lambda: decode_job(backbone, args, device),
+        "generate": lambda: generate_job(backbone, args, device),
     }
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -291,6 +363,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--nci-query-length", type=int, default=64)
     p.add_argument("--nci-decoder-layers", type=int, default=6)
     p.add_argument("--nci-adaptor-layers", type=int, default=4)
+    p.add_argument("--nci-beam", type=int, default=100, help="decode:nci's beams (NCI: 100)")
+    p.add_argument("--nci-decode-batch", type=int, default=16, help="queries per beam-search call")
+    p.add_argument("--decode-queries", type=int, default=64, help="queries decode:nci times")
+    p.add_argument("--qg-queries", type=int, default=15, help="queries generated per document (NCI: 15)")
+    p.add_argument("--qg-input-length", type=int, default=512, help="document tokens the generator reads")
+    p.add_argument("--qg-max-length", type=int, default=64, help="tokens per generated query at most")
+    p.add_argument("--qg-batch", type=int, default=8, help="documents per generate() call")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))

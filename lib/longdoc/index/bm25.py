@@ -39,6 +39,11 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def search_threads(queries: int, documents: int) -> int:
+    """Threads a search of ``queries`` over ``documents`` runs on: every core on large searches only."""
+    return _cores() if queries * documents > 1e8 else 1
+
+
 def tokens(texts: list[str], stemmer: str | None) -> list[list[str]]:
     """Each text's terms: lower-cased words of two or more characters, English stop words dropped, stemmed."""
     stem = Stemmer.Stemmer(stemmer) if stemmer else None
@@ -91,7 +96,7 @@ class BM25Retriever:
             raise RuntimeError("index() a corpus before searching")
         qids = list(queries)
         k = min(k, len(self.doc_ids))
-        threads = _cores() if len(qids) * len(self.doc_ids) > 1e8 else 1  # threads pay off on large searches only
+        threads = search_threads(len(qids), len(self.doc_ids))
         docs, scores = self.model.retrieve(
             self._tokenize([queries[q] for q in qids]),
             k=k,

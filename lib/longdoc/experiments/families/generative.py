@@ -652,9 +652,6 @@ class NciSettings:
         )
 
 
-QUERY_GENERATION = "query generation (docT5query, once per corpus)"  # not priced by the GPU-hour planner
-
-
 class GenerativeFamily(Family):
     name = "generative"
     role = "nci"
@@ -707,20 +704,26 @@ class Generative(Spec):
         return fit.summary(seed, extra=("examples", "generated_queries"))
 
     def fits(self, plan, learning_rate: float, seed: int) -> None:
-        """One cached fit by ``nci`` (a row that only decodes another way is the same fit): NCI's training
-        examples, half as dear without the consistency loss (measured with two dropout views); query
-        generation and beam-search decoding are not priced."""
+        """One cached fit by ``nci`` (a row that only decodes another way is the same fit, decoded again):
+        the corpus tokenised and its queries generated (once each), NCI's training examples, half as dear
+        without the consistency loss (measured with two dropout views), and its beam searches."""
         options = plan.study.settings(NciSettings)
+        plan.tokenise(None)
         if self.nci.queries.generated:
-            plan.not_priced(QUERY_GENERATION)
-        plan.not_priced("NCI's beam-search decoding (dev evaluations and test)")
+            plan.generation(self.nci.queries.generation)
         views = 2 if self.nci.alpha > 0 else 1
         steps = plan.nci_steps(options, self.nci.queries)
+        key = ("fit", repr(self.nci), options.budget_key, options.nci_batch_size, learning_rate, seed, options.precision)
         plan.fit(
-            ("fit", repr(self.nci), options.budget_key, options.nci_batch_size, learning_rate, seed, options.precision),
-            [plan.work("fine-tuning", "nci", steps * options.nci_batch_size * views / 2)],
+            key,
+            [
+                plan.work("fine-tuning", "nci", steps * options.nci_batch_size * views / 2),
+                *plan.decoding(options.nci_dev_evals, options.nci_dev_beam, options.nci_beam),
+            ],
             functools.partial(self.fine_tune, learning_rate=learning_rate, seed=seed),
         )
+        if self.decoding is not None:
+            plan.decoded_again(key, self.decoding.beam_size)
 
     def outcome(self, study, fit: FineTuned) -> RunOutcome:
         return RunOutcome(decode_nci(fit, study.data, self.decoding or study.settings(NciSettings).decoding())[0])
@@ -764,7 +767,9 @@ class ExpandedBM25(Spec):
     trained = False
 
     def untrained_cost(self, planner, seeds: list[int]) -> None:
-        planner.not_priced(QUERY_GENERATION)
+        """The generated queries (shared with NCI's), then this notebook's own index and searches."""
+        planner.generation(planner.study.settings(NciSettings).generation(planner.study.seeds[0]))
+        planner.bm25_per_notebook("docT5query-expanded documents", "dev", "test", own_index=True)
 
     def evaluate(self, study, seeds: list[int]) -> tuple[list, list[RunOutcome]]:
         options = study.settings(NciSettings)

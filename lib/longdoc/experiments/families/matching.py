@@ -433,6 +433,7 @@ class Matcher(PretrainedStart, Spec):
         each dev evaluation."""
         plan.pretraining(self.model, self.pretrain_encoder or self.encoder, self.pretrain, self.start)
         budget = plan.budget()
+        plan.tokenise(self.encoder)
         plan.fit(
             ("fit", repr(self), repr(budget), learning_rate, seed),
             [

@@ -49,6 +49,10 @@ class BM25(Spec):
         runs = {split: bm25_run(study.data, queries) for split, queries in evaluation_queries(study.data).items()}
         return [None], [RunOutcome(runs)]
 
+    def untrained_cost(self, planner, seeds: list[int]) -> None:
+        """The cached index, and the dev and test queries searched in this notebook."""
+        planner.bm25_per_notebook("BM25 row", "dev", "test")
+
 
 @dataclass(frozen=True)
 class Dense(PretrainedStart, Spec):
@@ -170,6 +174,9 @@ class Dense(PretrainedStart, Spec):
         plan.pretraining(self.model, self.encoder, self.pretrain, self.start)
         warm_rate = plan.needs(warm, seed) if warm is not None else None
         budget, protocol = plan.budget(), self.protocol
+        plan.tokenise(self.encoder)
+        if budget.dev_candidates:  # BM25's top k of each dev query, once per notebook
+            plan.bm25_per_notebook("dev candidates", "dev")
         for iteration in range(1, protocol.iterations + 1):  # each iteration is its own cached fit
             works = [
                 plan.work(
@@ -182,6 +189,8 @@ class Dense(PretrainedStart, Spec):
             ]
             if iteration > 1:  # hard negatives mined by the previous iteration's model
                 works.append(plan.encode("negatives", self.model, self.encoder))
+            elif protocol.negatives == "bm25":  # BM25's negatives of every training query, searched by each fit
+                works.append(plan.bm25_search("train"))
             at = replace(self, protocol=replace(protocol, iterations=iteration))
             last = iteration == protocol.iterations
             run = functools.partial(self.fine_tune, learning_rate=learning_rate, seed=seed) if last else None
