@@ -362,7 +362,9 @@ def test_the_stages_around_the_fits_are_priced_where_the_study_runs_them():
     assert searches == {"dev candidates": 20 * 1000, "BM25 row": (20 + 50) * 1000}
     fits = [key for key in works if key[0] == "fit" and "FirstP" in key[1]]
     assert fits and all(gpu_hours.Work("BM25", "cpu:bm25-search", 300 * 1000) in works[key] for key in fits)
-    assert not any(w.job == "cpu:bm25-search" for key in works if key[0] == "fit" and "MaxP" in key[1] for w in works[key])
+    assert not any(
+        w.job == "cpu:bm25-search" for key in works if key[0] == "fit" and "MaxP" in key[1] for w in works[key]
+    )
 
 
 def test_nci_decodes_in_every_fit_and_generates_its_queries_once():
@@ -408,7 +410,13 @@ def test_the_cpu_stages_are_core_seconds_of_the_largest_measured_corpus(tmp_path
         return {
             "documents": documents,
             "tokenize": {"seconds": seconds, "cores": 1},
-            "bm25": {"index_seconds": seconds / 2, "search_seconds": 4.0, "queries": 1000, "cores": 2, "search_threads": 1},
+            "bm25": {
+                "index_seconds": seconds / 2,
+                "search_seconds": 4.0,
+                "queries": 1000,
+                "cores": 2,
+                "search_threads": 1,
+            },
         }
 
     path = tmp_path / "corpus.json"

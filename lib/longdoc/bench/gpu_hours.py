@@ -704,7 +704,9 @@ def recipe_table(frame: pd.DataFrame, profile: str = "paper") -> str:
             f"| {PAPER_SCALE[role].name} | {row['fits']} ({row['new fits']}) | {hours:,.0f} ({row['alone']:,.0f}) "
             f"| {row['A100 GPU-hours']:,.0f} | {row['V100 GPU-hours']:,.0f} | {row['CPU core-hours']:,.1f} | {mostly} |"
         )
-    total = {column: frame[column].sum() for column in ("GPU-hours", "A100 GPU-hours", "V100 GPU-hours", "CPU core-hours")}
+    total = {
+        column: frame[column].sum() for column in ("GPU-hours", "A100 GPU-hours", "V100 GPU-hours", "CPU core-hours")
+    }
     lines.append(
         f"| all | | `{RECIPE_PREFIX} ./run_all.sh --profile {profile}{RECIPE_DEVICES} --data ...` | | "
         f"| {total['GPU-hours']:,.0f} | {total['A100 GPU-hours']:,.0f} | {total['V100 GPU-hours']:,.0f} "
@@ -792,7 +794,13 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         f"{frame['CPU core-hours'].sum():,.2f} CPU core-hours; at the {scale} scale, model width {hidden}"
     )
     if args.readme:
-        if wanted or args.profile != "paper" or args.measurements != MEASUREMENTS or scale != "paper" or gpus != RECIPE_GPUS:
+        if (
+            wanted
+            or args.profile != "paper"
+            or args.measurements != MEASUREMENTS
+            or scale != "paper"
+            or gpus != RECIPE_GPUS
+        ):
             raise SystemExit(
                 "--readme: the README's table is the paper profile's, all notebooks, the committed measurements"
             )

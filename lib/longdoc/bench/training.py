@@ -284,7 +284,7 @@ def generate_job(backbone: str, args, device) -> dict:
     )
     generator = Doc2Query(model, tokenizer, options)
     words = _queries(args.qg_batch * args.qg_input_length // 12 + 1)
-    texts = [" ".join(words[i::args.qg_batch]) for i in range(args.qg_batch)]  # each above qg_input_length tokens
+    texts = [" ".join(words[i :: args.qg_batch]) for i in range(args.qg_batch)]  # each above qg_input_length tokens
     rate = _per_second(lambda: generator.generate(texts), len(texts))
     return {"documents_per_second": rate, "queries": args.qg_queries, "batch": args.qg_batch}
 

@@ -713,7 +713,15 @@ class Generative(Spec):
             plan.generation(self.nci.queries.generation)
         views = 2 if self.nci.alpha > 0 else 1
         steps = plan.nci_steps(options, self.nci.queries)
-        key = ("fit", repr(self.nci), options.budget_key, options.nci_batch_size, learning_rate, seed, options.precision)
+        key = (
+            "fit",
+            repr(self.nci),
+            options.budget_key,
+            options.nci_batch_size,
+            learning_rate,
+            seed,
+            options.precision,
+        )
         plan.fit(
             key,
             [
