@@ -438,6 +438,10 @@ class Planner:
         )
 
     # -- the stages around the fits, each priced where the study runs it -------------------------------
+    def _stage(self, key: tuple, works: list[Work]) -> None:
+        """A stage's work under ``key`` (seen before: nothing more); no chain holds it (a deadline prices fits)."""
+        self.plan.works.setdefault(key, works)
+
     def queries(self, *splits: str) -> int:
         """How many queries (or pairs) ``splits`` hold at this scale (0 where unknown)."""
         count = {"train": self.scale.train_examples, "dev": self.scale.dev_queries, "test": self.scale.test_queries}
@@ -447,12 +451,12 @@ class Planner:
         """The corpus cut into ``encoder``'s blocks (None: NCI's windows): one token store per corpus and
         block shape, kept by the cache; on one core (``run_all.sh`` sets ``TOKENIZERS_PARALLELISM=false``)."""
         shape = (encoder.segment_length, encoder.max_segments) if encoder is not None else "NCI"
-        self.fit(("tokens", self.scale.name, shape), [Work("tokenising", "cpu:tokenize", self.scale.documents)])
+        self._stage(("tokens", self.scale.name, shape), [Work("tokenising", "cpu:tokenize", self.scale.documents)])
 
     def bm25_search(self, *splits: str) -> Work:
         """BM25 searches of the corpus for the queries of ``splits`` (their cost grows with the corpus), the
         index built first: once per corpus into the cache, on every core."""
-        self.fit(("bm25", self.scale.name), [Work("BM25", "cpu:bm25-index", self.scale.documents)])
+        self._stage(("bm25", self.scale.name), [Work("BM25", "cpu:bm25-index", self.scale.documents)])
         return Work("BM25", "cpu:bm25-search", self.queries(*splits) * self.scale.documents)
 
     def bm25_per_notebook(self, what: str, *splits: str, own_index: bool = False) -> None:
@@ -461,7 +465,7 @@ class Planner:
         works = [self.bm25_search(*splits)]
         if own_index:
             works.append(Work("BM25", "cpu:bm25-index", self.scale.documents))
-        self.fit(("bm25 search", self.study.notebook, what), works)
+        self._stage(("bm25 search", self.study.notebook, what), works)
 
     def generation(self, config) -> None:
         """Query generation (docT5query) over the corpus, once per generator setting (the cache keeps it);
@@ -469,7 +473,7 @@ class Planner:
         works = [Work("query generation", "generate:docT5query", self.scale.documents)]
         if config.train_steps:
             works.append(Work("query generation", "train:doc2query", config.train_steps * config.batch_size))
-        self.fit(("generation", self.scale.name, repr(config)), works)
+        self._stage(("generation", self.scale.name, repr(config)), works)
 
     def decoding(self, evaluations: int, dev_beam: int, beam: int) -> list[Work]:
         """NCI's beam searches in one fit: ``evaluations`` dev evaluations of the dev queries at ``dev_beam``
@@ -482,7 +486,7 @@ class Planner:
 
     def decoded_again(self, key: tuple, beam: int) -> None:
         """A row that decodes fit ``key`` its own way (the unconstrained ablation): its dev and test queries."""
-        self.fit(("decoding", key, beam), [Work("decoding", "decode:nci", self.queries("dev", "test"), beam)])
+        self._stage(("decoding", key, beam), [Work("decoding", "decode:nci", self.queries("dev", "test"), beam)])
 
     def pretraining(self, model: str, encoder, pretrain, run=None) -> None:
         """A pre-training (shared by every row with the same start); none when ``pretrain`` is None."""
@@ -594,8 +598,8 @@ def chain_seconds(plan: Plan, prices: dict[str, Price]) -> dict[str, float]:
     """For each fit of ``plan`` (by :func:`~longdoc.experiments.deadline.price_key`), the priced GPU-seconds
     from it to the end of its chain (the largest where several chains share it: a warm start's fit is
     priced to the end of the longest chain that starts from it, not of all of them): what a deadline
-    asks of the time left before the chain builds its first artefact. Unpriced work counts as nothing;
-    the CPU stages a chain waits for (tokenising, BM25) count at their core-seconds."""
+    asks of the time left before the chain builds its first artefact. Unpriced work counts as nothing,
+    and so do the stages around the fits (tokenising, BM25, generation), which no chain holds."""
     seconds = {key: 3600 * sum(priced(works, prices, set()).values()) for key, works in plan.works.items()}
     found: dict[str, float] = {}
     for chain in plan.chains:
