@@ -23,6 +23,9 @@
 #                                     cannot finish by then (LONGDOC_DEADLINE; python -m
 #                                     longdoc.experiments.cache export FILE takes what finished along;
 #                                     LONGDOC_MEASUREMENTS: step times to price with, e.g. a node check)
+#   torchrun --nnodes N ... --no-python ./run_all.sh ..., or srun ./run_all.sh ...
+#                                     under an outer launch: rank 0 runs the notebooks, every other rank its
+#                                     process of each fit (n_devices = the launch's processes; README)
 #   ./run_all.sh --tests              set up if needed, run pytest and the nbval notebook checks (smoke)
 #   ./run_all.sh --setup              only create/refresh the environment
 #   ./run_all.sh --pack DIR --node-freeze FILE [--max-mib 64 ...]
@@ -263,6 +266,14 @@ execute_notebook() {  # NOTEBOOK OUTPUT VALUES
   fi
 }
 
+OUTER=""
+SERVE_PID=""
+end_outer_launch() {  # rank 0 of an outer launch, on its way out: the followers stop
+  [ -n "$OUTER" ] || return 0
+  "$PY" -m longdoc.launch end
+  [ -z "$SERVE_PID" ] || wait "$SERVE_PID"
+}
+
 run_study() {
   setup
   RUNNER=$(notebook_runner) || exit 2
@@ -289,7 +300,7 @@ run_study() {
   [ ${#notebooks[@]} -gt 0 ] || { echo "run_all.sh: no notebook matches --only $ONLY" >&2; exit 2; }
   # every notebook's parameters are checked before the first one starts
   work=$(mktemp -d "${TMPDIR:-/tmp}/longdoc-run.XXXXXX") || exit 1  # global: the EXIT trap reads it
-  trap 'rm -rf "$work"' EXIT
+  trap 'end_outer_launch; rm -rf "$work"' EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
   for nb in "${notebooks[@]}"; do
@@ -311,6 +322,20 @@ run_study() {
     log "dry run: every check passed; would run ${#notebooks[@]} notebook(s): ${notebooks[*]}"
     return 0
   fi
+  # under an outer launch (torchrun --nnodes N ... --no-python ./run_all.sh, or srun ./run_all.sh) rank 0
+  # runs the notebooks and every other rank runs its process of each fit (python -m longdoc.launch)
+  local role
+  role=$("$PY" -m longdoc.launch role) || exit 2
+  case "$role" in
+    follower)
+      log "a rank of the outer launch: running its process of each fit rank 0 starts"
+      "$PY" -m longdoc.launch follow; exit $? ;;
+    "leader srun")
+      "$PY" -m longdoc.launch serve & SERVE_PID=$!  # srun has no agent to hold the ranks' store
+      OUTER=1; log "rank 0 of the outer srun launch: the notebooks run here, each fit on every rank" ;;
+    leader*)
+      OUTER=1; log "rank 0 of the outer torchrun launch: the notebooks run here, each fit on every rank" ;;
+  esac
   if grep -qx "dataset: manpages" "$work"/*.yaml 2>/dev/null; then
     ensure_benchmark
   fi

@@ -46,3 +46,135 @@ def test_when_one_launcher_fails_the_others_are_stopped_and_none_outlives_the_la
     assert (tmp_path / "1.log").read_text() == "broken\n"
     time.sleep(0.5)
     assert not marker.exists()
+
+
+def test_an_outer_launch_is_read_from_torchrun_or_srun_and_not_in_a_fit_process(monkeypatch):
+    """Every rank of ``torchrun --nnodes N ... --no-python ./run_all.sh`` or ``srun ./run_all.sh`` is a rank of
+    an outer launch; sbatch's own script (no step variables) and a fit's process (its torchrun is the
+    kernel's) are not; n_devices must be the launch's process count, and LONGDOC_NODES is refused beside it."""
+    from longdoc.launch import launch_problem, outer_launch
+
+    torchrun = {
+        "TORCHELASTIC_RUN_ID": "t",
+        "RANK": "3",
+        "WORLD_SIZE": "16",
+        "LOCAL_RANK": "3",
+        "LOCAL_WORLD_SIZE": "8",
+        "MASTER_ADDR": "gpu01",
+        "MASTER_PORT": "29400",
+    }
+    outer = outer_launch(torchrun)
+    assert (outer.rank, outer.world_size, outer.local_rank, outer.nodes, outer.host, outer.port) == (
+        3,
+        16,
+        3,
+        2,
+        "gpu01",
+        29400,
+    )
+    assert outer_launch({**torchrun, "LONGDOC_FIT_PROCESS": "1"}) is None
+    assert outer_launch({**torchrun, "WORLD_SIZE": "1"}) is None  # one process: a run of its own
+    batch_script = {"SLURM_JOB_ID": "77", "SLURM_PROCID": "0", "SLURM_NTASKS": "16", "SLURM_JOB_NODELIST": "gpu[03-04]"}
+    assert outer_launch(batch_script) is None
+    monkeypatch.setenv("PATH", "/nonexistent")  # no scontrol: the node list is read here
+    srun = {
+        **batch_script,
+        "SLURM_PROCID": "9",
+        "SLURM_LOCALID": "1",
+        "SLURM_STEP_NUM_TASKS": "16",
+        "SLURM_STEP_NUM_NODES": "2",
+        "SLURM_STEP_TASKS_PER_NODE": "8(x2)",
+        "SLURM_STEP_NODELIST": "gpu[03-04,07]",
+    }
+    outer = outer_launch(srun)
+    assert (outer.rank, outer.world_size, outer.local_rank, outer.local_world_size, outer.nodes) == (9, 16, 1, 8, 2)
+    assert (outer.host, outer.port, outer.launcher) == ("gpu03", 20077, "srun")
+    assert launch_problem(16, srun) == (2, None)
+    assert "--set n_devices=16" in launch_problem(8, srun)[1]
+    assert "leave it unset" in launch_problem(16, {**srun, "LONGDOC_NODES": "2"})[1]
+
+
+DRIVER = """
+import json, os, sys
+from pathlib import Path
+from longdoc.launch import main, outer_launch
+
+outer = outer_launch(os.environ)
+if outer is not None and outer.rank:
+    sys.exit(main(["follow"]))  # what run_all.sh does on every rank but 0
+from longdoc.data.matching import load_matching
+from longdoc.experiments.families.matching import finetune_matcher
+from longdoc.models.registry import encoder_class
+from longdoc.train.loop import TrainConfig
+
+backbone, data, out = sys.argv[1:4]
+encoder = encoder_class("MatchBERT").config_class(backbone=backbone, segment_length=16, max_segments=1)
+train = TrainConfig(steps=2, batch_size=2, hard_negatives=0, learning_rate=1e-3)
+fit = finetune_matcher("MatchBERT", load_matching(data), encoder, train, progress=False, n_devices=2)
+Path(out).write_text(json.dumps({"outputs": fit.outputs, "key": json.loads((fit.directory / "key.json").read_text())}))
+if outer is not None:
+    main(["end"])  # run_all.sh's exit on rank 0
+"""
+
+
+@pytest.mark.slow
+def test_under_an_outer_two_node_torchrun_each_fit_runs_on_its_ranks_and_equals_the_kernels_own_launch(
+    tiny_backbone, tmp_path
+):
+    """Two ``torchrun --nnodes 2`` launchers on this machine (gloo) each run a driver as run_all.sh runs the
+    notebooks: rank 0 fits, rank 1 follows. The fit joins the launch's store instead of spawning, and gives
+    the dev and test scores of the same fit launched by the kernel itself in two processes."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.experiments.families.test_matching_family import _two_process_pairs
+
+    from longdoc.launch import _free_port
+
+    _two_process_pairs(tmp_path / "pairs")
+    (tmp_path / "driver.py").write_text(DRIVER)
+    environment = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "LONGDOC_CACHE": str(tmp_path / "outer-cache"),
+    }
+    endpoint = f"localhost:{_free_port()}"
+    launchers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d"]
+            + [f"--rdzv_endpoint={endpoint}", "--rdzv_id=outer", str(tmp_path / "driver.py")]
+            + [str(tiny_backbone), str(tmp_path / "pairs"), str(tmp_path / "outer.json")],
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    logs = [launcher.communicate(timeout=600)[0] for launcher in launchers]
+    assert [launcher.returncode for launcher in launchers] == [0, 0], "\n---\n".join(log[-3000:] for log in logs)
+    assert any("[rank 1] fit 1:" in log for log in logs)  # the follower ran its process of the fit
+    joined = json.loads((tmp_path / "outer.json").read_text())
+    assert joined["key"]["processes"] == 2
+
+    own = subprocess.run(  # a run of its own: the kernel launches torchrun --standalone itself
+        [
+            sys.executable,
+            str(tmp_path / "driver.py"),
+            str(tiny_backbone),
+            str(tmp_path / "pairs"),
+            str(tmp_path / "own.json"),
+        ],
+        env={**environment, "LONGDOC_CACHE": str(tmp_path / "own-cache")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert own.returncode == 0, own.stdout[-3000:] + own.stderr[-3000:]
+    spawned = json.loads((tmp_path / "own.json").read_text())
+    assert joined["outputs"] == spawned["outputs"]  # the dev-best checkpoint scores every pair alike
+    assert {k: v for k, v in joined["key"].items() if k != "dataset"} == {
+        k: v for k, v in spawned["key"].items() if k != "dataset"
+    }

@@ -1,7 +1,10 @@
 """How a fitting's processes are launched from the notebook's kernel: ``n_devices`` processes on this node
 (``torchrun --standalone``), or over ``LONGDOC_NODES`` nodes meeting at a c10d rendezvous (one ``srun`` of
 one torchrun per node of a Slurm allocation; ``LONGDOC_LAUNCHER=local`` starts every node's launcher here,
-as a test of the rendezvous). The job itself is :mod:`longdoc.experiments.families.worker`'s.
+as a test of the rendezvous), or, in a run started under an outer launcher (``torchrun --nnodes N`` or
+``srun``, every rank running run_all.sh), by the ranks of that launch: rank 0 runs the notebooks, the others
+follow (:func:`follow`), and each fit joins the launch's store instead of spawning (:class:`OuterLaunch`).
+The job itself is :mod:`longdoc.experiments.families.worker`'s.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import shutil
 import signal
 import socket
@@ -16,10 +20,14 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 NODES_VARIABLE = "LONGDOC_NODES"  # how many nodes a fit's processes span (default 1: torchrun --standalone)
 LAUNCHER_VARIABLE = "LONGDOC_LAUNCHER"  # over several nodes: "srun" (inside a Slurm allocation) or "local"
+GROUP_VARIABLE = "LONGDOC_GROUP"  # in a fit's process of an outer launch: the job number its process group is named by
+FIT_PROCESS_VARIABLE = "LONGDOC_FIT_PROCESS"  # set in every fit's process: it is no outer launch's rank
 
 
 def launch_commands(job_file: Path, n_devices: int, nodes: int = 1, launcher: str = "srun") -> list[list[str]]:
@@ -60,8 +68,11 @@ def _free_port() -> int:
 
 
 def launch_problem(devices_asked: int, environment: dict) -> tuple[int, str | None]:
-    """The node count of ``LONGDOC_NODES`` and what is wrong with it, ``LONGDOC_LAUNCHER`` or ``n_devices``
-    over them (found here, not at a fit's launch hours later)."""
+    """The node count of ``LONGDOC_NODES`` (or of the outer launch this is a rank of) and what is wrong with
+    it, ``LONGDOC_LAUNCHER`` or ``n_devices`` over them (found here, not at a fit's launch hours later)."""
+    outer = outer_launch(environment)
+    if outer is not None:
+        return outer.nodes, outer_problem(outer, devices_asked, environment)
     text = environment.get(NODES_VARIABLE) or "1"
     if not text.isdigit() or int(text) < 1:
         return 1, f"{NODES_VARIABLE}={text}: expected a whole number of nodes, 1 or more"
@@ -133,3 +144,221 @@ def run_launchers(commands: list[list[str]], logs: list[Path]) -> list[int]:
 def _echo(stream) -> None:
     for line in stream:  # into the notebook, not the kernel's terminal
         print(line, end="", flush=True)
+
+
+# --- a run under an outer launcher: rank 0 runs the notebooks, every other rank follows its fits ---
+
+END = "end"  # the job posted after rank 0's last notebook: the followers stop
+STORE_PREFIX = "longdoc/"  # our keys in the launch's store (torchrun's agent keeps its own there)
+
+
+@dataclass(frozen=True)
+class OuterLaunch:
+    """This process is one rank of an outer launch (``torchrun --nnodes N --nproc_per_node K --no-python
+    ./run_all.sh ...``, or ``srun --ntasks-per-node K ./run_all.sh ...``): the ranks share one store at
+    ``host:port`` (torchrun's agent hosts it; under srun rank 0's :func:`serve`), rank 0 posts each fit's job
+    file there and every rank runs one process of it; the fit's processes are the launch's ranks."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    nodes: int
+    host: str
+    port: int
+    launcher: str  # "torchrun" or "srun"
+
+    def store(self, serve: bool = False):
+        from torch.distributed import PrefixStore, TCPStore
+
+        store = TCPStore(self.host, self.port, is_master=serve, wait_for_workers=False, timeout=timedelta(minutes=30))
+        return PrefixStore(STORE_PREFIX, store)
+
+
+def _first_host(node_list: str) -> str:
+    """The first host of a Slurm node list (``gpu[03-04,07],cpu1`` gives gpu03), as ``scontrol show
+    hostnames`` expands it where it is installed."""
+    if shutil.which("scontrol"):
+        shown = subprocess.run(["scontrol", "show", "hostnames", node_list], capture_output=True, text=True)
+        if shown.returncode == 0 and shown.stdout.split():
+            return shown.stdout.split()[0]
+    found = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", node_list)
+    if not found:
+        raise ValueError(f"SLURM_STEP_NODELIST={node_list}: not a Slurm node list")
+    prefix, ranges = found.groups()
+    return prefix + ranges.split(",")[0].split("-")[0] if ranges else prefix
+
+
+def _tasks_on_first_node(tasks_per_node: str) -> int:
+    """``SLURM_STEP_TASKS_PER_NODE`` (``8(x2)``, ``2,1``): the tasks on the step's first node."""
+    return int(re.match(r"\d+", tasks_per_node).group(0))
+
+
+def outer_launch(environment) -> OuterLaunch | None:
+    """The outer launch this process is a rank of (torchrun's or srun's environment), or None: a run of
+    its own, or a fit's process (which carries ``LONGDOC_FIT_PROCESS``: its torchrun is the kernel's)."""
+    if environment.get(FIT_PROCESS_VARIABLE):
+        return None
+    if environment.get("TORCHELASTIC_RUN_ID") and int(environment.get("WORLD_SIZE") or 1) > 1:
+        world, local_world = int(environment["WORLD_SIZE"]), int(environment.get("LOCAL_WORLD_SIZE") or 1)
+        return OuterLaunch(
+            int(environment["RANK"]),
+            world,
+            int(environment.get("LOCAL_RANK") or 0),
+            local_world,
+            max(1, world // local_world),
+            environment["MASTER_ADDR"],
+            int(environment["MASTER_PORT"]),
+            "torchrun",
+        )
+    tasks = environment.get("SLURM_STEP_NUM_TASKS")  # set in an srun step's tasks, not in sbatch's script
+    if tasks and int(tasks) > 1 and "SLURM_PROCID" in environment:
+        port = environment.get("MASTER_PORT") or str(20000 + int(environment.get("SLURM_JOB_ID") or 0) % 20000)
+        return OuterLaunch(
+            int(environment["SLURM_PROCID"]),
+            int(tasks),
+            int(environment.get("SLURM_LOCALID") or 0),
+            _tasks_on_first_node(environment.get("SLURM_STEP_TASKS_PER_NODE") or tasks),
+            int(environment.get("SLURM_STEP_NUM_NODES") or 1),
+            environment.get("MASTER_ADDR") or _first_host(environment["SLURM_STEP_NODELIST"]),
+            int(port),
+            "srun",
+        )
+    return None
+
+
+def outer_problem(outer: OuterLaunch, devices_asked: int, environment) -> str | None:
+    """What stops a run under an outer launch before any work: fits of another process count than the
+    launch's ranks, or ``LONGDOC_NODES`` as well (the kernel would launch over nodes itself)."""
+    if int(environment.get(NODES_VARIABLE) or 1) > 1:
+        return f"{NODES_VARIABLE} is for a kernel that launches its fits itself; under an outer {outer.launcher} launch leave it unset"
+    if devices_asked != outer.world_size:
+        return (
+            f"n_devices={devices_asked} under an outer {outer.launcher} launch of {outer.world_size} processes: every "
+            f"fit runs in the launch's processes, so --set n_devices={outer.world_size}"
+        )
+    return None
+
+
+def _fit_process(job_file: str, outer: OuterLaunch, job: int, echo: bool) -> subprocess.Popen:
+    import torch
+
+    gpus = torch.cuda.device_count()  # a task of srun --gpus-per-task=1 sees its one GPU as cuda:0
+    environment = {
+        **os.environ,
+        "RANK": str(outer.rank),
+        "WORLD_SIZE": str(outer.world_size),
+        "LOCAL_RANK": str(outer.local_rank % gpus if gpus else outer.local_rank),
+        "MASTER_ADDR": outer.host,
+        "MASTER_PORT": str(outer.port),
+        GROUP_VARIABLE: str(job),
+        FIT_PROCESS_VARIABLE: "1",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "longdoc.experiments.families.worker", job_file],
+        env=environment,
+        stdout=subprocess.PIPE if echo else None,
+        stderr=subprocess.STDOUT if echo else None,
+        text=True,
+        bufsize=1,
+        start_new_session=True,
+        preexec_fn=_die_with_the_kernel,
+    )
+
+
+def _run_rank(store, job_file: str, outer: OuterLaunch, job: int, echo: bool) -> int:
+    """This rank's process of job ``job``, stopped when another rank's fails (its peers would wait for it
+    in the group); its exit code posted for rank 0."""
+    process = _fit_process(job_file, outer, job, echo)
+    printing = threading.Thread(target=_echo, args=(process.stdout,), daemon=True) if echo else None
+    if printing:
+        printing.start()
+    try:
+        while process.poll() is None:
+            if store.check([f"abort/{job}"]):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGTERM)
+                process.wait()
+            time.sleep(0.2)
+    finally:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    if printing:
+        printing.join()
+    if process.returncode:
+        store.set(f"abort/{job}", str(outer.rank))
+    store.set(f"done/{job}/{outer.rank}", str(process.returncode))
+    return process.returncode
+
+
+def _waited(store, key: str, poll: float = 0.5) -> str:
+    while not store.check([key]):  # polled: a follower may wait hours while rank 0 evaluates
+        time.sleep(poll)
+    return store.get(key).decode()
+
+
+def run_joined(job_file: Path, outer: OuterLaunch) -> list[int]:
+    """On rank 0 (the notebook's kernel): post ``job_file`` to every rank, run rank 0's process of it
+    here (its output into the notebook) and return every rank's exit code."""
+    store = outer.store()
+    job = store.add("jobs", 1)
+    store.set(f"job/{job}", str(job_file))
+    codes = [_run_rank(store, str(job_file), outer, job, echo=True)]
+    return codes + [int(_waited(store, f"done/{job}/{rank}")) for rank in range(1, outer.world_size)]
+
+
+def follow(outer: OuterLaunch) -> int:
+    """On every rank but 0: run this rank's process of each fit rank 0 posts, until it posts the end."""
+    store = outer.store()
+    job = 1
+    while (job_file := _waited(store, f"job/{job}")) != END:
+        print(f"[rank {outer.rank}] fit {job}: {job_file}", flush=True)
+        _run_rank(store, job_file, outer, job, echo=False)
+        job += 1
+    store.add("followers ended", 1)
+    return 0
+
+
+def end(outer: OuterLaunch, wait_seconds: float = 120) -> None:
+    """On rank 0, after its last notebook (run_all.sh's exit): post the end and wait for the followers."""
+    store = outer.store()
+    store.set(f"job/{store.add('jobs', 1)}", END)
+    deadline = time.monotonic() + wait_seconds
+    while store.add("followers ended", 0) < outer.world_size - 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def serve(outer: OuterLaunch) -> None:
+    """Under srun (no torchrun agent): rank 0 hosts the launch's store until the followers have ended."""
+    store = outer.store(serve=True)
+    while store.add("followers ended", 0) < outer.world_size - 1:
+        time.sleep(0.5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m longdoc.launch role|follow|serve|end``: what run_all.sh asks of an outer launch's rank."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m longdoc.launch", description=main.__doc__)
+    parser.add_argument("action", choices=("role", "follow", "serve", "end"))
+    action = parser.parse_args(argv).action
+    outer = outer_launch(os.environ)
+    if action == "role":  # run_all.sh: "single", "leader <launcher>" (rank 0) or "follower"
+        print("single" if outer is None else f"leader {outer.launcher}" if outer.rank == 0 else "follower")
+        return 0
+    if outer is None:
+        print(f"python -m longdoc.launch {action}: not a rank of an outer torchrun or srun launch", file=sys.stderr)
+        return 2
+    if action == "follow":
+        return follow(outer)
+    if action == "serve":
+        serve(outer)
+    else:
+        end(outer)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

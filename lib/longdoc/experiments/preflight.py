@@ -291,12 +291,14 @@ def main(argv: list[str] | None = None) -> int:
         asked = max(
             int((yaml.safe_load(p.read_text(encoding="utf-8")) or {}).get("n_devices", 1)) for p in args.parameters
         )
-        from longdoc.launch import launch_problem
+        from longdoc.launch import launch_problem, outer_launch
 
         nodes, problem = launch_problem(asked, dict(os.environ))
         if problem:
             found.append(problem)
         seen, version = _gpus_seen()
+        if outer_launch(os.environ) is not None and seen == 1:
+            nodes = asked  # srun --gpus-per-task=1: each rank sees its own GPU
         profile = load_profile(args.profile_file)[ACCELERATOR]
         problem = device_problem(profile, asked, seen, args.allow_cpu, version, nodes)
         if problem:

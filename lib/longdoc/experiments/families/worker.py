@@ -20,7 +20,17 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from longdoc.launch import LAUNCHER_VARIABLE, NODES_VARIABLE, launch_commands, run_launchers
+import longdoc.experiments.backbones  # noqa: F401  registers the cache: backbone resolver (it builds a missing one)
+from longdoc.launch import (
+    FIT_PROCESS_VARIABLE,
+    GROUP_VARIABLE,
+    LAUNCHER_VARIABLE,
+    NODES_VARIABLE,
+    launch_commands,
+    outer_launch,
+    run_joined,
+    run_launchers,
+)
 
 
 def named(reference: str):
@@ -47,8 +57,9 @@ def dataset_reference(dataset, loader: str) -> dict:
 
 def launch(runner: str, job, reference: dict | None, directory: Path, resume: Path, n_devices: int) -> None:
     """``job`` (a dataclass) run by ``runner`` in ``n_devices`` processes (:func:`longdoc.launch.launch_commands`: this
-    node, or ``LONGDOC_NODES`` nodes) with the dataset of ``reference`` (None: none); the output of the
-    first launcher goes into the notebook, the others' tails when one fails."""
+    node, or ``LONGDOC_NODES`` nodes; under an outer launch, its ranks: :func:`longdoc.launch.run_joined`) with
+    the dataset of ``reference`` (None: none); the output of the first launcher goes into the notebook, the
+    others' tails when one fails."""
     from longdoc.io import atomic_write
 
     spec = {
@@ -62,10 +73,23 @@ def launch(runner: str, job, reference: dict | None, directory: Path, resume: Pa
     job_file = Path(resume) / "job.json"
     with atomic_write(job_file) as handle:
         json.dump(spec, handle)
+    outer = outer_launch(os.environ)
+    if outer is not None:
+        codes = run_joined(job_file, outer)
+        if any(codes):
+            raise RuntimeError(
+                f"fitting in the {outer.world_size} ranks of the outer {outer.launcher} launch failed (exit codes by "
+                f"rank {codes}; each rank's output is in its own log): {job_file}"
+            )
+        return
     nodes = int(os.environ.get(NODES_VARIABLE) or 1)
     commands = launch_commands(job_file, n_devices, nodes, os.environ.get(LAUNCHER_VARIABLE) or "srun")
     logs = [Path(resume) / f"launcher-{i}.log" for i in range(len(commands))]
-    codes = run_launchers(commands, logs)
+    os.environ[FIT_PROCESS_VARIABLE] = "1"  # the fit's processes inherit it: they are no outer launch's ranks
+    try:
+        codes = run_launchers(commands, logs)
+    finally:
+        os.environ.pop(FIT_PROCESS_VARIABLE)
     if any(codes):
         tails = "".join(
             f"\n--- launcher {i}:\n{log.read_text()[-2000:]}" for i, log in enumerate(logs) if i and log.exists()
@@ -77,8 +101,9 @@ def launch(runner: str, job, reference: dict | None, directory: Path, resume: Pa
 def join_processes() -> None:
     """Start torchrun's process group here (NCCL on GPUs, gloo on CPUs) before the runner does any work,
     so that what the first process must build alone (a token store) is built before the others look;
-    Accelerate then uses this group."""
-    import os
+    Accelerate then uses this group. A fit of an outer launch (``LONGDOC_GROUP``) meets in the launch's
+    store under a prefix of its own job, so that no key of an earlier fit's group is read again."""
+    from datetime import timedelta
 
     import torch
     import torch.distributed as dist
@@ -87,7 +112,20 @@ def join_processes() -> None:
         return
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    group = os.environ.get(GROUP_VARIABLE)
+    if not group:
+        dist.init_process_group(backend)
+        return
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timedelta(minutes=30)
+    )
+    dist.init_process_group(
+        backend,
+        store=dist.PrefixStore(f"longdoc/group/{group}/", store),
+        rank=int(os.environ["RANK"]),
+        world_size=int(os.environ["WORLD_SIZE"]),
+    )
 
 
 def main(job_file: str) -> None:
