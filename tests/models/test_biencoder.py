@@ -114,3 +114,26 @@ def test_token_batches_hold_whole_documents_within_the_budget(tiny_bert, tokeniz
             segments = [s for i in batch for s in corpus.segments[i][:3]]
             assert len(batch) == 1 or len(segments) * (max(map(len, segments)) + 2) <= budget
     assert len(model.token_batches(corpus, 10_000)) == 1
+
+
+@pytest.mark.parametrize("name", ["FirstP", "MaxP", "PARADE", "Hi-Transformer", "Longtriever", "SeDR", "SMITH", "HAN"])
+def test_every_trainable_parameter_gets_a_gradient_as_several_processes_need(name, tiny_backbone):
+    """DDP over several processes waits for a gradient of every trainable parameter: one that a model never
+    reads stops its fit at the second step (HAN reads only BERT's word embeddings, so it freezes the rest);
+    a query-document score and a matcher's document vectors both reach every one."""
+    from longdoc.models.registry import build_encoder, encoder_class
+
+    blocks = 1 if name == "FirstP" else 3
+    config = encoder_class(name).config_class(backbone=tiny_backbone, segment_length=16, max_segments=blocks)
+    for path in ("score", "document vectors"):
+        model = build_encoder(name, config, 0).train()
+        corpus = SegmentedCorpus.build(
+            model.tokenizer, ["a", "b", "c"], [t + ". More. Words." for t in TEXTS], 16, blocks
+        )
+        batch = model.doc_inputs(corpus.segments)
+        if path == "score":
+            loss = model.score(*model(model.query_inputs(["a query"]), batch)).sum()
+        else:
+            loss = model.document_vectors(batch)[0].sum()
+        loss.backward()
+        assert [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None] == [], path

@@ -55,6 +55,9 @@ class HAN(SingleVectorEncoder):
         super().__init__(config, model, tokenizer)
         self.backbone.encoder.layer = self.backbone.encoder.layer[:0]  # only the word embeddings are read
         self.backbone.config.num_hidden_layers = 0
+        read = {id(p) for p in self.backbone.embeddings.word_embeddings.parameters()}
+        for parameter in self.backbone.parameters():  # never read, so never a gradient: frozen, so that DDP
+            parameter.requires_grad_(id(parameter) in read)  # over several processes waits for none of them
         width = self.backbone.config.hidden_size
         size = config.gru_size
         self.word_gru = nn.GRU(width, size, batch_first=True, bidirectional=True)
