@@ -60,7 +60,10 @@ def role_datasets(tmp_path_factory) -> dict[str, Path]:
     splits = [f"--split={name}={path}" for name, path in (("train", root / "train.tsv"), ("dev", root / "dev.tsv"))]
     splits.append(f"--split=test={FIXTURES / 'pairs' / 'wiki65k_test.tsv'}")
     assert convert(["pairs", "--format", "smash", *splits, "--out", str(wiki)]) == 0
-    return {"retrieval": root / "msmarco-doc", "nci": root / "nq320k", "matching": wiki}
+    text = root / "books_wiki.txt"  # the pre-training corpus as the README gives it: documents between blank lines
+    pages = [" ".join(f"{word} of page {i}." for word in ("a", "line", "of", "text", "on", "each")) for i in range(8)]
+    text.write_text("\n\n".join(pages) + "\n")
+    return {"retrieval": root / "msmarco-doc", "nci": root / "nq320k", "matching": wiki, "pretraining": text}
 
 
 @pytest.fixture(scope="module")
@@ -84,10 +87,18 @@ def hub_cache(tmp_path_factory) -> Path:
 
 
 def test_the_readme_has_a_recipe_per_table_and_each_names_the_node_environment_and_eight_gpus():
+    """... and every notebook that pre-trains Longtriever is given its own pre-training text (the paper's
+    BookCorpus + Wikipedia), not the fine-tuning corpus it would otherwise read."""
+    from longdoc.experiments.profiles import notebook_parameter_names
+
     commands = recipe_commands()
     assert len(commands) >= 20
     for command in commands:
         assert command.startswith("LONGDOC_USE_ACTIVE_ENV=1 ./run_all.sh --profile paper --set n_devices=8 ")
+        if "--only " in command:
+            (notebook,) = (ROOT / "notebooks").glob(f"{command.split('--only ')[1][:2]}_*.ipynb")
+            pretrains = "pretrain_corpus" in notebook_parameter_names(notebook)
+            assert ("--data pretraining=TEXT" in command) == pretrains, command
 
 
 @pytest.mark.parametrize("command", recipe_commands(), ids=lambda command: command.split("--only ")[-1][:12])
@@ -95,8 +106,10 @@ def test_each_recipe_runs_as_pasted(command, role_datasets, hub_cache, tmp_path)
     every_role = " ".join(f"--data {role}={path}" for role, path in role_datasets.items())
     filled = command.replace("--data ...", every_role)
     for role, path in role_datasets.items():
-        filled = filled.replace(f"--data {role}=DIR", f"--data {role}={path}")
-    assert "DIR" not in filled and "..." not in filled
+        filled = filled.replace(f"--data {role}=DIR", f"--data {role}={path}").replace(
+            f"--data {role}=TEXT", f"--data {role}={path}"
+        )
+    assert "DIR" not in filled and "TEXT" not in filled and "..." not in filled
     environment = {
         **os.environ,
         "LONGDOC_PYTHON": sys.executable,  # the active environment the recipe asks for: this one

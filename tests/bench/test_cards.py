@@ -19,10 +19,13 @@ def test_a_card_costs_its_factor_per_kind_and_several_gpus_their_efficiency():
     assert scaling_efficiency("A100", 1) == 1.0 and scaling_efficiency("A100", 8) == pytest.approx(7.66 / 8)
     assert scaling_efficiency("H100", 16) == scaling_efficiency("A100", 8)  # assumed, as the module says
     hours = {"fine-tuning": 10.0, "pre-training": 2.0, "BM25": 99.0}  # a CPU kind is no GPU's work
-    assert on_card(hours, "H100", 1) == pytest.approx(12.0)
-    assert on_card(hours, "V100", 8) == pytest.approx(
+    assert on_card({"split": hours}, "H100", 1) == pytest.approx(12.0)
+    assert on_card({"split": hours}, "V100", 8) == pytest.approx(
         (10 * A100_PER_H100 * 2.125 + 2 * A100_PER_H100 * 2.8) / (7.34 / 8)
     )
+    # one process decodes while the other 7 GPUs wait; every process decodes the dev queries: 8 GPUs held
+    assert on_card({"one process": {"decoding": 1.0}, "every process": {"decoding": 0.5}}, "H100", 8) == 12.0
+    assert on_card({"one process": {"decoding": 1.0}}, "H100", 1) == 1.0
 
 
 def test_an_unknown_card_or_no_gpu_is_refused_by_name():

@@ -368,21 +368,39 @@ def test_the_stages_around_the_fits_are_priced_where_the_study_runs_them():
 
 
 def test_nci_decodes_in_every_fit_and_generates_its_queries_once():
-    """Each NCI fit's dev evaluations decode the dev queries at the dev beam, then the dev-best model the dev
-    and test queries at the reported beam; a row decoding the same fit its own way pays its own decoding;
-    the generated queries are one job for every row that reads them."""
+    """Each NCI fit's dev evaluations decode the dev queries at the dev beam in every process, as many times
+    as the trainer evaluates; after the fit one process decodes the dev-best model's dev and test queries
+    at the reported beam; a row decoding the same fit its own way pays its own decoding; the generated
+    queries and the identifiers' embeddings are one job each for every row that reads them."""
+    from longdoc.train.steps import evaluation_steps
+
     nci = gpu_hours.parameters_for(gpu_hours.profile_path("paper"), gpu_hours.NOTEBOOKS / "41_nci_ablation.ipynb")
     nci |= {"backbone": "minilm"}
     plan = notebook_plan("paper", "41_nci_ablation", params=nci)
     dev, test = gpu_hours.PAPER_SCALE["nci"].dev_queries, gpu_hours.PAPER_SCALE["nci"].test_queries
     fits = [key for key in plan.works if key[0] == "fit"]
     for key in fits:
-        decoded = [(w.items, w.tokens) for w in plan.works[key] if w.what == "decoding"]
-        assert decoded == [(nci["nci_dev_evals"] * dev, nci["nci_dev_beam"]), (dev + test, nci["nci_beam"])]
+        (decoded,) = [w for w in plan.works[key] if w.what == "decoding"]
+        steps = next(w for w in plan.works[key] if w.what == "fine-tuning").items  # examples, two views each
+        assert decoded.spread == "every process" and decoded.tokens == nci["nci_dev_beam"]
+        assert decoded.items % dev == 0 and decoded.items // dev >= nci["nci_dev_evals"] and steps
+    for beam, steps in ((100, 100), (100, 101)):  # 20 evaluations a fit, or 21 with a step left over
+        planner = gpu_hours.Planner(type("S", (), {"notebook": "x"})(), gpu_hours.PAPER_SCALE["nci"])
+        (inside,), _ = planner.decoding(steps, 20, 10, beam)
+        assert inside.items == len(evaluation_steps(steps // 20, 0, steps)) * dev
+    assert len(evaluation_steps(101 // 20, 0, 101)) == 21
+    after = [key for key in plan.works if key[0] == "decoding"]
+    assert len({key[1] for key in after}) == len(fits)  # every fit decoded after it
+    assert len(after) > len(fits), "the unconstrained row decodes the full system's fit again"
+    for key in after:
+        (work,) = plan.works[key]
+        assert (work.items, work.spread) == (dev + test, "one process")
     generated = [key for key in plan.works if key[0] == "generation"]
     assert len(generated) == 1 and plan.works[generated[0]][0].job == "generate:docT5query"
-    again = [key for key in plan.works if key[0] == "decoding"]
-    assert again, "the unconstrained row decodes the full system's fit again"
+    assert plan.works[generated[0]][0].spread == "one process"
+    (embeddings,) = [key for key in plan.works if key[0] == "identifier embeddings"]
+    assert plan.works[embeddings][0].job == "encode:FirstP" and plan.works[embeddings][0].tokens == 512
+    assert any("k-means" in what for what in plan.unpriced)
 
 
 def test_an_unmeasured_gpu_job_is_priced_by_its_cpu_ratio_to_a_measured_one(tmp_path):
@@ -425,3 +443,47 @@ def test_the_cpu_stages_are_core_seconds_of_the_largest_measured_corpus(tmp_path
     assert prices["cpu:tokenize"].seconds == pytest.approx(0.02)
     assert prices["cpu:bm25-index"].seconds == pytest.approx(10.0 * 2 / 1000)  # on both cores
     assert prices["cpu:bm25-search"].seconds == pytest.approx(4.0 / (1000 * 1000))  # per query and document
+
+
+def test_a_notebook_pays_its_dev_candidate_searches_and_in_memory_tokens_only_where_it_builds_a_fit():
+    """Dev-candidate searches run where a notebook builds a fit that reads them (a notebook whose fits an
+    earlier one built makes none); an in-memory corpus (below 1 GiB) is tokenised again by every notebook
+    that loads it, a stored one once; a zero-shot row tokenises too; a ready generator trains nothing."""
+    from dataclasses import replace
+
+    from longdoc.experiments.families.generative import QueryGenerationConfig
+    from longdoc.experiments.families.retrieval import RETRIEVAL, Dense
+    from longdoc.experiments.profiles import parameters_for
+    from longdoc.experiments.settings import EncoderSettings
+    from longdoc.experiments.study import Study
+    from longdoc.experiments.systems import System
+
+    values = parameters_for(gpu_hours.profile_path("smoke"), gpu_hours.NOTEBOOKS / "10_longtriever_main.ipynb")
+    values |= {"dev_candidates": 9, "seeds": [0]}
+    in_memory = Scale("small", 1000, 1000, "test", dev_queries=20, train_examples=300, test_queries=50)
+    plans = []
+    for notebook in ("20_sedr_main", "23_sedr_variants"):
+        study = Study(notebook, values, RETRIEVAL, progress=False)
+        planner = Planner(study, in_memory)
+        encoder = study.settings(EncoderSettings).encoder("FirstP")
+        planner.run(System("FirstP", Dense("FirstP", encoder)))
+        planner.run(System("zero-shot", Dense("FirstP", encoder, protocol=None)))
+        plans.append(planner.plan)
+    first, later = plans
+    assert {key for key in first.works if key[0] == "tokens"} != {key for key in later.works if key[0] == "tokens"}
+    candidates = [key for key in later.works if key[:3] == ("bm25 search", "23_sedr_variants", "dev candidates")]
+    assert candidates and gpu_hours.built(later, candidates[0], set()), "built alone, it searches"
+    assert not gpu_hours.built(later, candidates[0], set(first.works)), "its fit came from 20: no search"
+    stored = Planner(Study("20_sedr_main", values, RETRIEVAL, progress=False), replace(in_memory, stored=True))
+    stored.tokenise(encoder)
+    keys = [key for key in stored.plan.works if key[0] == "tokens"]
+    assert len(keys) == 1 and keys[0][1] == "small"  # one store for every notebook
+    zero_shot = Planner(Study("20_sedr_main", values, RETRIEVAL, progress=False), in_memory)
+    zero_shot.run(System("zero-shot", Dense("FirstP", encoder, protocol=None)))
+    assert [key[0] for key in zero_shot.plan.works] == ["tokens", "zero-shot"]
+    study = Study("40_nci_main", values, RETRIEVAL, progress=False)
+    planner = Planner(study, in_memory)
+    planner.generation(QueryGenerationConfig(train_steps=10, batch_size=4, generator="/a/ready/one"))
+    planner.generation(QueryGenerationConfig(train_steps=10, batch_size=4))
+    jobs = [w.job for key, works in planner.plan.works.items() if key[0] == "generation" for w in works]
+    assert sorted(jobs) == ["generate:docT5query", "generate:docT5query", "train:doc2query"]

@@ -22,8 +22,11 @@ one H100, the papers' per-GPU shapes):
 - the CPU stages (tokenising into each block shape, on one core; BM25's index, on every core, and its
   searches) in core-hours of this machine, from :mod:`longdoc.bench.corpus`'s measurements
   (``results/bench/epyc-2core/corpus.json``), apart from the GPU-hours;
-- on several GPUs at the published data-parallel efficiency, and on an A100 and a V100 by published
-  throughput ratios (:mod:`longdoc.bench.cards`, each figure's source named there).
+- on several GPUs as GPU-hours held (wall time x the fit's GPUs): work split across the fit's processes
+  at the published data-parallel efficiency; work every process repeats (NCI's dev decoding) and work
+  one process does while the others wait (the final decoding, generation, the identifiers' embeddings)
+  at its one-GPU time on each GPU (``Work.spread``); on an A100 and a V100 by published throughput ratios
+  (:mod:`longdoc.bench.cards`, each figure's source named there).
 
 Each row's spec states its own fit plan (:meth:`~longdoc.experiments.systems.Spec.fits`: the fits it
 needs, each with its cache determinants, its work and what runs it); the study executes that plan, this
@@ -55,13 +58,13 @@ from longdoc.bench.cards import CARDS, card_factor, scaling_efficiency
 from longdoc.data.registry import REPO_ROOT
 from longdoc.experiments.deadline import price_key
 from longdoc.experiments.papers.catalogue import TABLES
-from longdoc.experiments.profiles import load_profile, parameters_for
+from longdoc.experiments.profiles import PRETRAINING, load_profile, notebook_parameter_names, parameters_for
 from longdoc.experiments.settings import BudgetSettings
 from longdoc.experiments.study import Study
 from longdoc.experiments.systems import pretraining_key
 from longdoc.io import rewrite_marked_block
 from longdoc.models.registry import encoder_class
-from longdoc.train.steps import epoch_steps
+from longdoc.train.steps import epoch_steps, evaluation_steps
 
 MEASUREMENTS = REPO_ROOT / "results" / "bench" / "h100" / "training.json"
 CPU_MEASUREMENTS = REPO_ROOT / "results" / "bench" / "epyc-2core" / "corpus.json"  # tokenising and BM25
@@ -85,6 +88,8 @@ class Scale:
     dev_queries: int = 0  # held-out dev queries (their BM25 top k are a candidate dev evaluation's documents)
     train_examples: int = 0  # labelled training queries or pairs per pass (a budget in epochs reads it; 0: unknown)
     test_queries: int = 0  # the queries every reported run is scored on (BM25 searches and NCI decodes them)
+    stored: bool = False  # its corpus.jsonl is 1 GiB or more, so it is read through a token store the cache keeps
+    # (data/corpus_store.py); else it is held in memory and tokenised again by every notebook that loads it
 
 
 PAPER_SCALE = {
@@ -97,6 +102,7 @@ PAPER_SCALE = {
         dev_queries=3_670,
         train_examples=363_343,
         test_queries=5_193,
+        stored=True,  # msmarco-docs.tsv: 22 GB
     ),
     "matching": Scale(
         "Wiki65K",
@@ -182,8 +188,8 @@ def measured_tokens(job: str, shape: dict) -> int:
             if model == "Longtriever"
             else shape["sentence_block"] * shape["sentence_blocks"]
         )
-    if kind == "decode":  # a beam search's cost, linear in its beams (the encoder's share makes it an upper
-        return shape.get("nci_beam", 100)  # bound at fewer beams)
+    if kind == "decode":  # a beam search's cost, linear in its beams (a lower bound at fewer beams than
+        return shape.get("nci_beam", 100)  # measured: the query encoder's share does not shrink with them)
     return 0
 
 
@@ -293,15 +299,26 @@ def price_of(job: str, prices: dict[str, Price]) -> Price | None:
     return None
 
 
+ANY_FIT = ("any fit",)  # a stage's need: any fit the notebook builds (Planner._stage's for_fit)
+SPREADS = ("split", "every process", "one process")  # how a fit's (or notebook's) GPUs share a work
+
+
 @dataclass(frozen=True)
 class Work:
-    """Items of one job: ``items`` queries, pairs, documents or examples at ``tokens`` per document."""
+    """Items of one job: ``items`` queries, pairs, documents or examples at ``tokens`` per document.
+    ``spread``: ``split`` across the fit's processes (data parallel, at the published efficiency), done
+    by ``every process`` in full, or by ``one process`` while the others wait (held, so counted on each)."""
 
     what: str  # a kind of work: one of WORK_KINDS (GPU) or CPU_KINDS
     job: str  # a :mod:`longdoc.bench.training` job ("retrieval:MaxP", "encode:SeDR", "nci", "decode:nci", ...)
     # or a CPU stage of :func:`cpu_prices` ("cpu:tokenize", "cpu:bm25-index", "cpu:bm25-search")
     items: float
     tokens: int = 0
+    spread: str = "split"
+
+    def __post_init__(self) -> None:
+        if self.spread not in SPREADS:
+            raise ValueError(f"Work spread {self.spread!r}: expected one of {SPREADS}")
 
 
 @dataclass
@@ -313,6 +330,8 @@ class Plan:
     unpriced: set[str] = field(default_factory=set)  # work that was not measured
     rows: dict[str, list] = field(default_factory=dict)  # each row run: its seeds ([None]: not trained)
     chains: list[list[tuple]] = field(default_factory=list)  # each fit plan walked: its fits' keys in order
+    needed_by: dict[tuple, set] = field(default_factory=dict)  # a stage done only when one of these fits is built
+    fitted: set[tuple] = field(default_factory=set)  # the keys of fits (not of stages)
 
     @property
     def fits(self) -> int:
@@ -380,6 +399,7 @@ class Planner:
         """One cached fit (``key``: its cache determinants) and its work (``run``, what executes it, is not
         called); a fit seen before costs nothing."""
         self.plan.works.setdefault(key, works)
+        self.plan.fitted.add(key)
         for chain in self._open:  # a warm start's fits belong to every chain that needs its model too
             chain.append(key)
 
@@ -438,9 +458,12 @@ class Planner:
         )
 
     # -- the stages around the fits, each priced where the study runs it -------------------------------
-    def _stage(self, key: tuple, works: list[Work]) -> None:
-        """A stage's work under ``key`` (seen before: nothing more); no chain holds it (a deadline prices fits)."""
+    def _stage(self, key: tuple, works: list[Work], for_fit: tuple | None = None) -> None:
+        """A stage's work under ``key`` (seen before: nothing more); no chain holds it (a deadline prices fits).
+        ``for_fit``: done only where that fit is built (a notebook whose fits are all cached skips it)."""
         self.plan.works.setdefault(key, works)
+        if for_fit is not None:
+            self.plan.needed_by.setdefault(key, set()).add(for_fit)
 
     def queries(self, *splits: str) -> int:
         """How many queries (or pairs) ``splits`` hold at this scale (0 where unknown)."""
@@ -448,10 +471,21 @@ class Planner:
         return sum(count[split] for split in splits)
 
     def tokenise(self, encoder) -> None:
-        """The corpus cut into ``encoder``'s blocks (None: NCI's windows): one token store per corpus and
-        block shape, kept by the cache; on one core (``run_all.sh`` sets ``TOKENIZERS_PARALLELISM=false``)."""
-        shape = (encoder.segment_length, encoder.max_segments) if encoder is not None else "NCI"
-        self._stage(("tokens", self.scale.name, shape), [Work("tokenising", "cpu:tokenize", self.scale.documents)])
+        """The corpus cut into ``encoder``'s blocks (None: NCI's windows), on one core (``run_all.sh`` sets
+        ``TOKENIZERS_PARALLELISM=false``): once per corpus and the study's segmentation key (tokenizer, block
+        shape, document tokens, sentence filling) where a token store keeps it (:attr:`Scale.stored`), else
+        again in every notebook that loads the corpus (an in-memory corpus: the cache keeps no tokens)."""
+        if encoder is None:
+            shape = "NCI"
+        else:
+            tokenizer = getattr(encoder, "tokenizer", None) or getattr(encoder, "backbone", None)
+            shape = (tokenizer, encoder.segment_length, encoder.max_segments, getattr(encoder, "document_tokens", None))
+            shape += (getattr(encoder, "sentence_filling", None),)
+        works = [Work("tokenising", "cpu:tokenize", self.scale.documents)]
+        if self.scale.stored:
+            self._stage(("tokens", self.scale.name, shape), works)
+        else:  # where the notebook builds any fit
+            self._stage(("tokens", (self.scale.name, self.study.notebook), shape), works, ANY_FIT)
 
     def bm25_search(self, *splits: str) -> Work:
         """BM25 searches of the corpus for the queries of ``splits`` (their cost grows with the corpus), the
@@ -459,34 +493,46 @@ class Planner:
         self._stage(("bm25", self.scale.name), [Work("BM25", "cpu:bm25-index", self.scale.documents)])
         return Work("BM25", "cpu:bm25-search", self.queries(*splits) * self.scale.documents)
 
-    def bm25_per_notebook(self, what: str, *splits: str, own_index: bool = False) -> None:
+    def bm25_per_notebook(self, what: str, *splits: str, own_index: bool = False, for_fit: tuple | None = None) -> None:
         """Searches a notebook's process makes once (kept for the loaded dataset, not in the cache);
-        ``own_index``: over an index of its own, built in the notebook (not kept either)."""
+        ``own_index``: over an index of its own, built in the notebook (not kept either); ``for_fit``: made
+        only when that fit is built (:meth:`_stage`)."""
         works = [self.bm25_search(*splits)]
         if own_index:
             works.append(Work("BM25", "cpu:bm25-index", self.scale.documents))
-        self._stage(("bm25 search", self.study.notebook, what), works)
+        self._stage(("bm25 search", self.study.notebook, what), works, for_fit)
 
     def generation(self, config) -> None:
-        """Query generation (docT5query) over the corpus, once per generator setting (the cache keeps it);
-        a generator built here (``train_steps`` > 0) is fine-tuned first (not measured: listed unpriced)."""
-        works = [Work("query generation", "generate:docT5query", self.scale.documents)]
-        if config.train_steps:
+        """Query generation (docT5query) over the corpus in one process, once per generator setting (the
+        cache keeps it); a generator built here (no ready ``generator``, ``train_steps`` > 0) is fine-tuned
+        first, split across the processes (not measured: listed unpriced)."""
+        works = [Work("query generation", "generate:docT5query", self.scale.documents, spread="one process")]
+        if config.train_steps and not config.generator:
             works.append(Work("query generation", "train:doc2query", config.train_steps * config.batch_size))
         self._stage(("generation", self.scale.name, repr(config)), works)
 
-    def decoding(self, evaluations: int, dev_beam: int, beam: int) -> list[Work]:
-        """NCI's beam searches in one fit: ``evaluations`` dev evaluations of the dev queries at ``dev_beam``
-        beams, then the dev-best model's dev and test queries at ``beam`` (an upper bound: a run that stops
-        at its plateau evaluates fewer times)."""
-        return [
-            Work("decoding", "decode:nci", evaluations * self.queries("dev"), dev_beam),
-            Work("decoding", "decode:nci", self.queries("dev", "test"), beam),
-        ]
+    def identifiers(self, spec, backbone: str) -> None:
+        """NCI's semantic identifiers: the backbone's FirstP vector of every document at ``embedding_length``
+        tokens, in one process, once per corpus and length (the cache keeps them); then hierarchical k-means
+        on the CPU (not measured: listed unpriced)."""
+        work = Work("identifiers", "encode:FirstP", self.scale.documents, spec.embedding_length, "one process")
+        self._stage(("identifier embeddings", self.scale.name, backbone, spec.embedding_length), [work])
+        self.not_priced("hierarchical k-means of NCI's identifiers (CPU)")
 
-    def decoded_again(self, key: tuple, beam: int) -> None:
-        """A row that decodes fit ``key`` its own way (the unconstrained ablation): its dev and test queries."""
-        self._stage(("decoding", key, beam), [Work("decoding", "decode:nci", self.queries("dev", "test"), beam)])
+    def decoding(self, steps: int, dev_evaluations: int, dev_beam: int, beam: int) -> tuple[list[Work], list[Work]]:
+        """NCI's beam searches of one fit of ``steps`` steps: ``(in the fit, after it)``. In the fit, each dev
+        evaluation (every ``steps // dev_evaluations`` steps and after the last, as
+        :func:`~longdoc.train.steps.evaluation_steps` places them) decodes the dev queries at ``dev_beam``
+        beams in every process (an upper bound: a run that stops at its plateau evaluates fewer times); after
+        it, one process decodes the dev-best model's dev and test queries at ``beam`` (cached on its own)."""
+        evaluations = len(evaluation_steps(max(1, steps // max(1, dev_evaluations)), 0, steps)) if steps else 0
+        dev = Work("decoding", "decode:nci", evaluations * self.queries("dev"), dev_beam, "every process")
+        return [dev], [Work("decoding", "decode:nci", self.queries("dev", "test"), beam, "one process")]
+
+    def decoded(self, key: tuple, decoding: str, works: list[Work]) -> None:
+        """Fit ``key`` decoded after it under ``decoding`` (cached per model and decoding: a row that decodes
+        the fit its own way, the unconstrained ablation, pays for its own)."""
+        self._stage(("decoding", key, decoding), works)
 
     def pretraining(self, model: str, encoder, pretrain, run=None) -> None:
         """A pre-training (shared by every row with the same start); none when ``pretrain`` is None."""
@@ -577,12 +623,12 @@ def profile_path(profile: str | Path) -> Path:
     return path if path.suffix == ".yaml" else PROFILES / f"{profile}.yaml"
 
 
-def priced(
+def priced_by_spread(
     works: list[Work], prices: dict[str, Price], unpriced: set[str], approximated: set[str] | None = None
-) -> dict[str, float]:
-    """GPU-hours of ``works`` by kind of work; jobs without a price go to ``unpriced``, jobs priced as
-    another (a stand-in, a forward pass) to ``approximated``."""
-    hours: dict[str, float] = {}
+) -> dict[str, dict[str, float]]:
+    """One GPU's hours of ``works`` by spread, then by kind of work; jobs without a price go to
+    ``unpriced``, jobs priced as another (a stand-in, a forward pass) to ``approximated``."""
+    hours: dict[str, dict[str, float]] = {}
     for work in works:
         price = price_of(work.job, prices)
         if price is None:
@@ -590,7 +636,19 @@ def priced(
             continue
         if approximated is not None and price.measured != work.job:
             approximated.add(f"{work.job} as {price.measured}")
-        hours[work.what] = hours.get(work.what, 0.0) + work.items * price.per_item(work.tokens) / 3600
+        kinds = hours.setdefault(work.spread, {})
+        kinds[work.what] = kinds.get(work.what, 0.0) + work.items * price.per_item(work.tokens) / 3600
+    return hours
+
+
+def priced(
+    works: list[Work], prices: dict[str, Price], unpriced: set[str], approximated: set[str] | None = None
+) -> dict[str, float]:
+    """One GPU's hours of ``works`` by kind of work (every spread), as :func:`priced_by_spread`."""
+    hours: dict[str, float] = {}
+    for kinds in priced_by_spread(works, prices, unpriced, approximated).values():
+        for kind, each in kinds.items():
+            hours[kind] = hours.get(kind, 0.0) + each
     return hours
 
 
@@ -598,8 +656,10 @@ def chain_seconds(plan: Plan, prices: dict[str, Price]) -> dict[str, float]:
     """For each fit of ``plan`` (by :func:`~longdoc.experiments.deadline.price_key`), the priced GPU-seconds
     from it to the end of its chain (the largest where several chains share it: a warm start's fit is
     priced to the end of the longest chain that starts from it, not of all of them): what a deadline
-    asks of the time left before the chain builds its first artefact. Unpriced work counts as nothing,
-    and so do the stages around the fits (tokenising, BM25, generation), which no chain holds."""
+    asks of the time left before the chain builds its first artefact, at one GPU's time. Unpriced work
+    counts as nothing, and so do the stages around the fits (tokenising, BM25's index and the notebook's
+    searches, generation, the decoding after a fit), which no chain holds; a fit's own BM25 negatives and
+    dev decoding are in its works, so its price holds them (their CPU seconds too)."""
     seconds = {key: 3600 * sum(priced(works, prices, set()).values()) for key, works in plan.works.items()}
     found: dict[str, float] = {}
     for chain in plan.chains:
@@ -642,18 +702,20 @@ def estimate(
     for notebook in notebooks:
         plan = notebook_plan(profile, notebook, backbone, scale)
         unpriced, approximated = set(plan.unpriced), set()
-        own = [w for key, works in plan.works.items() if key not in done for w in works]
-        alone = priced([w for works in plan.works.values() for w in works], prices, unpriced, approximated)
-        by_kind = priced(own, prices, unpriced)
+        own = [w for key in plan.works if key not in done and built(plan, key, done) for w in plan.works[key]]
+        every = [w for key in plan.works if built(plan, key, set()) for w in plan.works[key]]
+        alone = priced_by_spread(every, prices, unpriced, approximated)
+        spreads = priced_by_spread(own, prices, unpriced)
+        by_kind = priced(own, prices, set())
         rows.append(
             {
                 "notebook": notebook,
                 "reproduces": notebook_title(notebook).split(" · ", 1)[-1],
                 "fits": plan.fits,
                 "new fits": sum(1 for key in plan.works if key not in done and key[0] in ("fit", "pretraining")),
-                "GPU-hours": on_card(by_kind, "H100", gpus),
+                "GPU-hours": on_card(spreads, "H100", gpus),
                 "alone": on_card(alone, "H100", gpus),
-                **{f"{card} GPU-hours": on_card(by_kind, card, gpus) for card in CARDS[1:]},
+                **{f"{card} GPU-hours": on_card(spreads, card, gpus) for card in CARDS[1:]},
                 "CPU core-hours": sum(by_kind.get(kind, 0.0) for kind in CPU_KINDS),
                 **{f"{kind} h": by_kind.get(kind, 0.0) for kind in (*WORK_KINDS, *CPU_KINDS)},
                 "priced as": "; ".join(sorted(approximated)),
@@ -664,9 +726,27 @@ def estimate(
     return pd.DataFrame(rows)
 
 
-def on_card(hours: dict[str, float], card: str, gpus: int) -> float:
-    """GPU-hours on ``gpus`` of ``card`` of the GPU kinds of work in ``hours`` (one H100's figures)."""
-    return sum(hours.get(kind, 0.0) * card_factor(card, kind) for kind in WORK_KINDS) / scaling_efficiency(card, gpus)
+def built(plan: Plan, key: tuple, done: set[tuple]) -> bool:
+    """Whether ``plan`` does the work under ``key``: a stage needed only by fits (``needed_by``) is done
+    where one of them is built, i.e. not already in ``done`` (an earlier notebook's); one needed by
+    :data:`ANY_FIT`, where the notebook builds any."""
+    needing = plan.needed_by.get(key)
+    if needing is None:
+        return True
+    if ANY_FIT in needing:
+        needing = needing - {ANY_FIT} | plan.fitted
+    return bool(needing - done)
+
+
+def on_card(spreads: dict[str, dict[str, float]], card: str, gpus: int) -> float:
+    """GPU-hours held on ``gpus`` of ``card`` (wall time x GPUs) for the GPU kinds of work in ``spreads``
+    (one H100's hours by spread, then kind: :func:`priced_by_spread`): split work at the card's scaling
+    efficiency, work every process repeats or one process does while the others wait on each GPU."""
+    held = 0.0
+    for spread, hours in spreads.items():
+        on_one = sum(hours.get(kind, 0.0) * card_factor(card, kind) for kind in WORK_KINDS)
+        held += on_one / scaling_efficiency(card, gpus) if spread == "split" else on_one * gpus
+    return held
 
 
 WORK_KINDS = (
@@ -677,6 +757,7 @@ WORK_KINDS = (
     "zero-shot",
     "decoding",
     "query generation",
+    "identifiers",
 )  # on the GPUs
 CPU_KINDS = ("tokenising", "BM25")  # on the node's cores, priced in core-hours of this 2-core machine
 README = REPO_ROOT / "README.md"
@@ -686,6 +767,7 @@ README_MARKERS = ("<!-- gpu-hours: python -m longdoc.bench.gpu_hours --readme --
 RECIPE_PREFIX = "LONGDOC_USE_ACTIVE_ENV=1"  # a node's CUDA environment, not a CPU .venv built by run_all.sh
 RECIPE_GPUS = 8  # the papers' 8 GPUs: each step's batch is split across them
 RECIPE_DEVICES = f" --set n_devices={RECIPE_GPUS}"
+PRETRAINING_TEXT = "BookCorpus + Wikipedia"  # Longtriever's (section 4.1): the user's .txt file or BEIR folder
 
 
 def recipe_table(frame: pd.DataFrame, profile: str = "paper") -> str:
@@ -703,9 +785,12 @@ def recipe_table(frame: pd.DataFrame, profile: str = "paper") -> str:
         top = max(kinds, key=kinds.get)
         share = kinds[top] / sum(kinds.values()) if hours else 0
         mostly = f"{top} {share:.0%}" if hours else "its rows are earlier notebooks'"
+        data, corpus = f"--data {role}=DIR", PAPER_SCALE[role].name
+        if "pretrain_corpus" in notebook_parameter_names(NOTEBOOKS / f"{row['notebook']}.ipynb"):
+            data, corpus = f"{data} --data {PRETRAINING}=TEXT", f"{corpus}; pre-training: {PRETRAINING_TEXT}"
         lines.append(
-            f"| {number} | {row['reproduces']} | `{RECIPE_PREFIX} ./run_all.sh --profile {profile}{RECIPE_DEVICES} --data {role}=DIR --only {number}` "
-            f"| {PAPER_SCALE[role].name} | {row['fits']} ({row['new fits']}) | {hours:,.0f} ({row['alone']:,.0f}) "
+            f"| {number} | {row['reproduces']} | `{RECIPE_PREFIX} ./run_all.sh --profile {profile}{RECIPE_DEVICES} {data} --only {number}` "
+            f"| {corpus} | {row['fits']} ({row['new fits']}) | {hours:,.0f} ({row['alone']:,.0f}) "
             f"| {row['A100 GPU-hours']:,.0f} | {row['V100 GPU-hours']:,.0f} | {row['CPU core-hours']:,.1f} | {mostly} |"
         )
     total = {

@@ -123,10 +123,10 @@ class Execution:
     def stage(self, *description, **details) -> None:  # the planner's stages around a fit: each runs where
         return None  # the fit (or the notebook) needs it, not from the plan
 
-    tokenise = bm25_per_notebook = bm25_search = generation = decoded_again = stage
+    tokenise = bm25_per_notebook = bm25_search = generation = identifiers = decoded = stage
 
-    def decoding(self, *description) -> list:
-        return []
+    def decoding(self, *description) -> tuple[list, list]:
+        return [], []
 
 
 def changed(filed: dict, ran: dict) -> dict:

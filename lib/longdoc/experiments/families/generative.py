@@ -705,14 +705,18 @@ class Generative(Spec):
 
     def fits(self, plan, learning_rate: float, seed: int) -> None:
         """One cached fit by ``nci`` (a row that only decodes another way is the same fit, decoded again):
-        the corpus tokenised and its queries generated (once each), NCI's training examples, half as dear
-        without the consistency loss (measured with two dropout views), and its beam searches."""
+        the corpus tokenised, its identifiers made and its queries generated (once each), NCI's training
+        examples, half as dear without the consistency loss (measured with two dropout views), its dev
+        decoding, and the dev-best model's decoding after it."""
         options = plan.study.settings(NciSettings)
         plan.tokenise(None)
+        plan.identifiers(self.nci.identifiers, options.backbone)
         if self.nci.queries.generated:
             plan.generation(self.nci.queries.generation)
         views = 2 if self.nci.alpha > 0 else 1
         steps = plan.nci_steps(options, self.nci.queries)
+        decoding = self.decoding or options.decoding()  # after the fit: the row's own (the ablation's) or the study's
+        in_fit, after = plan.decoding(steps, options.nci_dev_evals, options.nci_dev_beam, decoding.beam_size)
         key = (
             "fit",
             repr(self.nci),
@@ -726,12 +730,11 @@ class Generative(Spec):
             key,
             [
                 plan.work("fine-tuning", "nci", steps * options.nci_batch_size * views / 2),
-                *plan.decoding(options.nci_dev_evals, options.nci_dev_beam, options.nci_beam),
+                *in_fit,
             ],
             functools.partial(self.fine_tune, learning_rate=learning_rate, seed=seed),
         )
-        if self.decoding is not None:
-            plan.decoded_again(key, self.decoding.beam_size)
+        plan.decoded(key, repr(decoding), after)
 
     def outcome(self, study, fit: FineTuned) -> RunOutcome:
         return RunOutcome(decode_nci(fit, study.data, self.decoding or study.settings(NciSettings).decoding())[0])

@@ -175,8 +175,6 @@ class Dense(PretrainedStart, Spec):
         warm_rate = plan.needs(warm, seed) if warm is not None else None
         budget, protocol = plan.budget(), self.protocol
         plan.tokenise(self.encoder)
-        if budget.dev_candidates:  # BM25's top k of each dev query, once per notebook
-            plan.bm25_per_notebook("dev candidates", "dev")
         for iteration in range(1, protocol.iterations + 1):  # each iteration is its own cached fit
             works = [
                 plan.work(
@@ -194,14 +192,18 @@ class Dense(PretrainedStart, Spec):
             at = replace(self, protocol=replace(protocol, iterations=iteration))
             last = iteration == protocol.iterations
             run = functools.partial(self.fine_tune, learning_rate=learning_rate, seed=seed) if last else None
-            plan.fit(("fit", repr(at), repr(budget), learning_rate, seed), works, run)
+            key = ("fit", repr(at), repr(budget), learning_rate, seed)
+            plan.fit(key, works, run)
+            if budget.dev_candidates:  # BM25's top k of each dev query, once per notebook that builds a fit
+                plan.bm25_per_notebook("dev candidates", "dev", for_fit=key)
         if protocol.negatives == "warm start" and warm is not None:  # the miner encodes once
             miner = warm.spec  # one run per warm-start fit (cached by its directory)
             key = ("mining", repr(miner), warm_rate, seed)
             plan.fit(key, [plan.encode("negatives", miner.model, miner.encoder)])
 
     def untrained_cost(self, planner, seeds: list[int]) -> None:
-        """Zero-shot: the corpus encoded once."""
+        """Zero-shot: the corpus tokenised and encoded once."""
+        planner.tokenise(self.encoder)
         planner.fit(("zero-shot", repr(self)), [planner.encode("zero-shot", self.model, self.encoder)])
 
 
