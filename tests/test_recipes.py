@@ -30,8 +30,11 @@ def recipe_commands() -> list[str]:
 
 @pytest.fixture(scope="module")
 def role_datasets(tmp_path_factory) -> dict[str, Path]:
+    return converted_role_datasets(tmp_path_factory.mktemp("recipes"))
+
+
+def converted_role_datasets(root: Path) -> dict[str, Path]:
     """One dataset per role, converted from the distributed-format fixtures with the README's converters."""
-    root = tmp_path_factory.mktemp("recipes")
     marco = FIXTURES / "msmarco"
     assert (
         convert(
@@ -68,10 +71,13 @@ def role_datasets(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def hub_cache(tmp_path_factory) -> Path:
+    return stand_in_hub_cache(tmp_path_factory.mktemp("hub"))
+
+
+def stand_in_hub_cache(hub: Path) -> Path:
     """A Hugging Face cache in its on-disk layout holding the paper profile's two models."""
     from longdoc.models.backbone import random_backbone
 
-    hub = tmp_path_factory.mktemp("hub")
     for name in ("bert-base-uncased", "castorini/doc2query-t5-base-msmarco"):
         model = hub / f"models--{name.replace('/', '--')}"
         revision = "0" * 40

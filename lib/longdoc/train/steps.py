@@ -90,6 +90,16 @@ def evaluation_steps(eval_every: int, steps_per_epoch: int, total_steps: int, ev
     return set(range(every, total_steps + 1, every)) | {total_steps}
 
 
+def require_one_step(description: str, items: int, batch_size: int, processes: int) -> None:
+    """Over several processes a step needs ``batch_size`` items in each (one with none would leave a gather
+    waiting): refused by name, where the fit is launched (before its processes start) and in them."""
+    if processes > 1 and items < batch_size * processes:
+        raise ValueError(
+            f"{description}: {items} training items, fewer than one step's {batch_size * processes} "
+            f"({processes} processes x {batch_size}); lower batch_size or n_devices"
+        )
+
+
 def run_steps(
     model: nn.Module,
     items: Sequence,
@@ -128,11 +138,7 @@ def run_steps(
     )
     world, rank = accelerator.num_processes, accelerator.process_index
     global_batch = config.batch_size * world
-    if world > 1 and len(items) < global_batch:  # a process would get no item, and a gather would wait for it
-        raise ValueError(
-            f"{description}: {len(items)} training items, fewer than one step's {global_batch} "
-            f"({world} processes x {config.batch_size}); lower batch_size or n_devices"
-        )
+    require_one_step(description, len(items), config.batch_size, world)
     steps_per_epoch = epoch_steps(len(items), global_batch, world)
     total_steps = config.steps or steps_per_epoch * config.epochs
     evaluate_at = evaluation_steps(config.eval_every, steps_per_epoch, total_steps, getattr(config, "evaluations", 0))

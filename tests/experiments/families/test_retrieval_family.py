@@ -134,3 +134,24 @@ def test_a_memory_mapped_corpus_fits_and_reports_as_the_in_memory_one(
         assert model.token_batches(mapped_corpus, 64) == model.token_batches(corpus, 64)
         assert (isolated_outputs / "cache-mapped" / "corpus").is_dir()
         assert mapped_outcome.outputs == outcome.outputs and mapped_outcome.last["history"] == outcome.last["history"]
+
+
+def test_a_fit_whose_training_queries_cannot_fill_one_step_is_refused_before_mining_or_launching(
+    tiny_dataset, isolated_outputs, monkeypatch, tiny_backbone
+):
+    """8 processes of batch 48 need 384 training queries a step: the kernel says so at once, before BM25
+    mines negatives (hours at MS MARCO scale) and before 8 processes start."""
+    import pytest
+
+    from longdoc.experiments.families.retrieval import fitting
+    from longdoc.models import EncoderConfig
+    from longdoc.train.loop import TrainConfig
+
+    dataset = load_dataset(str(tiny_dataset))
+    monkeypatch.setattr(fitting, "launch", lambda *a: pytest.fail("launched"))
+    monkeypatch.setattr(fitting, "bm25_run", lambda *a: pytest.fail("mined"))
+    encoder = EncoderConfig(backbone=tiny_backbone, segment_length=16, max_segments=1)
+    train = TrainConfig(steps=2, batch_size=48, hard_negatives=1, learning_rate=1e-3)
+    queries = len(dataset.split("train")[0])
+    with pytest.raises(ValueError, match=f"training FirstP: {queries} training items, fewer than one step's 384"):
+        fitting.finetune("FirstP", dataset, encoder, train, negatives="bm25", progress=False, n_devices=8)

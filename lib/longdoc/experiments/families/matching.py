@@ -49,6 +49,7 @@ from longdoc.train.checkpoint import SAVE_MINUTES, Checkpointer
 from longdoc.train.loop import TrainConfig
 from longdoc.train.matching import train_matcher
 from longdoc.train.pretrain import PretrainConfig
+from longdoc.train.steps import require_one_step
 
 CLASSIFICATION = ["Accuracy", "Precision", "Recall", "F1"]
 RANKING = ["MRR@100", "R@10"]
@@ -341,6 +342,7 @@ def finetune_matcher(
         raise ValueError("matching trains on labelled pairs: hard_negatives and cache_size must be 0")
     if n_devices < 1:
         raise ValueError(f"n_devices must be >= 1, got {n_devices}")
+    require_one_step(f"training {model_name} (pairs)", len(dataset.pairs["train"]), train.batch_size, n_devices)
     job = MatchingJob(model_name, asdict(encoder), asdict(train), str(init) if init else None, progress)
 
     def run(directory: Path, resume: Path) -> None:

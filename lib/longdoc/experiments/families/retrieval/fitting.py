@@ -41,6 +41,7 @@ from longdoc.text.segments import SegmentedCorpus
 from longdoc.train.checkpoint import SAVE_MINUTES, Checkpointer
 from longdoc.train.loop import TrainConfig, train_biencoder
 from longdoc.train.negatives import negatives_from_run
+from longdoc.train.steps import require_one_step
 
 
 class RetrievalEvaluation(DevEvaluation):
@@ -134,6 +135,7 @@ def finetune(
         raise ValueError(f"n_devices must be >= 1, got {n_devices}")
     evaluation_queries(dataset)  # fail early without a dev split
     train_queries, train_qrels = dataset.split("train")
+    require_one_step(f"training {model_name}", len(train_queries), train.batch_size, n_devices)  # before mining
     common = dict(
         model_name=model_name,
         dataset=dataset,
