@@ -1,6 +1,9 @@
 """How a fitting's processes are launched: one node, or several meeting at a rendezvous (the fit itself over
 two nodes: tests/experiments/families/test_matching_family.py)."""
 
+from dataclasses import dataclass
+from pathlib import Path
+
 import pytest
 
 
@@ -178,3 +181,92 @@ def test_under_an_outer_two_node_torchrun_each_fit_runs_on_its_ranks_and_equals_
     assert {k: v for k, v in joined["key"].items() if k != "dataset"} == {
         k: v for k, v in spawned["key"].items() if k != "dataset"
     }
+
+
+@dataclass
+class ProbeJob:
+    """A fit's job stand-in for the launch tests: every rank adds its rank + 1 in its process group."""
+
+    fail_on_rank: int = -1
+
+
+def sum_of_ranks(job: ProbeJob, dataset, directory: Path, resume: Path) -> None:
+    import torch
+    import torch.distributed as dist
+
+    if dist.get_rank() == job.fail_on_rank:
+        raise RuntimeError(f"rank {job.fail_on_rank} fails, as asked")
+    total = torch.tensor([dist.get_rank() + 1.0])
+    dist.all_reduce(total)
+    if dist.get_rank() == 0:
+        (directory / "sum.txt").write_text(f"{int(total.item())} over {dist.get_world_size()}")
+
+
+SRUN_RANK_ZERO = """
+import subprocess, sys
+from pathlib import Path
+from longdoc.experiments.families.worker import launch
+from longdoc.launch import main
+from tests.test_launch import ProbeJob
+
+directory = Path(sys.argv[1])
+serving = subprocess.Popen([sys.executable, "-m", "longdoc.launch", "serve"])  # as run_all.sh does under srun
+for number, job in enumerate([ProbeJob(), ProbeJob(fail_on_rank=1), ProbeJob()]):
+    (directory / str(number)).mkdir()
+    try:
+        launch("tests.test_launch:sum_of_ranks", job, None, directory / str(number), directory / f"{number}.resume", 2)
+    except RuntimeError as error:
+        (directory / f"{number}.error").write_text(str(error))
+main(["end"])
+sys.exit(serving.wait())
+"""
+
+
+@pytest.mark.slow
+def test_under_srun_rank_zero_hosts_the_store_and_a_failing_rank_stops_its_fit_not_the_next(tmp_path):
+    """Two tasks of an srun step (its environment, on this machine): rank 0 serves the store and launches
+    three fits, rank 1 follows. Each fit's group sums the ranks; the second fails on rank 1, which stops
+    rank 0's process of it and raises in rank 0 naming both exit codes; the third runs; the end stops rank 1."""
+    import os
+    import subprocess
+    import sys
+
+    from longdoc.launch import _free_port
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "rank0.py").write_text(SRUN_RANK_ZERO)
+    step = {
+        **os.environ,
+        "SLURM_JOB_ID": "7",
+        "SLURM_STEP_NUM_TASKS": "2",
+        "SLURM_STEP_NUM_NODES": "1",
+        "SLURM_STEP_TASKS_PER_NODE": "2",
+        "SLURM_STEP_NODELIST": "localhost",
+        "MASTER_ADDR": "localhost",
+        "MASTER_PORT": str(_free_port()),
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(root),  # the probe job and runner above, for rank 0's script and every fit's process
+    }
+    tasks = [
+        subprocess.Popen(
+            [sys.executable, str(tmp_path / "rank0.py"), str(tmp_path)]
+            if rank == 0
+            else [sys.executable, "-m", "longdoc.launch", "follow"],
+            cwd=root,
+            env={**step, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    try:
+        logs = [task.communicate(timeout=300)[0] for task in tasks]
+    finally:
+        for task in tasks:
+            task.kill()
+    assert [task.returncode for task in tasks] == [0, 0], "\n---\n".join(logs)
+    assert (tmp_path / "0" / "sum.txt").read_text() == "3 over 2" == (tmp_path / "2" / "sum.txt").read_text()
+    error = (tmp_path / "1.error").read_text()
+    assert "outer srun launch failed" in error and "[" in error and not (tmp_path / "1" / "sum.txt").exists()
+    assert "rank 1 fails, as asked" in logs[1] and "[rank 1] fit 3:" in logs[1]

@@ -134,3 +134,51 @@ def test_each_recipe_runs_as_pasted(command, role_datasets, hub_cache, tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "dry run: every check passed; would run" in done.stdout
     assert not (tmp_path / "cache").exists()  # nothing built
+
+
+REAL_RECIPES = os.environ.get("LONGDOC_REAL_RECIPES", "")  # e.g. "01" or "01,30": run these recipes for real
+
+
+@pytest.mark.skipif(not REAL_RECIPES, reason="minutes each on 2 cores: LONGDOC_REAL_RECIPES=01,30 runs them")
+@pytest.mark.parametrize("number", REAL_RECIPES.split(",") if REAL_RECIPES else ["01"])
+def test_a_recipe_runs_for_real_with_tiny_overrides(number, hub_cache, tmp_path):
+    """A recipe as pasted, trained for real in its 8 gloo processes on the embedded benchmark (the converted
+    fixtures hold 2 training queries, fewer than one step of 8 processes), with one seed, one learning rate,
+    one pass and 300 documents: every row of the notebook fits, is evaluated and recorded (outside CI: the
+    01 recipe took 344 s here)."""
+    import shutil
+
+    from longdoc.data.registry import DATA_DIR
+
+    (command,) = [c for c in recipe_commands() if c.endswith(f"--only {number}")]
+    role = command.split("--data ", 1)[1].split("=", 1)[0]
+    benchmark = DATA_DIR / "manpages"
+    if not (benchmark / "corpus.jsonl").exists():
+        pytest.skip("the embedded benchmark is not built (./run_all.sh builds it)")
+    checkout = tmp_path / "checkout"  # a copy, so that its records and figures land there, not in this checkout
+    left_out = {  # what is built or run here (lib/longdoc/data is code, data/paper_results is read)
+        ROOT: {".git", ".venv", "results", "figures"},
+        ROOT / "data": {"manpages", "cache", "installed-manpages"},
+    }
+    shutil.copytree(ROOT, checkout, ignore=lambda folder, names: left_out.get(Path(folder), set()) & set(names))
+    filled = command.replace(f"--data {role}=DIR", f"--data {role}={benchmark}")
+    filled = filled.replace("--data pretraining=TEXT", "--data pretraining=installed-manpages")
+    overrides = "--set 'seeds=[0]' --set 'learning_rates=[1.0e-5]' --set train_epochs=1 --set max_docs=300"
+    environment = {
+        **os.environ,
+        "LONGDOC_PYTHON": sys.executable,
+        "LONGDOC_CACHE": str(tmp_path / "cache"),
+        "HF_HUB_CACHE": str(hub_cache),
+        "TMPDIR": str(tmp_path),
+        "PYTHONPATH": str(checkout / "lib"),  # the copy's package, whose results folder is the copy's
+    }
+    done = subprocess.run(
+        ["bash", "-c", f"{filled} --allow-cpu {overrides}"],
+        cwd=checkout,
+        env=environment,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "all 1 notebooks ran" in done.stdout
+    assert list((checkout / "results" / "paper").glob(f"*/{number}_*/metrics.json")), "its record"

@@ -628,7 +628,6 @@ def import_artefacts(archive: str | os.PathLike) -> dict:
 def main(argv: list[str] | None = None) -> int:
     """``python -m longdoc.experiments.cache export FILE [--since T] | import FILE``."""
     import argparse
-    import sys
     import time
 
     parser = argparse.ArgumentParser(prog="python -m longdoc.experiments.cache", description="Fits that travel.")

@@ -61,8 +61,6 @@ def _git_state() -> dict:
 def _pack_state() -> dict:
     """In a folder that a pack's node.sh unpacked (:mod:`longdoc.pack`), the commit the pack was made from
     (``git_dirty`` where its tracked files differed from it); elsewhere outside a checkout, unknown."""
-    import json
-
     manifest = REPO_ROOT / ".longdoc-pack.json"
     if not manifest.is_file():
         return {"git_commit": "unknown"}

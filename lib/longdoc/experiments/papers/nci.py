@@ -613,7 +613,7 @@ def semantic_id_analysis(study: Study, system: System, top: int = 10) -> dict:
     from longdoc.eval.metrics import ranking
     from longdoc.eval.significance import percentile_interval
     from longdoc.experiments.families.generative import decode_nci, document_embeddings, nci_identifiers
-    from longdoc.experiments.verdicts import NOT_SHOWN, Precondition, interval_text, verdict
+    from longdoc.experiments.verdicts import NOT_SHOWN, interval_text, verdict
     from longdoc.models.registry import build_encoder
 
     options = study.settings(NciSettings)
