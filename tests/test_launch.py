@@ -91,7 +91,8 @@ def test_an_outer_launch_is_read_from_torchrun_or_srun_and_not_in_a_fit_process(
     }
     outer = outer_launch(srun)
     assert (outer.rank, outer.world_size, outer.local_rank, outer.local_world_size, outer.nodes) == (9, 16, 1, 8, 2)
-    assert (outer.host, outer.port, outer.launcher) == ("gpu03", 20077, "srun")
+    assert (outer.host, outer.port, outer.launcher) == ("gpu03", 20770, "srun")  # job 77, step 0
+    assert outer_launch({**srun, "SLURM_STEP_ID": "1"}).port == 20771  # another step of the job: another port
     assert launch_problem(16, srun) == (2, None)
     assert "--set n_devices=16" in launch_problem(8, srun)[1]
     assert "leave it unset" in launch_problem(16, {**srun, "LONGDOC_NODES": "2"})[1]
@@ -270,3 +271,23 @@ def test_under_srun_rank_zero_hosts_the_store_and_a_failing_rank_stops_its_fit_n
     error = (tmp_path / "1.error").read_text()
     assert "outer srun launch failed" in error and "[" in error and not (tmp_path / "1" / "sum.txt").exists()
     assert "rank 1 fails, as asked" in logs[1] and "[rank 1] fit 3:" in logs[1]
+
+
+def test_rank_zero_stops_with_a_message_when_a_rank_never_follows(monkeypatch, tmp_path):
+    """A rank whose run_all.sh stopped before following (a preflight problem on its node) would leave rank
+    0's fit waiting in its group: rank 0 says which ranks are missing, and starts no fit."""
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    import longdoc.launch as launch
+    from longdoc.launch import OuterLaunch, _free_port, run_joined
+
+    port = _free_port()
+    server = TCPStore("localhost", port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30))
+    monkeypatch.setattr(launch, "FOLLOWER_WAIT_SECONDS", 1)
+    outer = OuterLaunch(0, 3, 0, 1, 3, "localhost", port, "srun")
+    outer.store().set("following/1", "1")  # rank 1 follows; rank 2 never came
+    with pytest.raises(RuntimeError, match=r"ranks \[2\] of the outer srun launch did not start following"):
+        run_joined(tmp_path / "job.json", outer)
+    assert not server.check(["longdoc/job/1"])  # nothing was posted

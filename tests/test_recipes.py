@@ -6,6 +6,7 @@ cache, the device) and stops before building or training anything. A recipe whos
 or role rots fails here. The node's Hugging Face cache is stood in for by one holding a tiny random BERT
 under ``bert-base-uncased`` and docT5query's config (a dry run resolves models, it loads none)."""
 
+import json
 import os
 import re
 import subprocess
@@ -162,7 +163,10 @@ def test_a_recipe_runs_for_real_with_tiny_overrides(number, hub_cache, tmp_path)
     }
     shutil.copytree(ROOT, checkout, ignore=lambda folder, names: left_out.get(Path(folder), set()) & set(names))
     filled = command.replace(f"--data {role}=DIR", f"--data {role}={benchmark}")
-    filled = filled.replace("--data pretraining=TEXT", "--data pretraining=installed-manpages")
+    text = tmp_path / "pretraining.txt"  # pre-training text as the README gives it: the benchmark's pages
+    pages = [json.loads(line)["text"] for line in (benchmark / "corpus.jsonl").read_text().splitlines()[:300]]
+    text.write_text("\n\n".join(" ".join(page.split()) for page in pages) + "\n")
+    filled = filled.replace("--data pretraining=TEXT", f"--data pretraining={text}")
     overrides = "--set 'seeds=[0]' --set 'learning_rates=[1.0e-5]' --set train_epochs=1 --set max_docs=300"
     environment = {
         **os.environ,

@@ -213,7 +213,8 @@ def outer_launch(environment) -> OuterLaunch | None:
         )
     tasks = environment.get("SLURM_STEP_NUM_TASKS")  # set in an srun step's tasks, not in sbatch's script
     if tasks and int(tasks) > 1 and "SLURM_PROCID" in environment:
-        port = environment.get("MASTER_PORT") or str(20000 + int(environment.get("SLURM_JOB_ID") or 0) % 20000)
+        job, step = int(environment.get("SLURM_JOB_ID") or 0), int(environment.get("SLURM_STEP_ID") or 0)
+        port = environment.get("MASTER_PORT") or str(20000 + (job % 2000) * 10 + step % 10)  # two steps: two ports
         return OuterLaunch(
             int(environment["SLURM_PROCID"]),
             int(tasks),
@@ -273,6 +274,7 @@ def _run_rank(store, job_file: str, outer: OuterLaunch, job: int, echo: bool) ->
     printing = threading.Thread(target=_echo, args=(process.stdout,), daemon=True) if echo else None
     if printing:
         printing.start()
+    finished = False
     try:
         while process.poll() is None:
             if store.check([f"abort/{job}"]):
@@ -280,38 +282,61 @@ def _run_rank(store, job_file: str, outer: OuterLaunch, job: int, echo: bool) ->
                     os.killpg(process.pid, signal.SIGTERM)
                 process.wait()
             time.sleep(0.2)
+        finished = True
     finally:
         if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+        if not finished or process.returncode:  # stopped here (Ctrl-C, a kill) or failed: the peers stop too
+            with contextlib.suppress(Exception):
+                store.set(f"abort/{job}", str(outer.rank))
+                store.set(f"done/{job}/{outer.rank}", str(process.returncode or -1))
     if printing:
         printing.join()
-    if process.returncode:
-        store.set(f"abort/{job}", str(outer.rank))
     store.set(f"done/{job}/{outer.rank}", str(process.returncode))
     return process.returncode
 
 
-def _waited(store, key: str, poll: float = 0.5) -> str:
-    while not store.check([key]):  # polled: a follower may wait hours while rank 0 evaluates
+def _waited(store, key: str, poll: float = 0.5, seconds: float | None = None) -> str | None:
+    """``key``'s value once it is set (polled: a follower may wait hours while rank 0 evaluates); None
+    after ``seconds``."""
+    deadline = None if seconds is None else time.monotonic() + seconds
+    while not store.check([key]):
+        if deadline is not None and time.monotonic() > deadline:
+            return None
         time.sleep(poll)
     return store.get(key).decode()
+
+
+FOLLOWER_WAIT_SECONDS = 600  # rank 0 waits this long for a rank to join, or to answer after a fit
+MISSING = 255  # the exit code reported for a rank that never answered
 
 
 def run_joined(job_file: Path, outer: OuterLaunch) -> list[int]:
     """On rank 0 (the notebook's kernel): post ``job_file`` to every rank, run rank 0's process of it
     here (its output into the notebook) and return every rank's exit code."""
     store = outer.store()
+    missing = [
+        r for r in range(1, outer.world_size) if _waited(store, f"following/{r}", seconds=FOLLOWER_WAIT_SECONDS) is None
+    ]
+    if missing:  # a rank whose run_all.sh stopped before it followed (a preflight problem on its node)
+        raise RuntimeError(
+            f"ranks {missing} of the outer {outer.launcher} launch did not start following within "
+            f"{FOLLOWER_WAIT_SECONDS} s (see their logs): no fit can run without them"
+        )
     job = store.add("jobs", 1)
     store.set(f"job/{job}", str(job_file))
     codes = [_run_rank(store, str(job_file), outer, job, echo=True)]
-    return codes + [int(_waited(store, f"done/{job}/{rank}")) for rank in range(1, outer.world_size)]
+    wait = FOLLOWER_WAIT_SECONDS if codes[0] == 0 else 60  # a failed fit's peers stop within seconds
+    answers = [_waited(store, f"done/{job}/{rank}", seconds=wait) for rank in range(1, outer.world_size)]
+    return codes + [MISSING if answer is None else int(answer) for answer in answers]
 
 
 def follow(outer: OuterLaunch) -> int:
     """On every rank but 0: run this rank's process of each fit rank 0 posts, until it posts the end."""
     store = outer.store()
+    store.set(f"following/{outer.rank}", "1")
     job = 1
     while (job_file := _waited(store, f"job/{job}")) != END:
         print(f"[rank {outer.rank}] fit {job}: {job_file}", flush=True)
@@ -328,12 +353,13 @@ def end(outer: OuterLaunch, wait_seconds: float = 120) -> None:
     deadline = time.monotonic() + wait_seconds
     while store.add("followers ended", 0) < outer.world_size - 1 and time.monotonic() < deadline:
         time.sleep(0.2)
+    store.set("ended", "1")  # serve may stop now (a follower that never came is not waited for)
 
 
 def serve(outer: OuterLaunch) -> None:
     """Under srun (no torchrun agent): rank 0 hosts the launch's store until the followers have ended."""
     store = outer.store(serve=True)
-    while store.add("followers ended", 0) < outer.world_size - 1:
+    while store.add("followers ended", 0) < outer.world_size - 1 and not store.check(["ended"]):
         time.sleep(0.5)
 
 

@@ -470,7 +470,9 @@ def test_a_notebook_pays_its_dev_candidate_searches_and_in_memory_tokens_only_wh
         planner.run(System("zero-shot", Dense("FirstP", encoder, protocol=None)))
         plans.append(planner.plan)
     first, later = plans
-    assert {key for key in first.works if key[0] == "tokens"} != {key for key in later.works if key[0] == "tokens"}
+    (tokens,) = [key for key in later.works if key[0] == "tokens"]
+    assert gpu_hours.built(later, tokens, set()), "a notebook that builds a fit tokenises its in-memory corpus"
+    assert not gpu_hours.built(later, tokens, set(later.fitted)), "one whose fits are all cached does not"
     candidates = [key for key in later.works if key[:3] == ("bm25 search", "23_sedr_variants", "dev candidates")]
     assert candidates and gpu_hours.built(later, candidates[0], set()), "built alone, it searches"
     assert not gpu_hours.built(later, candidates[0], set(first.works)), "its fit came from 20: no search"

@@ -416,9 +416,10 @@ class Planner:
     def work(self, what: str, job: str, items: float, encoder=None) -> Work:
         return Work(what, job, items, tokens_of(encoder) if encoder is not None else 0)
 
-    def encode(self, what: str, model: str, encoder, times: float = 1) -> Work:
-        """The corpus encoded ``times`` times by ``model``."""
-        return Work(what, f"encode:{model}", times * self.scale.documents, tokens_of(encoder))
+    def encode(self, what: str, model: str, encoder, times: float = 1, spread: str = "split") -> Work:
+        """The corpus encoded ``times`` times by ``model`` (``spread``: :class:`Work`'s; ``one process``
+        where the kernel encodes it: zero-shot, mined negatives)."""
+        return Work(what, f"encode:{model}", times * self.scale.documents, tokens_of(encoder), spread)
 
     def budget(self):
         return self.study.settings(BudgetSettings)
@@ -487,6 +488,13 @@ class Planner:
         else:  # where the notebook builds any fit
             self._stage(("tokens", (self.scale.name, self.study.notebook), shape), works, ANY_FIT)
 
+    def tokenised_in_processes(self, processes: int) -> list[Work]:
+        """An in-memory corpus (not :attr:`Scale.stored`) is tokenised again by each of a fit's ``processes``
+        (every worker loads the dataset and cuts it); a stored one is read from its token store."""
+        if self.scale.stored or processes < 2:
+            return []
+        return [Work("tokenising", "cpu:tokenize", processes * self.scale.documents)]
+
     def bm25_search(self, *splits: str) -> Work:
         """BM25 searches of the corpus for the queries of ``splits`` (their cost grows with the corpus), the
         index built first: once per corpus into the cache, on every core."""
@@ -511,12 +519,12 @@ class Planner:
             works.append(Work("query generation", "train:doc2query", config.train_steps * config.batch_size))
         self._stage(("generation", self.scale.name, repr(config)), works)
 
-    def identifiers(self, spec, backbone: str) -> None:
+    def identifiers(self, spec, backbone: str, pooling: str) -> None:
         """NCI's semantic identifiers: the backbone's FirstP vector of every document at ``embedding_length``
         tokens, in one process, once per corpus and length (the cache keeps them); then hierarchical k-means
         on the CPU (not measured: listed unpriced)."""
         work = Work("identifiers", "encode:FirstP", self.scale.documents, spec.embedding_length, "one process")
-        self._stage(("identifier embeddings", self.scale.name, backbone, spec.embedding_length), [work])
+        self._stage(("identifier embeddings", self.scale.name, backbone, pooling, spec.embedding_length), [work])
         self.not_priced("hierarchical k-means of NCI's identifiers (CPU)")
 
     def decoding(self, steps: int, dev_evaluations: int, dev_beam: int, beam: int) -> tuple[list[Work], list[Work]]:
@@ -573,13 +581,18 @@ def notebook_plan(
     scale: Scale | str | None = None,
     params: dict | None = None,
     every_rate: bool = False,
+    devices: int | None = None,
 ) -> Plan:
     """The work ``notebook`` does under ``profile`` (its rows built, nothing read or trained). ``backbone``
     replaces the profile's (the rows' shapes do not depend on it; the papers' bert-base-uncased need not
     be on this machine). ``scale``: a :class:`Scale`, or ``"paper"`` / ``"benchmark"`` (default paper).
     ``params``: the notebook's values as given to it (``run_all.sh``'s), instead of the profile's.
-    ``every_rate``: each seed walked at every rate of its row's grid (:class:`Planner`; a deadline's prices)."""
-    overrides = {"backbone": backbone} if backbone else None  # as --backbone: the ladder's rungs get it too
+    ``every_rate``: each seed walked at every rate of its row's grid (:class:`Planner`; a deadline's prices).
+    ``devices``: as ``--set n_devices=`` (each fit's processes), instead of the profile's."""
+    overrides = {"backbone": backbone} if backbone else {}  # as --backbone: the ladder's rungs get it too
+    if devices is not None:
+        overrides["n_devices"] = devices
+    overrides = overrides or None
     if params is None:
         params = parameters_for(profile_path(profile), NOTEBOOKS / f"{notebook}.ipynb", overrides)
     if notebook == LADDER_NOTEBOOK:
@@ -700,7 +713,7 @@ def estimate(
     done: set[tuple] = set()
     rows = []
     for notebook in notebooks:
-        plan = notebook_plan(profile, notebook, backbone, scale)
+        plan = notebook_plan(profile, notebook, backbone, scale, devices=gpus)
         unpriced, approximated = set(plan.unpriced), set()
         own = [w for key in plan.works if key not in done and built(plan, key, done) for w in plan.works[key]]
         every = [w for key in plan.works if built(plan, key, set()) for w in plan.works[key]]

@@ -297,8 +297,9 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             found.append(problem)
         seen, version = _gpus_seen()
-        if outer_launch(os.environ) is not None and seen == 1:
-            nodes = asked  # srun --gpus-per-task=1: each rank sees its own GPU
+        outer = outer_launch(os.environ)
+        if outer is not None and outer.launcher == "srun" and seen == 1:
+            nodes = asked  # srun --gpus-per-task=1: each rank sees its own GPU (under torchrun all see the node's)
         profile = load_profile(args.profile_file)[ACCELERATOR]
         problem = device_problem(profile, asked, seen, args.allow_cpu, version, nodes)
         if problem:

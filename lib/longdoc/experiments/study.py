@@ -128,6 +128,9 @@ class Execution:
     def decoding(self, *description) -> tuple[list, list]:
         return [], []
 
+    def tokenised_in_processes(self, *description) -> list:
+        return []
+
 
 def changed(filed: dict, ran: dict) -> dict:
     """The parameters a study ran at that differ from those its record is filed under."""

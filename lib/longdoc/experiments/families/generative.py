@@ -710,7 +710,7 @@ class Generative(Spec):
         decoding, and the dev-best model's decoding after it."""
         options = plan.study.settings(NciSettings)
         plan.tokenise(None)
-        plan.identifiers(self.nci.identifiers, options.backbone)
+        plan.identifiers(self.nci.identifiers, options.backbone, options.pooling)
         if self.nci.queries.generated:
             plan.generation(self.nci.queries.generation)
         views = 2 if self.nci.alpha > 0 else 1

@@ -446,6 +446,7 @@ class Matcher(PretrainedStart, Spec):
                     self.encoder,
                 ),
                 plan.encode("dev evaluation", self.model, self.encoder, budget.dev_evals),  # dev and test pairs
+                *plan.tokenised_in_processes(budget.n_devices),
             ],
             functools.partial(self.fine_tune, learning_rate=learning_rate, seed=seed),
         )

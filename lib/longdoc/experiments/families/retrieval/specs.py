@@ -184,9 +184,10 @@ class Dense(PretrainedStart, Spec):
                     self.encoder,
                 ),
                 *plan.dev_evaluations(self.model, self.encoder, budget),
+                *plan.tokenised_in_processes(budget.n_devices),
             ]
-            if iteration > 1:  # hard negatives mined by the previous iteration's model
-                works.append(plan.encode("negatives", self.model, self.encoder))
+            if iteration > 1:  # hard negatives mined by the previous iteration's model, in the kernel
+                works.append(plan.encode("negatives", self.model, self.encoder, spread="one process"))
             elif protocol.negatives == "bm25":  # BM25's negatives of every training query, searched by each fit
                 works.append(plan.bm25_search("train"))
             at = replace(self, protocol=replace(protocol, iterations=iteration))
@@ -199,12 +200,14 @@ class Dense(PretrainedStart, Spec):
         if protocol.negatives == "warm start" and warm is not None:  # the miner encodes once
             miner = warm.spec  # one run per warm-start fit (cached by its directory)
             key = ("mining", repr(miner), warm_rate, seed)
-            plan.fit(key, [plan.encode("negatives", miner.model, miner.encoder)])
+            plan.fit(key, [plan.encode("negatives", miner.model, miner.encoder, spread="one process")])
 
     def untrained_cost(self, planner, seeds: list[int]) -> None:
         """Zero-shot: the corpus tokenised and encoded once."""
         planner.tokenise(self.encoder)
-        planner.fit(("zero-shot", repr(self)), [planner.encode("zero-shot", self.model, self.encoder)])
+        planner.fit(
+            ("zero-shot", repr(self)), [planner.encode("zero-shot", self.model, self.encoder, spread="one process")]
+        )
 
 
 @dataclass(frozen=True)
