@@ -98,92 +98,6 @@ def test_an_outer_launch_is_read_from_torchrun_or_srun_and_not_in_a_fit_process(
     assert "leave it unset" in launch_problem(16, {**srun, "LONGDOC_NODES": "2"})[1]
 
 
-DRIVER = """
-import json, os, sys
-from pathlib import Path
-from longdoc.launch import main, outer_launch
-
-outer = outer_launch(os.environ)
-if outer is not None and outer.rank:
-    sys.exit(main(["follow"]))  # what run_all.sh does on every rank but 0
-from longdoc.data.matching import load_matching
-from longdoc.experiments.families.matching import finetune_matcher
-from longdoc.models.registry import encoder_class
-from longdoc.train.loop import TrainConfig
-
-backbone, data, out = sys.argv[1:4]
-encoder = encoder_class("MatchBERT").config_class(backbone=backbone, segment_length=16, max_segments=1)
-train = TrainConfig(steps=2, batch_size=2, hard_negatives=0, learning_rate=1e-3)
-fit = finetune_matcher("MatchBERT", load_matching(data), encoder, train, progress=False, n_devices=2)
-Path(out).write_text(json.dumps({"outputs": fit.outputs, "key": json.loads((fit.directory / "key.json").read_text())}))
-if outer is not None:
-    main(["end"])  # run_all.sh's exit on rank 0
-"""
-
-
-@pytest.mark.slow
-def test_under_an_outer_two_node_torchrun_each_fit_runs_on_its_ranks_and_equals_the_kernels_own_launch(
-    tiny_backbone, tmp_path
-):
-    """Two ``torchrun --nnodes 2`` launchers on this machine (gloo) each run a driver as run_all.sh runs the
-    notebooks: rank 0 fits, rank 1 follows. The fit joins the launch's store instead of spawning, and gives
-    the dev and test scores of the same fit launched by the kernel itself in two processes."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    from tests.experiments.families.test_matching_family import _two_process_pairs
-
-    from longdoc.launch import _free_port
-
-    _two_process_pairs(tmp_path / "pairs")
-    (tmp_path / "driver.py").write_text(DRIVER)
-    environment = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "LONGDOC_CACHE": str(tmp_path / "outer-cache"),
-    }
-    endpoint = f"localhost:{_free_port()}"
-    launchers = [
-        subprocess.Popen(
-            [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d"]
-            + [f"--rdzv_endpoint={endpoint}", "--rdzv_id=outer", str(tmp_path / "driver.py")]
-            + [str(tiny_backbone), str(tmp_path / "pairs"), str(tmp_path / "outer.json")],
-            env=environment,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    logs = [launcher.communicate(timeout=600)[0] for launcher in launchers]
-    assert [launcher.returncode for launcher in launchers] == [0, 0], "\n---\n".join(log[-3000:] for log in logs)
-    assert any("[rank 1] fit 1:" in log for log in logs)  # the follower ran its process of the fit
-    joined = json.loads((tmp_path / "outer.json").read_text())
-    assert joined["key"]["processes"] == 2
-
-    own = subprocess.run(  # a run of its own: the kernel launches torchrun --standalone itself
-        [
-            sys.executable,
-            str(tmp_path / "driver.py"),
-            str(tiny_backbone),
-            str(tmp_path / "pairs"),
-            str(tmp_path / "own.json"),
-        ],
-        env={**environment, "LONGDOC_CACHE": str(tmp_path / "own-cache")},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert own.returncode == 0, own.stdout[-3000:] + own.stderr[-3000:]
-    spawned = json.loads((tmp_path / "own.json").read_text())
-    assert joined["outputs"] == spawned["outputs"]  # the dev-best checkpoint scores every pair alike
-    assert {k: v for k, v in joined["key"].items() if k != "dataset"} == {
-        k: v for k, v in spawned["key"].items() if k != "dataset"
-    }
-
-
 @dataclass
 class ProbeJob:
     """A fit's job stand-in for the launch tests: every rank adds its rank + 1 in its process group."""
@@ -203,39 +117,84 @@ def sum_of_ranks(job: ProbeJob, dataset, directory: Path, resume: Path) -> None:
         (directory / "sum.txt").write_text(f"{int(total.item())} over {dist.get_world_size()}")
 
 
-SRUN_RANK_ZERO = """
-import subprocess, sys
+RANK_ZERO = """
+import os, subprocess, sys
 from pathlib import Path
 from longdoc.experiments.families.worker import launch
-from longdoc.launch import main
+from longdoc.launch import main, outer_launch
 from tests.test_launch import ProbeJob
 
+if outer_launch(os.environ).rank:
+    sys.exit(main(["follow"]))  # what run_all.sh does on every rank but 0
 directory = Path(sys.argv[1])
-serving = subprocess.Popen([sys.executable, "-m", "longdoc.launch", "serve"])  # as run_all.sh does under srun
-for number, job in enumerate([ProbeJob(), ProbeJob(fail_on_rank=1), ProbeJob()]):
+serving = subprocess.Popen([sys.executable, "-m", "longdoc.launch", "serve"]) if "SLURM_PROCID" in os.environ else None
+for number, job in enumerate([ProbeJob(fail_on_rank=1), ProbeJob()]):  # as the fits of a notebook
     (directory / str(number)).mkdir()
     try:
         launch("tests.test_launch:sum_of_ranks", job, None, directory / str(number), directory / f"{number}.resume", 2)
     except RuntimeError as error:
         (directory / f"{number}.error").write_text(str(error))
-main(["end"])
-sys.exit(serving.wait())
+main(["end"])  # run_all.sh's exit on rank 0
+sys.exit(serving.wait() if serving else 0)
 """
 
 
-@pytest.mark.slow
-def test_under_srun_rank_zero_hosts_the_store_and_a_failing_rank_stops_its_fit_not_the_next(tmp_path):
-    """Two tasks of an srun step (its environment, on this machine): rank 0 serves the store and launches
-    three fits, rank 1 follows. Each fit's group sums the ranks; the second fails on rank 1, which stops
-    rank 0's process of it and raises in rank 0 naming both exit codes; the third runs; the end stops rank 1."""
-    import os
+def _two_ranks(tmp_path: Path, commands: list[list[str]], environments: list[dict]) -> list[str]:
+    """Run the two ranks' commands to their end (at most 300 s); their outputs."""
     import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "rank0.py").write_text(RANK_ZERO)
+    tasks = [
+        subprocess.Popen(
+            command,
+            cwd=root,
+            env={**environment, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)},  # the probe, for every process
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for command, environment in zip(commands, environments)
+    ]
+    try:
+        logs = [task.communicate(timeout=300)[0] for task in tasks]
+    finally:
+        for task in tasks:
+            task.kill()
+    assert [task.returncode for task in tasks] == [0, 0], "\n---\n".join(logs)
+    return logs
+
+
+def _check_the_two_fits(tmp_path: Path, launcher: str, logs: list[str]) -> None:
+    """The first fit failed on rank 1: stopped on both, reported by rank 0 naming every rank's exit code;
+    the next fit ran in a group of both ranks."""
+    error = (tmp_path / "0.error").read_text()
+    assert f"fitting in the 2 ranks of the outer {launcher} launch failed (exit codes by rank [" in error
+    assert not (tmp_path / "0" / "sum.txt").exists() and (tmp_path / "1" / "sum.txt").read_text() == "3 over 2"
+    assert any("rank 1 fails, as asked" in log and "fit 2:" in log for log in logs)
+
+
+@pytest.mark.slow
+def test_under_torchrun_or_srun_rank_zero_posts_each_fit_and_rank_one_runs_its_process(tmp_path):
+    """Each rank runs what run_all.sh runs: rank 0 launches two fits without spawning, rank 1 follows; a fit
+    that fails on rank 1 is stopped and reported, the next one runs, and the end stops rank 1. First under
+    two ``torchrun --nnodes 2`` launchers on this machine (gloo; the groups meet in torchrun's own store),
+    then as two tasks of an srun step (its environment; rank 0 serves the store). One after the other: two
+    launches at once would draw their free ports side by side."""
+    import os
     import sys
 
     from longdoc.launch import _free_port
 
-    root = Path(__file__).resolve().parents[1]
-    (tmp_path / "rank0.py").write_text(SRUN_RANK_ZERO)
+    endpoint = f"localhost:{_free_port()}"
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1"]
+    launcher += ["--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}", "--rdzv_id=outer"]
+    (tmp_path / "torchrun").mkdir()
+    command = [*launcher, str(tmp_path / "rank0.py"), str(tmp_path / "torchrun")]
+    _check_the_two_fits(
+        tmp_path / "torchrun", "torchrun", _two_ranks(tmp_path, [command, command], [dict(os.environ)] * 2)
+    )
+
     step = {
         **os.environ,
         "SLURM_JOB_ID": "7",
@@ -245,32 +204,11 @@ def test_under_srun_rank_zero_hosts_the_store_and_a_failing_rank_stops_its_fit_n
         "SLURM_STEP_NODELIST": "localhost",
         "MASTER_ADDR": "localhost",
         "MASTER_PORT": str(_free_port()),
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": str(root),  # the probe job and runner above, for rank 0's script and every fit's process
     }
-    tasks = [
-        subprocess.Popen(
-            [sys.executable, str(tmp_path / "rank0.py"), str(tmp_path)]
-            if rank == 0
-            else [sys.executable, "-m", "longdoc.launch", "follow"],
-            cwd=root,
-            env={**step, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for rank in (0, 1)
-    ]
-    try:
-        logs = [task.communicate(timeout=300)[0] for task in tasks]
-    finally:
-        for task in tasks:
-            task.kill()
-    assert [task.returncode for task in tasks] == [0, 0], "\n---\n".join(logs)
-    assert (tmp_path / "0" / "sum.txt").read_text() == "3 over 2" == (tmp_path / "2" / "sum.txt").read_text()
-    error = (tmp_path / "1.error").read_text()
-    assert "outer srun launch failed" in error and "[" in error and not (tmp_path / "1" / "sum.txt").exists()
-    assert "rank 1 fails, as asked" in logs[1] and "[rank 1] fit 3:" in logs[1]
+    (tmp_path / "srun").mkdir()
+    command = [sys.executable, str(tmp_path / "rank0.py"), str(tmp_path / "srun")]
+    environments = [{**step, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank)} for rank in (0, 1)]
+    _check_the_two_fits(tmp_path / "srun", "srun", _two_ranks(tmp_path, [command, command], environments))
 
 
 def test_rank_zero_stops_with_a_message_when_a_rank_never_follows(monkeypatch, tmp_path):
